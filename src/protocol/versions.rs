@@ -1,0 +1,177 @@
+//! The API versions Courier implements, and negotiation with a broker.
+//!
+//! For each API we need, the version used is the highest one inside both the
+//! broker's advertised range and ours. A broker whose range lies wholly below
+//! ours is "too old"; one whose range lies wholly above is "too new"; the two
+//! get distinct errors because the fixes differ (upgrade the broker, or
+//! upgrade Courier).
+//!
+//! # References
+//! - ApiVersions (KIP-35, KIP-511): <https://kafka.apache.org/protocol#The_Messages_ApiVersions>
+
+use kafka_protocol::messages::ApiVersionsResponse;
+
+use super::{ApiKey, ProtocolError};
+
+/// The version range Courier implements for one API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Supported {
+    /// The API.
+    pub api: ApiKey,
+    /// Oldest version we can speak.
+    pub min: i16,
+    /// Newest version we can speak.
+    pub max: i16,
+}
+
+/// Every API Courier uses, with the versions it implements.
+///
+/// - Produce starts at v3, the first version that carries RecordBatch v2
+///   (needed for headers and idempotence); it stops at v12 because v13 names
+///   topics by id instead of by name.
+/// - ApiVersions stops at v3, the first flexible version, which every broker
+///   since Kafka 2.4 accepts.
+pub const SUPPORTED: &[Supported] = &[
+    Supported {
+        api: ApiKey::ApiVersions,
+        min: 0,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::Metadata,
+        min: 1,
+        max: 12,
+    },
+    Supported {
+        api: ApiKey::Produce,
+        min: 3,
+        max: 12,
+    },
+    Supported {
+        api: ApiKey::InitProducerId,
+        min: 0,
+        max: 5,
+    },
+    Supported {
+        api: ApiKey::CreateTopics,
+        min: 2,
+        max: 7,
+    },
+];
+
+/// The range Courier implements for `api`, if it uses that API at all.
+pub fn supported(api: ApiKey) -> Option<Supported> {
+    SUPPORTED.iter().copied().find(|s| s.api == api)
+}
+
+/// The versions agreed with one broker, one per API Courier uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ApiVersions {
+    /// ApiVersions version.
+    pub api_versions: i16,
+    /// Metadata version.
+    pub metadata: i16,
+    /// Produce version.
+    pub produce: i16,
+    /// InitProducerId version, or `None` when the broker does not offer it
+    /// (an idempotent producer then cannot run against this broker).
+    pub init_producer_id: Option<i16>,
+    /// CreateTopics version, or `None` when the broker does not offer it.
+    pub create_topics: Option<i16>,
+}
+
+impl ApiVersions {
+    /// The agreed version of `api`, if any.
+    pub fn get(&self, api: ApiKey) -> Option<i16> {
+        match api {
+            ApiKey::ApiVersions => Some(self.api_versions),
+            ApiKey::Metadata => Some(self.metadata),
+            ApiKey::Produce => Some(self.produce),
+            ApiKey::InitProducerId => self.init_producer_id,
+            ApiKey::CreateTopics => self.create_topics,
+            _ => None,
+        }
+    }
+}
+
+/// Picks a version for each API from a broker's ApiVersions answer.
+///
+/// ApiVersions, Metadata and Produce are required; InitProducerId and
+/// CreateTopics are optional here and checked when first needed.
+///
+/// ```
+/// use courier::protocol::messages::{ApiVersionsResponse, api_versions_response::ApiVersion};
+/// use courier::protocol::versions::negotiate;
+///
+/// let mut resp = ApiVersionsResponse::default();
+/// for (key, min, max) in [(18, 0, 4), (3, 0, 13), (0, 3, 11)] {
+///     let mut v = ApiVersion::default();
+///     v.api_key = key;
+///     v.min_version = min;
+///     v.max_version = max;
+///     resp.api_keys.push(v);
+/// }
+/// let agreed = negotiate(&resp).unwrap();
+/// assert_eq!((agreed.api_versions, agreed.metadata, agreed.produce), (3, 12, 11));
+/// assert_eq!(agreed.init_producer_id, None);
+/// ```
+pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolError> {
+    if resp.error_code != 0 {
+        return Err(ProtocolError::ApiVersionsError(resp.error_code));
+    }
+    let required = |api: ApiKey| {
+        pick(resp, api)?.ok_or(ProtocolError::BrokerTooOld {
+            api,
+            offered: "none".into(),
+            min_needed: supported(api).map_or(0, |s| s.min),
+        })
+    };
+    Ok(ApiVersions {
+        api_versions: required(ApiKey::ApiVersions)?,
+        metadata: required(ApiKey::Metadata)?,
+        produce: required(ApiKey::Produce)?,
+        init_producer_id: pick(resp, ApiKey::InitProducerId)?,
+        create_topics: pick(resp, ApiKey::CreateTopics)?,
+    })
+}
+
+/// The highest version of `api` both sides speak; `None` when the broker does
+/// not list the API at all.
+fn pick(resp: &ApiVersionsResponse, api: ApiKey) -> Result<Option<i16>, ProtocolError> {
+    let ours = supported(api).expect("only APIs from SUPPORTED are negotiated");
+    let Some(k) = resp.api_keys.iter().find(|k| k.api_key == api as i16) else {
+        return Ok(None);
+    };
+    if k.max_version < ours.min || k.max_version < k.min_version {
+        return Err(ProtocolError::BrokerTooOld {
+            api,
+            offered: format!("v{}..=v{}", k.min_version, k.max_version),
+            min_needed: ours.min,
+        });
+    }
+    if k.min_version > ours.max {
+        return Err(ProtocolError::BrokerTooNew {
+            api,
+            broker_min: k.min_version,
+            broker_max: k.max_version,
+            max_known: ours.max,
+        });
+    }
+    Ok(Some(k.max_version.min(ours.max)))
+}
+
+/// The ApiVersions version to retry with after a broker answered our first
+/// ApiVersions request with UNSUPPORTED_VERSION.
+///
+/// Brokers answer an ApiVersions request they cannot parse with a v0 body
+/// that lists their own ApiVersions range (KIP-511), so the retry can pick a
+/// version they understand.
+pub fn api_versions_fallback(resp: &ApiVersionsResponse) -> Option<i16> {
+    let ours = supported(ApiKey::ApiVersions)?;
+    let theirs = resp
+        .api_keys
+        .iter()
+        .find(|k| k.api_key == ApiKey::ApiVersions as i16)?;
+    let v = theirs.max_version.min(ours.max);
+    (v >= ours.min && v >= theirs.min_version).then_some(v)
+}

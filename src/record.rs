@@ -1,0 +1,166 @@
+//! The record a user produces: topic, key, value, headers, and optionally a
+//! partition and a timestamp.
+//!
+//! Keys and values are [`Bytes`], so a caller that already holds `Bytes` (or a
+//! `Vec<u8>`, or a `&'static [u8]`) hands them over without a copy. The topic
+//! is a [`Topic`], which is cheap to clone for the same reason.
+
+use std::fmt;
+use std::ops::Deref;
+
+use bytes::Bytes;
+
+/// A topic name: UTF-8 held in [`Bytes`], so clones never copy the text and a
+/// `'static` name never allocates.
+///
+/// ```
+/// use courier::record::Topic;
+/// let t = Topic::from_static("orders");
+/// assert_eq!(&*t, "orders");
+/// assert_eq!(Topic::from(String::from("orders")), t);
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Topic(Bytes);
+
+impl Topic {
+    /// A topic from a static string; no allocation.
+    pub const fn from_static(name: &'static str) -> Self {
+        Topic(Bytes::from_static(name.as_bytes()))
+    }
+
+    /// The name.
+    pub fn as_str(&self) -> &str {
+        // SAFETY: every constructor takes a `str` or `String`, so the bytes
+        // are valid UTF-8.
+        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    }
+
+    /// The name as bytes, sharing the allocation.
+    pub fn as_bytes(&self) -> &Bytes {
+        &self.0
+    }
+}
+
+impl Deref for Topic {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::borrow::Borrow<str> for Topic {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Topic {
+    fn from(s: String) -> Self {
+        Topic(Bytes::from(s.into_bytes()))
+    }
+}
+
+impl From<&str> for Topic {
+    fn from(s: &str) -> Self {
+        Topic(Bytes::copy_from_slice(s.as_bytes()))
+    }
+}
+
+impl fmt::Debug for Topic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Topic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One record header: a string key and an optional byte value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The header key.
+    pub key: String,
+    /// The header value; `None` is a null value on the wire.
+    pub value: Option<Bytes>,
+}
+
+/// A record to produce.
+///
+/// ```
+/// use courier::record::Record;
+/// let r = Record::to("orders")
+///     .key("customer-7")
+///     .value(&b"{\"total\": 12}"[..])
+///     .header("trace-id", "abc")
+///     .partition(2);
+/// assert_eq!(r.partition, Some(2));
+/// assert_eq!(r.key.as_deref(), Some(&b"customer-7"[..]));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// The topic to write to.
+    pub topic: Topic,
+    /// An explicit partition; `None` lets the partitioner choose.
+    pub partition: Option<i32>,
+    /// The key; `None` is a null key, which the default partitioner spreads
+    /// with the sticky strategy.
+    pub key: Option<Bytes>,
+    /// The value; `None` is a null value (a tombstone on compacted topics).
+    pub value: Option<Bytes>,
+    /// Headers, in order.
+    pub headers: Vec<Header>,
+    /// Create time in milliseconds since the Unix epoch; `None` means "now",
+    /// taken when the record is appended to a batch.
+    pub timestamp: Option<i64>,
+}
+
+impl Record {
+    /// A record for `topic` with no key, value, headers, partition or
+    /// timestamp yet.
+    pub fn to(topic: impl Into<Topic>) -> Self {
+        Record {
+            topic: topic.into(),
+            partition: None,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+            timestamp: None,
+        }
+    }
+
+    /// Sets the key.
+    pub fn key(mut self, key: impl Into<Bytes>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    /// Sets the value.
+    pub fn value(mut self, value: impl Into<Bytes>) -> Self {
+        self.value = Some(value.into());
+        self
+    }
+
+    /// Appends a header.
+    pub fn header(mut self, key: impl Into<String>, value: impl Into<Bytes>) -> Self {
+        self.headers.push(Header {
+            key: key.into(),
+            value: Some(value.into()),
+        });
+        self
+    }
+
+    /// Sends to this partition, bypassing the partitioner.
+    pub fn partition(mut self, partition: i32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the create timestamp, in milliseconds since the Unix epoch.
+    pub fn timestamp(mut self, millis: i64) -> Self {
+        self.timestamp = Some(millis);
+        self
+    }
+}
