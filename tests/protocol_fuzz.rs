@@ -105,7 +105,10 @@ fn an_array_claiming_two_billion_elements_allocates_nothing_near_that() {
         let r = decode_response::<ApiVersionsRequest>(frame.clone(), 0);
         assert!(r.is_err(), "a lying count must fail to decode");
     });
-    assert!(largest < 64 * 1024, "largest allocation was {largest} bytes");
+    assert!(
+        largest < 64 * 1024,
+        "largest allocation was {largest} bytes"
+    );
 
     // The same lie in a compact (flexible) array: Metadata v12 brokers.
     let mut b = BytesMut::new();
@@ -118,7 +121,10 @@ fn an_array_claiming_two_billion_elements_allocates_nothing_near_that() {
     let largest = largest_allocation(|| {
         assert!(decode_response::<MetadataRequest>(frame.clone(), 12).is_err());
     });
-    assert!(largest < 64 * 1024, "largest allocation was {largest} bytes");
+    assert!(
+        largest < 64 * 1024,
+        "largest allocation was {largest} bytes"
+    );
 }
 
 #[test]
@@ -143,7 +149,10 @@ fn frame_longer_than_the_maximum_is_refused_before_reading_it() {
     let largest = largest_allocation(|| {
         assert_eq!(
             decoder.decode(&mut buf),
-            Err(ProtocolError::FrameTooLarge { len: 1025, max: 1024 })
+            Err(ProtocolError::FrameTooLarge {
+                len: 1025,
+                max: 1024
+            })
         );
     });
     assert!(largest < 1024);

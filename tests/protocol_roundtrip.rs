@@ -56,7 +56,10 @@ where
     let mut header = ResponseHeader::default();
     header.correlation_id = -42;
     header
-        .encode(&mut buf, <R::Response as HeaderVersion>::header_version(version))
+        .encode(
+            &mut buf,
+            <R::Response as HeaderVersion>::header_version(version),
+        )
         .unwrap();
     resp.encode(&mut buf, version).unwrap();
     let (id, back) = decode_response::<R>(buf.freeze(), version).unwrap();
@@ -112,12 +115,14 @@ fn api_versions() {
             resp = resp.with_throttle_time_ms(17);
         }
         if v >= 3 {
-            resp = resp.with_finalized_features_epoch(9).with_supported_features(vec![
-                api_versions_response::SupportedFeatureKey::default()
-                    .with_name(s("metadata.version"))
-                    .with_min_version(1)
-                    .with_max_version(20),
-            ]);
+            resp = resp
+                .with_finalized_features_epoch(9)
+                .with_supported_features(vec![
+                    api_versions_response::SupportedFeatureKey::default()
+                        .with_name(s("metadata.version"))
+                        .with_min_version(1)
+                        .with_max_version(20),
+                ]);
         }
         response_round_trip::<ApiVersionsRequest>(resp, v);
     }
@@ -230,9 +235,11 @@ fn produce() {
                 }
                 if v >= 8 {
                     pr = pr
-                        .with_record_errors(vec![produce_response::BatchIndexAndErrorMessage::default()
-                            .with_batch_index(4)
-                            .with_batch_index_error_message(Some(s("bad record")))])
+                        .with_record_errors(vec![
+                            produce_response::BatchIndexAndErrorMessage::default()
+                                .with_batch_index(4)
+                                .with_batch_index_error_message(Some(s("bad record"))),
+                        ])
                         .with_error_message(Some(s("partition error")));
                 }
                 if v >= 10 {
@@ -267,9 +274,7 @@ fn init_producer_id() {
             .with_transactional_id(None)
             .with_transaction_timeout_ms(60_000);
         if v >= 3 {
-            req = req
-                .with_producer_id(ProducerId(77))
-                .with_producer_epoch(3);
+            req = req.with_producer_id(ProducerId(77)).with_producer_epoch(3);
         }
         request_round_trip(req, v);
 
@@ -306,10 +311,12 @@ fn create_topics() {
             t = t
                 .with_num_partitions(6)
                 .with_replication_factor(3)
-                .with_configs(Some(vec![create_topics_response::CreatableTopicConfigs::default()
-                    .with_name(s("cleanup.policy"))
-                    .with_value(Some(s("compact")))
-                    .with_read_only(true)]));
+                .with_configs(Some(vec![
+                    create_topics_response::CreatableTopicConfigs::default()
+                        .with_name(s("cleanup.policy"))
+                        .with_value(Some(s("compact")))
+                        .with_read_only(true),
+                ]));
         }
         if v >= 7 {
             t = t.with_topic_id(uuid::Uuid::from_u128(9));

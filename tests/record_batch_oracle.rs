@@ -20,16 +20,21 @@ struct Rec {
 }
 
 fn rec() -> impl Strategy<Value = Rec> {
-    let bytes = |max| proptest::option::weighted(0.9, proptest::collection::vec(any::<u8>(), 0..max));
+    let bytes =
+        |max| proptest::option::weighted(0.9, proptest::collection::vec(any::<u8>(), 0..max));
     (
         -5_000i64..5_000,
         bytes(64),
         // Mostly compressible text-like values, some random.
         prop_oneof![
             bytes(2_000),
-            (0usize..3_000).prop_map(|n| Some(b"abcabcabd".iter().cycle().take(n).copied().collect())),
+            (0usize..3_000)
+                .prop_map(|n| Some(b"abcabcabd".iter().cycle().take(n).copied().collect())),
         ],
-        proptest::collection::vec(proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)), 0..4),
+        proptest::collection::vec(
+            proptest::option::of(proptest::collection::vec(any::<u8>(), 0..16)),
+            0..4,
+        ),
     )
         .prop_map(|(dt, key, value, hvals)| Rec {
             timestamp: 1_700_000_000_000 + dt,
@@ -39,7 +44,10 @@ fn rec() -> impl Strategy<Value = Rec> {
             headers: hvals
                 .into_iter()
                 .enumerate()
-                .map(|(i, v)| Header { key: format!("h{i}"), value: v.map(Bytes::from) })
+                .map(|(i, v)| Header {
+                    key: format!("h{i}"),
+                    value: v.map(Bytes::from),
+                })
                 .collect(),
         })
 }
@@ -59,12 +67,23 @@ fn lib(c: Compression) -> LibCompression {
 }
 
 fn append(b: &mut BatchBuilder, r: &Rec) -> bool {
-    b.try_append(r.timestamp, r.key.as_deref(), r.value.as_deref(), &r.headers).is_ok()
+    b.try_append(
+        r.timestamp,
+        r.key.as_deref(),
+        r.value.as_deref(),
+        &r.headers,
+    )
+    .is_ok()
 }
 
-fn check_decodes_to(batch: &EncodedBatch, recs: &[Rec], stamp: ProducerStamp) -> Result<(), TestCaseError> {
+fn check_decodes_to(
+    batch: &EncodedBatch,
+    recs: &[Rec],
+    stamp: ProducerStamp,
+) -> Result<(), TestCaseError> {
     let mut bytes = batch.bytes().clone();
-    let set = RecordBatchDecoder::decode(&mut bytes).map_err(|e| TestCaseError::fail(format!("oracle: {e:#}")))?;
+    let set = RecordBatchDecoder::decode(&mut bytes)
+        .map_err(|e| TestCaseError::fail(format!("oracle: {e:#}")))?;
     prop_assert!(bytes.is_empty(), "one batch, nothing after it");
     prop_assert_eq!(set.compression, lib(batch.compression()));
     prop_assert_eq!(set.records.len(), recs.len());

@@ -140,10 +140,12 @@ async fn produce_to_leaders(
     for (partition, records) in sent.iter().enumerate() {
         let partition = partition as i32;
         let leader = leaders[&partition];
-        if !conns.contains_key(&leader) {
-            conns.insert(leader, connect(&addrs[&leader]).await);
-        }
-        let conn = conns.get_mut(&leader).unwrap();
+        let conn = match conns.entry(leader) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(connect(&addrs[&leader]).await)
+            }
+        };
         let mut batches = Vec::new();
         let mut builder = BatchBuilder::new(BATCH_SIZE, codec);
         for r in records {

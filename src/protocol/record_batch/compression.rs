@@ -110,6 +110,11 @@ const SNAPPY_MAGIC: &[u8; 16] = b"\x82SNAPPY\x00\x00\x00\x00\x01\x00\x00\x00\x01
 const SNAPPY_BLOCK: usize = 32 * 1024;
 const ZSTD_LEVEL: i32 = 3;
 
+thread_local! {
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
 /// Appends `input`, compressed with `codec`, to `out`.
 pub(crate) fn compress(
     codec: Compression,
@@ -151,17 +156,25 @@ pub(crate) fn compress(
             enc.write_all(input).map_err(|e| fail(&e))?;
             enc.finish().map_err(|e| fail(&e))?;
         }
-        Compression::Zstd => {
-            let mut enc =
-                zstd::stream::write::Encoder::new(out, ZSTD_LEVEL).map_err(|e| fail(&e))?;
-            // Record the content size in the frame header, so readers can
-            // size their output buffer once.
-            enc.include_contentsize(true).map_err(|e| fail(&e))?;
-            enc.set_pledged_src_size(Some(input.len() as u64))
+        Compression::Zstd => ZSTD.with(|cell| {
+            // A zstd context holds about a megabyte of tables; making one per
+            // batch cost more than compressing a small batch. Keep one per
+            // thread.
+            let mut slot = cell.borrow_mut();
+            let ctx = match slot.as_mut() {
+                Some(c) => c,
+                None => slot.insert(zstd::bulk::Compressor::new(ZSTD_LEVEL).map_err(|e| fail(&e))?),
+            };
+            let start = out.len();
+            out.resize(start + zstd::zstd_safe::compress_bound(input.len()), 0);
+            // The one-shot API records the content size in the frame header,
+            // so readers size their output buffer once.
+            let n = ctx
+                .compress_to_buffer(input, &mut out[start..])
                 .map_err(|e| fail(&e))?;
-            enc.write_all(input).map_err(|e| fail(&e))?;
-            enc.finish().map_err(|e| fail(&e))?;
-        }
+            out.truncate(start + n);
+            Ok(())
+        })?,
     }
     Ok(())
 }
