@@ -29,11 +29,22 @@ const BATCH_SIZE: usize = 64 * 1024;
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let bootstrap = args.next().unwrap_or_else(|| "127.0.0.1:9092".into());
-    let records: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(100_000);
-    let codec: Compression = args.next().map(|c| c.parse()).transpose()?.unwrap_or(Compression::Lz4);
+    let records: usize = args
+        .next()
+        .map(|n| n.parse())
+        .transpose()?
+        .unwrap_or(100_000);
+    let codec: Compression = args
+        .next()
+        .map(|c| c.parse())
+        .transpose()?
+        .unwrap_or(Compression::Lz4);
 
     let mut conn = Connection::connect(&bootstrap, &ConnectionOptions::default()).await?;
-    println!("connected to {bootstrap}; agreed versions: {:?}", conn.versions());
+    println!(
+        "connected to {bootstrap}; agreed versions: {:?}",
+        conn.versions()
+    );
 
     let mut topic = CreatableTopic::default();
     topic.name = TopicName(StrBytes::from_static_str(TOPIC));
@@ -43,11 +54,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     create.topics.push(topic);
     create.timeout_ms = 10_000;
     let created = conn.request(&create).await?;
-    println!("create topic {TOPIC}: error code {}", created.topics[0].error_code);
+    println!(
+        "create topic {TOPIC}: error code {}",
+        created.topics[0].error_code
+    );
 
     let start = Instant::now();
-    let mut builders: Vec<BatchBuilder> =
-        (0..PARTITIONS).map(|_| BatchBuilder::new(BATCH_SIZE, codec)).collect();
+    let mut builders: Vec<BatchBuilder> = (0..PARTITIONS)
+        .map(|_| BatchBuilder::new(BATCH_SIZE, codec))
+        .collect();
     let mut sent = vec![0usize; PARTITIONS as usize];
     let mut last_offset = vec![-1i64; PARTITIONS as usize];
     let mut requests = 0;
@@ -56,7 +71,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let key = format!("user-{}", i % 1000);
         let p = partition_for_key(key.as_bytes(), PARTITIONS) as usize;
         let ts = 1_700_000_000_000 + i as i64;
-        if builders[p].try_append(ts, Some(key.as_bytes()), Some(&value), &[]).is_err() {
+        if builders[p]
+            .try_append(ts, Some(key.as_bytes()), Some(&value), &[])
+            .is_err()
+        {
             let full = std::mem::replace(&mut builders[p], BatchBuilder::new(BATCH_SIZE, codec));
             let batch = full.finish(ProducerStamp::NONE)?;
             last_offset[p] = produce(&mut conn, p as i32, &batch).await?;
@@ -79,7 +97,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         records as f64 / secs
     );
     for p in 0..PARTITIONS as usize {
-        println!("  partition {p}: {} records, last offset {}", sent[p], last_offset[p]);
+        println!(
+            "  partition {p}: {} records, last offset {}",
+            sent[p], last_offset[p]
+        );
     }
     Ok(())
 }
