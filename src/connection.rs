@@ -18,7 +18,7 @@ use kafka_protocol::protocol::{Request, StrBytes};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::protocol::frame::{peek_correlation_id, FrameDecoder, DEFAULT_MAX_FRAME};
+use crate::protocol::frame::{FrameDecoder, DEFAULT_MAX_FRAME};
 use crate::protocol::message::{api_key, decode_response, encode_request};
 use crate::protocol::versions::{api_versions_fallback, negotiate, supported, ApiVersions};
 use crate::protocol::{ApiKey, ProtocolError};
@@ -171,6 +171,27 @@ impl Connection {
             })?
     }
 
+    /// Splits the connection for pipelining: a reader that yields response
+    /// frames and a writer that sends encoded request frames, plus the
+    /// agreed versions and the next free correlation id.
+    pub fn into_pipelined(self) -> (FrameReader, FrameWriter, ApiVersions, i32) {
+        let (read, write) = self.stream.into_split();
+        (
+            FrameReader {
+                addr: self.addr.clone(),
+                half: read,
+                buf: self.read_buf,
+                decoder: self.decoder,
+            },
+            FrameWriter {
+                addr: self.addr,
+                half: write,
+            },
+            self.versions,
+            self.next_correlation_id,
+        )
+    }
+
     /// Sends `req` at `acks = 0` semantics: no response is read.
     pub async fn send_without_response<R: Request>(
         &mut self,
@@ -301,6 +322,69 @@ impl Connection {
     }
 }
 
+/// The read half of a pipelined connection.
+#[derive(Debug)]
+pub struct FrameReader {
+    addr: String,
+    half: tokio::net::tcp::OwnedReadHalf,
+    buf: BytesMut,
+    decoder: FrameDecoder,
+}
+
+impl FrameReader {
+    /// The next whole response frame body.
+    pub async fn next_frame(&mut self) -> Result<bytes::Bytes, ConnectionError> {
+        loop {
+            let decoded =
+                self.decoder
+                    .decode(&mut self.buf)
+                    .map_err(|source| ConnectionError::Protocol {
+                        addr: self.addr.clone(),
+                        source,
+                    })?;
+            if let Some(frame) = decoded {
+                return Ok(frame);
+            }
+            if self.buf.capacity() - self.buf.len() < 4096 {
+                self.buf.reserve(64 * 1024);
+            }
+            let n =
+                self.half
+                    .read_buf(&mut self.buf)
+                    .await
+                    .map_err(|source| ConnectionError::Io {
+                        addr: self.addr.clone(),
+                        source,
+                    })?;
+            if n == 0 {
+                return Err(ConnectionError::Closed {
+                    addr: self.addr.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// The write half of a pipelined connection.
+#[derive(Debug)]
+pub struct FrameWriter {
+    addr: String,
+    half: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl FrameWriter {
+    /// Writes one or more whole request frames.
+    pub async fn write(&mut self, frames: &[u8]) -> Result<(), ConnectionError> {
+        self.half
+            .write_all(frames)
+            .await
+            .map_err(|source| ConnectionError::Io {
+                addr: self.addr.clone(),
+                source,
+            })
+    }
+}
+
 const UNSUPPORTED_VERSION: i16 = 35;
 
 fn placeholder_versions() -> ApiVersions {
@@ -312,8 +396,3 @@ fn placeholder_versions() -> ApiVersions {
         create_topics: None,
     }
 }
-
-// Silence the unused-import lint for the helper kept for the actor's
-// pipelined reader, which matches responses by correlation id.
-#[allow(unused_imports)]
-use peek_correlation_id as _;

@@ -12,7 +12,25 @@
 
 #![warn(missing_docs)]
 
+mod accumulator;
+pub mod actors;
+pub mod config;
 pub mod connection;
+pub mod metadata;
 pub mod partitioner;
+mod producer;
 pub mod protocol;
 pub mod record;
+pub mod report;
+mod report_router;
+pub mod stats;
+pub mod subscription;
+
+pub use actors::msgs::Produce;
+pub use actors::supervisor::ProducerSupervisor;
+pub use config::{Acks, ConfigError, ProducerConfig};
+pub use producer::{ProduceError, Producer, ProducerBuilder, Subscriber};
+pub use record::{Header, Record, Topic};
+pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
+pub use stats::StatsSnapshot;
+pub use subscription::ReportStream;

@@ -19,8 +19,16 @@ use bytes::Bytes;
 /// assert_eq!(&*t, "orders");
 /// assert_eq!(Topic::from(String::from("orders")), t);
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Topic(Bytes);
+
+// Hash as `str` does, so maps keyed by `Topic` can be searched with `&str`
+// (`Borrow<str>` requires equal hashes).
+impl std::hash::Hash for Topic {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
 
 impl Topic {
     /// A topic from a static string; no allocation.

@@ -1,0 +1,797 @@
+//! `BrokerConnection`: the outbox for one broker.
+//!
+//! It owns the only socket to its broker. It drains the partitions this
+//! broker leads into pipelined Produce requests (up to
+//! `max.in.flight.requests.per.connection`), matches responses to requests
+//! by correlation id, and turns each partition's answer into a batch
+//! outcome: reports, a retry, or a failure. It also carries Metadata
+//! requests for the partitioner actor.
+//!
+//! Socket I/O runs in two small tasks (reader and writer) spawned on the
+//! actor's arbiter; they talk to the actor with messages tagged by a
+//! connection generation, so frames from a dead connection are ignored.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use bytes::BytesMut;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::msgs::*;
+use crate::accumulator::ProducerBatch;
+use crate::connection::{Connection, ConnectionOptions};
+use crate::producer::Inner;
+use crate::protocol::frame::peek_correlation_id;
+use crate::protocol::message::{decode_response, encode_request, request_frame_size};
+use crate::protocol::versions::ApiVersions;
+use crate::report::ErrorKind;
+use crate::report_router::{route, Outcome};
+
+#[derive(Debug)]
+enum ConnState {
+    Idle,
+    Connecting,
+    Connected {
+        tx: mpsc::UnboundedSender<bytes::Bytes>,
+        reader: actix::SpawnHandle,
+        versions: ApiVersions,
+    },
+    Backoff,
+}
+
+/// One Produce request awaiting its response.
+#[derive(Debug)]
+struct InFlight {
+    correlation_id: i32,
+    version: i16,
+    sent_at: Instant,
+    batches: Vec<ProducerBatch>,
+}
+
+/// The connection actor for one broker (or, with a negative id, for one
+/// bootstrap address, used only for metadata until real ids are known).
+pub struct BrokerConnection {
+    node_id: i32,
+    addr: String,
+    inner: Arc<Inner>,
+    state: ConnState,
+    generation: u64,
+    next_correlation_id: i32,
+    in_flight: VecDeque<InFlight>,
+    metadata_waiters: HashMap<i32, (i16, oneshot::Sender<Result<MetadataResponse, String>>)>,
+    reconnect_attempts: u32,
+    wake_at: Option<(Instant, SpawnHandle)>,
+}
+
+impl std::fmt::Debug for BrokerConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerConnection")
+            .field("node_id", &self.node_id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerConnection {
+    pub(crate) fn new(node_id: i32, addr: String, inner: Arc<Inner>) -> Self {
+        BrokerConnection {
+            node_id,
+            addr,
+            inner,
+            state: ConnState::Idle,
+            generation: 0,
+            next_correlation_id: 0,
+            in_flight: VecDeque::new(),
+            metadata_waiters: HashMap::new(),
+            reconnect_attempts: 0,
+            wake_at: None,
+        }
+    }
+
+    fn ensure_connecting(&mut self, ctx: &mut Context<Self>) {
+        if !matches!(self.state, ConnState::Idle) {
+            return;
+        }
+        self.state = ConnState::Connecting;
+        self.generation += 1;
+        let generation = self.generation;
+        let cfg = &self.inner.config;
+        let opts = ConnectionOptions {
+            client_id: Some(cfg.client_id.clone()),
+            connect_timeout: cfg.connection_setup_timeout,
+            request_timeout: cfg.request_timeout,
+            ..ConnectionOptions::default()
+        };
+        let addr = self.addr.clone();
+        tracing::debug!(broker = self.node_id, %addr, "connecting");
+        let connecting = async move { Connection::connect(&addr, &opts).await };
+        ctx.spawn(connecting.into_actor(self).map(move |res, act, ctx| {
+            if act.generation != generation {
+                return;
+            }
+            match res {
+                Ok(conn) => act.on_connected(conn, ctx),
+                Err(e) => act.on_connect_failed(e.to_string(), ctx),
+            }
+        }));
+    }
+
+    fn on_connected(&mut self, conn: Connection, ctx: &mut Context<Self>) {
+        let generation = self.generation;
+        let (mut reader, mut writer, versions, next_id) = conn.into_pipelined();
+        self.next_correlation_id = next_id;
+        self.reconnect_attempts = 0;
+        let (tx, mut rx) = mpsc::unbounded_channel::<bytes::Bytes>();
+        // Weak addresses: the I/O tasks must not keep a retired actor alive
+        // (actix's Supervisor restarts an actor while strong addresses exist).
+        let me = ctx.address().downgrade();
+        let me2 = me.clone();
+        // Writer: ends when the actor drops `tx` or the socket fails.
+        actix::spawn(async move {
+            while let Some(frame) = rx.recv().await {
+                if let Err(e) = writer.write(&frame).await {
+                    if let Some(a) = me2.upgrade() {
+                        a.do_send(ConnectionLost {
+                            generation,
+                            error: e.to_string(),
+                        });
+                    }
+                    break;
+                }
+            }
+        });
+        let read = async move {
+            loop {
+                let next = reader.next_frame().await;
+                // Upgrade only after the await: a strong address held while
+                // waiting would keep a retired actor alive.
+                let Some(a) = me.upgrade() else { break };
+                match next {
+                    Ok(frame) => a.do_send(ResponseFrame { generation, frame }),
+                    Err(e) => {
+                        a.do_send(ConnectionLost {
+                            generation,
+                            error: e.to_string(),
+                        });
+                        break;
+                    }
+                }
+            }
+        };
+        let reader = ctx.spawn(read.into_actor(self));
+        tracing::debug!(broker = self.node_id, addr = %self.addr, ?versions, "connected");
+        self.state = ConnState::Connected {
+            tx,
+            reader,
+            versions,
+        };
+        self.drain(ctx);
+    }
+
+    fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
+        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
+        for (_, (_, w)) in self.metadata_waiters.drain() {
+            let _ = w.send(Err(error.clone()));
+        }
+        self.schedule_reconnect(ctx);
+    }
+
+    fn schedule_reconnect(&mut self, ctx: &mut Context<Self>) {
+        self.state = ConnState::Backoff;
+        let cfg = &self.inner.config;
+        let backoff = backoff(
+            cfg.reconnect_backoff,
+            cfg.reconnect_backoff_max,
+            self.reconnect_attempts,
+        );
+        self.reconnect_attempts = self.reconnect_attempts.saturating_add(1);
+        ctx.run_later(backoff, |act, ctx| {
+            if matches!(act.state, ConnState::Backoff) {
+                act.state = ConnState::Idle;
+                act.ensure_connecting(ctx);
+            }
+        });
+    }
+
+    /// The socket is gone: in-flight batches go back to the front of their
+    /// queues (or fail, past their deadline), waiters get errors, and a
+    /// reconnect is scheduled.
+    fn connection_lost(&mut self, error: String, ctx: &mut Context<Self>) {
+        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, in_flight = self.in_flight.len(), "connection lost");
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.requeue_in_flight(Some(&error));
+        for (_, (_, w)) in self.metadata_waiters.drain() {
+            let _ = w.send(Err(error.clone()));
+        }
+        if let Some(p) = self.inner.partitioner_addr.get() {
+            p.do_send(RefreshMetadata);
+        }
+        self.schedule_reconnect(ctx);
+    }
+
+    /// Puts every in-flight batch back at the front of its queue, newest
+    /// first so that each partition keeps its order.
+    fn requeue_in_flight(&mut self, cause: Option<&str>) {
+        let now = Instant::now();
+        while let Some(f) = self.in_flight.pop_back() {
+            for b in f.batches.into_iter().rev() {
+                self.retry_or_fail(
+                    b,
+                    now,
+                    ErrorKind::Timeout,
+                    cause.unwrap_or("connection closed"),
+                );
+            }
+        }
+    }
+
+    /// Re-queues a batch for another attempt, or fails it when its delivery
+    /// timeout has passed.
+    fn retry_or_fail(
+        &self,
+        mut batch: ProducerBatch,
+        now: Instant,
+        kind: ErrorKind,
+        message: &str,
+    ) {
+        let queue = self.inner.acc.queue(&batch.topic, batch.partition);
+        if now >= batch.deadline {
+            queue.inner.lock().unwrap().in_flight -= 1;
+            self.finish(
+                batch,
+                Outcome::Failed {
+                    kind,
+                    message: format!(
+                        "{message}; delivery.timeout.ms passed after {} attempt(s)",
+                        0
+                    ),
+                },
+            );
+            return;
+        }
+        let cfg = &self.inner.config;
+        batch.retry_at = Some(
+            now + backoff(
+                cfg.retry_backoff,
+                cfg.retry_backoff_max,
+                batch.attempts.saturating_sub(1),
+            ),
+        );
+        let mut q = queue.inner.lock().unwrap();
+        q.in_flight -= 1;
+        q.ready.push_front(batch);
+    }
+
+    /// Reports a batch and releases it.
+    fn finish(&self, batch: ProducerBatch, outcome: Outcome) {
+        let outcome = match outcome {
+            Outcome::Failed { kind, message } => Outcome::Failed {
+                kind,
+                message: message.replace(
+                    "after 0 attempt(s)",
+                    &format!("after {} attempt(s)", batch.attempts),
+                ),
+            },
+            ok => ok,
+        };
+        route(
+            &batch.topic,
+            batch.partition,
+            batch.record_count,
+            batch.attempts,
+            batch.owed,
+            &outcome,
+            &self.inner.stats,
+        );
+        self.inner.acc.batch_done(batch.id);
+    }
+
+    fn next_correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        id
+    }
+
+    /// Moves sendable batches of the partitions this broker leads into
+    /// Produce requests, while in-flight room remains.
+    fn drain(&mut self, ctx: &mut Context<Self>) {
+        if self.node_id < 0 {
+            return; // bootstrap connections carry metadata only
+        }
+        let (tx, versions) = match &self.state {
+            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
+            ConnState::Idle => {
+                self.ensure_connecting(ctx);
+                return;
+            }
+            _ => return,
+        };
+        let inner = self.inner.clone();
+        let cfg = &inner.config;
+        let snapshot = inner.metadata.load();
+        let flushing = inner.flushing.load(std::sync::atomic::Ordering::Acquire) > 0
+            || inner.closed.load(std::sync::atomic::Ordering::Acquire);
+        let mut next_wake: Option<Instant> = None;
+        let queues: Vec<_> = inner
+            .acc
+            .partitions
+            .iter()
+            .filter(|e| {
+                snapshot
+                    .topics
+                    .get(e.key().0.as_str())
+                    .and_then(|t| t.leader(e.key().1))
+                    == Some(self.node_id)
+            })
+            .map(|e| e.value().clone())
+            .collect();
+        while self.in_flight.len() < cfg.max_in_flight {
+            let now = Instant::now();
+            let mut batches = Vec::new();
+            let mut size = 0usize;
+            for q in &queues {
+                let mut qi = q.inner.lock().unwrap();
+                let batch = if let Some(front) = qi.ready.front() {
+                    if let Some(at) = front.retry_at.filter(|at| *at > now) {
+                        next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                        continue;
+                    }
+                    if !batches.is_empty() && size + front.encoded.len() > cfg.max_request_size {
+                        continue;
+                    }
+                    qi.ready.pop_front()
+                } else if let Some(open) = &qi.open {
+                    let due = open.created + cfg.linger;
+                    if due > now && !flushing {
+                        next_wake = Some(next_wake.map_or(due, |w| w.min(due)));
+                        continue;
+                    }
+                    let open = qi.open.take().expect("checked above");
+                    match inner.acc.close(open, q) {
+                        Ok(b) => {
+                            if !batches.is_empty() && size + b.encoded.len() > cfg.max_request_size
+                            {
+                                qi.ready.push_back(b);
+                                continue;
+                            }
+                            Some(b)
+                        }
+                        Err(f) => {
+                            drop(qi);
+                            route(
+                                &q.topic,
+                                f.partition,
+                                f.record_count,
+                                0,
+                                f.owed,
+                                &Outcome::Failed {
+                                    kind: ErrorKind::Compression,
+                                    message: f.reason,
+                                },
+                                &inner.stats,
+                            );
+                            inner.acc.batch_done(f.id);
+                            continue;
+                        }
+                    }
+                } else {
+                    None
+                };
+                if let Some(b) = batch {
+                    qi.in_flight += 1;
+                    size += b.encoded.len();
+                    batches.push(b);
+                }
+            }
+            if batches.is_empty() {
+                break;
+            }
+            self.send_produce(batches, &tx, versions.produce);
+        }
+        if let Some(at) = next_wake {
+            self.schedule_wake(at, ctx);
+        }
+    }
+
+    fn schedule_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        if let Some((existing, _)) = self.wake_at {
+            if existing <= at {
+                return;
+            }
+        }
+        if let Some((_, h)) = self.wake_at.take() {
+            ctx.cancel_future(h);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let h = ctx.run_later(delay, |act, ctx| {
+            act.wake_at = None;
+            act.drain(ctx);
+        });
+        self.wake_at = Some((at, h));
+    }
+
+    fn send_produce(
+        &mut self,
+        mut batches: Vec<ProducerBatch>,
+        tx: &mpsc::UnboundedSender<bytes::Bytes>,
+        version: i16,
+    ) {
+        let inner = self.inner.clone();
+        let cfg = &inner.config;
+        let build = |batches: &[ProducerBatch]| {
+            let mut req = ProduceRequest::default();
+            req.acks = cfg.acks.wire();
+            req.timeout_ms = cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32;
+            for b in batches {
+                let pd = PartitionProduceData::default()
+                    .with_index(b.partition)
+                    .with_records(Some(b.encoded.bytes().clone()));
+                match req
+                    .topic_data
+                    .iter_mut()
+                    .find(|t| t.name.0.as_str() == b.topic.as_str())
+                {
+                    Some(t) => t.partition_data.push(pd),
+                    None => req.topic_data.push(
+                        TopicProduceData::default()
+                            .with_name(TopicName(
+                                StrBytes::from_utf8(b.topic.as_bytes().clone())
+                                    .expect("topics are UTF-8"),
+                            ))
+                            .with_partition_data(vec![pd]),
+                    ),
+                }
+            }
+            req
+        };
+        let mut req = build(&batches);
+        // Exact size check: a request never exceeds max.request.size. Extra
+        // batches go back to the front of their queues.
+        while batches.len() > 1
+            && request_frame_size(Some(&self.inner.client_id), version, &req).unwrap_or(usize::MAX)
+                > cfg.max_request_size
+        {
+            let b = batches.pop().expect("more than one");
+            let q = self.inner.acc.queue(&b.topic, b.partition);
+            let mut qi = q.inner.lock().unwrap();
+            qi.in_flight -= 1;
+            qi.ready.push_front(b);
+            drop(qi);
+            req = build(&batches);
+        }
+        let correlation_id = self.next_correlation_id();
+        let mut buf = BytesMut::new();
+        if let Err(e) = encode_request(
+            &mut buf,
+            correlation_id,
+            Some(&self.inner.client_id),
+            version,
+            &req,
+        ) {
+            // Cannot happen with well-formed batches; fail them rather than loop.
+            for b in batches {
+                let q = self.inner.acc.queue(&b.topic, b.partition);
+                q.inner.lock().unwrap().in_flight -= 1;
+                self.finish(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Compression,
+                        message: e.to_string(),
+                    },
+                );
+            }
+            return;
+        }
+        let records: i32 = batches.iter().map(|b| b.record_count).sum();
+        tracing::debug!(
+            broker = self.node_id,
+            correlation_id,
+            batches = batches.len(),
+            records,
+            bytes = buf.len(),
+            "produce request"
+        );
+        for b in &mut batches {
+            b.attempts += 1;
+        }
+        let _ = tx.send(buf.freeze());
+        if cfg.acks.wire() == 0 {
+            // No response will come: "sent, offset unknown".
+            for b in batches {
+                let q = self.inner.acc.queue(&b.topic, b.partition);
+                q.inner.lock().unwrap().in_flight -= 1;
+                self.finish(
+                    b,
+                    Outcome::Delivered {
+                        base_offset: None,
+                        log_append_time: None,
+                    },
+                );
+            }
+            return;
+        }
+        self.in_flight.push_back(InFlight {
+            correlation_id,
+            version,
+            sent_at: Instant::now(),
+            batches,
+        });
+    }
+
+    fn on_frame(&mut self, frame: bytes::Bytes, ctx: &mut Context<Self>) {
+        let Ok(correlation_id) = peek_correlation_id(&frame) else {
+            return self.connection_lost("response shorter than its header".into(), ctx);
+        };
+        if let Some((version, waiter)) = self.metadata_waiters.remove(&correlation_id) {
+            let r = decode_response::<MetadataRequest>(frame, version)
+                .map(|(_, r)| r)
+                .map_err(|e| e.to_string());
+            let failed = r.as_ref().err().cloned();
+            let _ = waiter.send(r);
+            if let Some(e) = failed {
+                self.connection_lost(e, ctx);
+            }
+            return;
+        }
+        let Some(pos) = self
+            .in_flight
+            .iter()
+            .position(|f| f.correlation_id == correlation_id)
+        else {
+            return self.connection_lost(
+                format!("response for unknown correlation id {correlation_id}"),
+                ctx,
+            );
+        };
+        let f = self.in_flight.remove(pos).expect("position is valid");
+        let resp = match decode_response::<ProduceRequest>(frame, f.version) {
+            Ok((_, resp)) => resp,
+            Err(e) => {
+                // Frame boundaries are intact but this response is not
+                // readable: retry its batches on a fresh connection.
+                self.in_flight.insert(pos, f);
+                return self.connection_lost(e.to_string(), ctx);
+            }
+        };
+        let now = Instant::now();
+        self.inner
+            .stats
+            .record_request(self.node_id, now - f.sent_at);
+        let mut refresh = false;
+        for b in f.batches {
+            let pr = resp
+                .responses
+                .iter()
+                .find(|t| t.name.0.as_str() == b.topic.as_str())
+                .and_then(|t| {
+                    t.partition_responses
+                        .iter()
+                        .find(|p| p.index == b.partition)
+                });
+            let Some(pr) = pr else {
+                self.retry_or_fail(
+                    b,
+                    now,
+                    ErrorKind::Timeout,
+                    "broker response did not mention the partition",
+                );
+                continue;
+            };
+            match ResponseError::try_from_code(pr.error_code) {
+                None => {
+                    let q = self.inner.acc.queue(&b.topic, b.partition);
+                    q.inner.lock().unwrap().in_flight -= 1;
+                    self.finish(
+                        b,
+                        Outcome::Delivered {
+                            base_offset: Some(pr.base_offset),
+                            log_append_time: (pr.log_append_time_ms >= 0)
+                                .then_some(pr.log_append_time_ms),
+                        },
+                    );
+                }
+                Some(err) if err.is_retriable() => {
+                    refresh |= matches!(
+                        err,
+                        ResponseError::NotLeaderOrFollower
+                            | ResponseError::UnknownTopicOrPartition
+                            | ResponseError::LeaderNotAvailable
+                    );
+                    let msg = format!("{err:?} from broker {}", self.node_id);
+                    self.retry_or_fail(b, now, ErrorKind::Broker(err), &msg);
+                }
+                Some(err) => {
+                    let q = self.inner.acc.queue(&b.topic, b.partition);
+                    q.inner.lock().unwrap().in_flight -= 1;
+                    let detail = pr
+                        .error_message
+                        .as_ref()
+                        .map(|m| m.to_string())
+                        .unwrap_or_default();
+                    self.finish(
+                        b,
+                        Outcome::Failed {
+                            kind: ErrorKind::Broker(err),
+                            message: format!("{err}: {detail}"),
+                        },
+                    );
+                }
+            }
+        }
+        if refresh {
+            if let Some(p) = self.inner.partitioner_addr.get() {
+                p.do_send(RefreshMetadata);
+            }
+        }
+        self.drain(ctx);
+    }
+
+    /// Fails in-flight requests older than `request.timeout.ms` by dropping
+    /// the connection, as the Java client does.
+    fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
+        let limit = self.inner.config.request_timeout;
+        if let Some(f) = self.in_flight.front() {
+            if f.sent_at.elapsed() > limit {
+                let msg = format!("request {} timed out after {limit:?}", f.correlation_id);
+                self.connection_lost(msg, ctx);
+            }
+        }
+    }
+}
+
+fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(16));
+    let capped = exp.min(max).max(base);
+    // Up to 20% jitter, as the Java client.
+    let jitter = 0.8 + fastrand::f64() * 0.4;
+    capped.mul_f64(jitter).min(max.max(base))
+}
+
+impl Actor for BrokerConnection {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.ensure_connecting(ctx);
+        ctx.run_interval(Duration::from_millis(100), |act, ctx| {
+            act.check_request_timeouts(ctx);
+        });
+    }
+
+    fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
+        // Nothing in flight may vanish: back to the queues for the next
+        // leader, or reported if expired.
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.requeue_in_flight(Some("connection retired"));
+        for (_, (_, w)) in self.metadata_waiters.drain() {
+            let _ = w.send(Err("connection retired".into()));
+        }
+        Running::Stop
+    }
+}
+
+impl Supervised for BrokerConnection {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.requeue_in_flight(Some("connection actor restarted"));
+        self.state = ConnState::Idle;
+        self.generation += 1;
+        self.wake_at = None;
+    }
+}
+
+impl Handler<Wake> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.drain(ctx);
+    }
+}
+
+impl Handler<ResponseFrame> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, msg: ResponseFrame, ctx: &mut Context<Self>) {
+        if msg.generation == self.generation {
+            self.on_frame(msg.frame, ctx);
+        }
+    }
+}
+
+impl Handler<ConnectionLost> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
+        if msg.generation == self.generation {
+            self.connection_lost(msg.error, ctx);
+        }
+    }
+}
+
+impl Handler<Retire> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+impl Handler<CancelInFlight> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
+        while let Some(f) = self.in_flight.pop_front() {
+            for b in f.batches {
+                let q = self.inner.acc.queue(&b.topic, b.partition);
+                q.inner.lock().unwrap().in_flight -= 1;
+                self.finish(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Cancelled,
+                        message: "producer dropped before the broker answered; the record may or may not have been written".into(),
+                    },
+                );
+            }
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<FetchMetadata> for BrokerConnection {
+    type Result = ResponseFuture<Result<MetadataResponse, String>>;
+    fn handle(&mut self, msg: FetchMetadata, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, versions) = match &self.state {
+            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
+            _ => {
+                self.ensure_connecting(ctx);
+                let addr = self.addr.clone();
+                return Box::pin(async move { Err(format!("not connected to {addr}")) });
+            }
+        };
+        // allow_auto_topic_creation keeps its default (true), as the Java
+        // producer's allow.auto.create.topics.
+        let req = MetadataRequest::default().with_topics(Some(
+            msg.topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default().with_name(Some(TopicName(
+                        StrBytes::from_utf8(t.as_bytes().clone()).expect("UTF-8"),
+                    )))
+                })
+                .collect(),
+        ));
+        let correlation_id = self.next_correlation_id();
+        let mut buf = BytesMut::new();
+        if let Err(e) = encode_request(
+            &mut buf,
+            correlation_id,
+            Some(&self.inner.client_id),
+            versions.metadata,
+            &req,
+        ) {
+            return Box::pin(async move { Err(e.to_string()) });
+        }
+        let (wtx, wrx) = oneshot::channel();
+        self.metadata_waiters
+            .insert(correlation_id, (versions.metadata, wtx));
+        let _ = tx.send(buf.freeze());
+        let timeout = self.inner.config.request_timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, wrx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err("connection closed".into()),
+                Err(_) => Err("metadata request timed out".into()),
+            }
+        })
+    }
+}

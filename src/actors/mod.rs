@@ -1,0 +1,19 @@
+//! The actor tree: who owns connections, metadata and failure handling.
+//!
+//! ```text
+//!                   ProducerSupervisor
+//!                   /        |         \
+//!     PartitionerActor   BrokerConnection(1) ... BrokerConnection(n)
+//!     (metadata cache,    (one socket each: pipelined Produce and
+//!      topic waits)        Metadata requests, drains its partitions)
+//! ```
+//!
+//! Records do not travel through actor mailboxes one by one: producer
+//! handles append them into the shared accumulator and send one `Wake` per
+//! batch to the leader's connection actor. Actors move whole batches and
+//! route reports per batch (see `report_router`).
+
+pub(crate) mod broker;
+pub mod msgs;
+pub(crate) mod partitioner;
+pub mod supervisor;

@@ -1,0 +1,185 @@
+//! `PartitionerActor`: owns the metadata cache.
+//!
+//! It fetches Metadata through any connected broker actor, publishes each
+//! result as an immutable snapshot that producer handles read without locks,
+//! tells the supervisor which brokers exist, and answers `EnsureTopic`
+//! waits (bounded by `max.block.ms`). Partition choice itself runs in the
+//! producer handles against the published snapshot, so no record waits for
+//! this actor once its topic is known.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::oneshot;
+
+use super::msgs::*;
+use crate::metadata::MetadataSnapshot;
+use crate::producer::Inner;
+use crate::record::Topic;
+use crate::report::ErrorKind;
+
+type Waiter = (Instant, oneshot::Sender<Result<(), ErrorKind>>);
+
+pub(crate) struct PartitionerActor {
+    inner: Arc<Inner>,
+    topics: HashSet<Topic>,
+    waiters: HashMap<Topic, Vec<Waiter>>,
+    fetching: bool,
+    again: bool,
+    failures: u32,
+}
+
+impl PartitionerActor {
+    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+        PartitionerActor {
+            inner,
+            topics: HashSet::new(),
+            waiters: HashMap::new(),
+            fetching: false,
+            again: false,
+            failures: 0,
+        }
+    }
+
+    fn fetch(&mut self, ctx: &mut Context<Self>) {
+        if self.fetching {
+            self.again = true;
+            return;
+        }
+        // Prefer a known broker; fall back to bootstrap connections.
+        let mut candidates: Vec<_> = self
+            .inner
+            .brokers
+            .iter()
+            .map(|e| (*e.key(), e.value().clone()))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        candidates.sort_by_key(|(id, _)| (*id < 0, *id));
+        let known: Vec<_> = candidates
+            .iter()
+            .filter(|(id, _)| *id >= 0)
+            .cloned()
+            .collect();
+        let pool = if known.is_empty() {
+            &candidates
+        } else {
+            &known
+        };
+        let (broker, addr) = pool[(self.failures as usize) % pool.len()].clone();
+        self.fetching = true;
+        self.again = false;
+        let topics: Vec<Topic> = self.topics.iter().cloned().collect();
+        let req = addr.send(FetchMetadata { topics });
+        ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
+            act.fetching = false;
+            let res = res.unwrap_or_else(|_| Err("broker actor unavailable".to_string()));
+            match res {
+                Ok(resp) => {
+                    act.failures = 0;
+                    let previous = act.inner.metadata.load();
+                    let snapshot = MetadataSnapshot::from_response(&resp, &previous);
+                    tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
+                    let brokers = snapshot.brokers.clone();
+                    act.inner.metadata.store(Arc::new(snapshot));
+                    if let Some(s) = act.inner.supervisor_addr.get() {
+                        s.do_send(BrokersChanged { brokers });
+                    }
+                    act.inner.wake_all();
+                    act.answer_waiters();
+                }
+                Err(error) => {
+                    tracing::debug!(from = broker, %error, "metadata fetch failed");
+                    act.failures = act.failures.saturating_add(1);
+                    act.again = true;
+                }
+            }
+            if act.again || act.has_unresolved() {
+                let delay = act.inner.config.retry_backoff.max(Duration::from_millis(10));
+                ctx.run_later(delay, |act, ctx| act.fetch(ctx));
+            }
+        }));
+    }
+
+    fn has_unresolved(&self) -> bool {
+        !self.waiters.is_empty()
+    }
+
+    fn answer_waiters(&mut self) {
+        let snapshot = self.inner.metadata.load();
+        self.waiters.retain(|topic, waiters| {
+            let ready = snapshot
+                .topics
+                .get(topic.as_str())
+                .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
+            if ready {
+                for (_, w) in waiters.drain(..) {
+                    let _ = w.send(Ok(()));
+                }
+            }
+            !ready
+        });
+    }
+
+    fn expire_waiters(&mut self) {
+        let now = Instant::now();
+        self.waiters.retain(|_, waiters| {
+            waiters.retain_mut(|(deadline, _)| *deadline > now);
+            // Dropping the expired senders is not enough: answer them.
+            !waiters.is_empty()
+        });
+    }
+}
+
+impl Actor for PartitionerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.fetch(ctx);
+        let age = self.inner.config.metadata_max_age;
+        ctx.run_interval(age, |act, ctx| act.fetch(ctx));
+        ctx.run_interval(Duration::from_millis(50), |act, _| act.expire_waiters());
+    }
+}
+
+impl Handler<EnsureTopic> for PartitionerActor {
+    type Result = ResponseFuture<Result<(), ErrorKind>>;
+
+    fn handle(&mut self, msg: EnsureTopic, ctx: &mut Context<Self>) -> Self::Result {
+        let ready = self
+            .inner
+            .metadata
+            .load()
+            .topics
+            .get(msg.topic.as_str())
+            .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
+        if ready {
+            return Box::pin(async { Ok(()) });
+        }
+        let (tx, rx) = oneshot::channel();
+        let max_block = self.inner.config.max_block;
+        self.waiters
+            .entry(msg.topic.clone())
+            .or_default()
+            .push((Instant::now() + max_block, tx));
+        self.topics.insert(msg.topic);
+        self.fetch(ctx);
+        Box::pin(async move {
+            match rx.await {
+                Ok(r) => r,
+                // Expired (or the actor stopped) before the topic appeared.
+                Err(_) => Err(ErrorKind::UnknownTopic),
+            }
+        })
+    }
+}
+
+impl Handler<RefreshMetadata> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, _: RefreshMetadata, ctx: &mut Context<Self>) {
+        self.fetch(ctx);
+    }
+}

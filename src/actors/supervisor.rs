@@ -1,0 +1,246 @@
+//! `ProducerSupervisor`: the root of the actor tree.
+//!
+//! It starts the partitioner actor and one `BrokerConnection` per broker
+//! (under actix `Supervisor`, so a connection actor that stops is restarted
+//! with its queues intact: they live in the shared accumulator), creates and
+//! retires connection actors as metadata changes, sweeps batches past
+//! `delivery.timeout.ms`, accepts actor-API `Produce` messages, and runs
+//! shutdown.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use super::broker::BrokerConnection;
+use super::msgs::*;
+use super::partitioner::PartitionerActor;
+use crate::accumulator::ReplyTo;
+use crate::producer::{cancel_queued, Inner, ProduceError};
+use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
+use crate::report_router::{route, Outcome};
+
+/// The producer's root actor. Its address accepts [`Produce`] messages.
+pub struct ProducerSupervisor {
+    inner: Arc<Inner>,
+    /// Stop the actix system on shutdown (the producer owns its thread).
+    owns_system: bool,
+    addrs: HashMap<i32, String>,
+}
+
+impl std::fmt::Debug for ProducerSupervisor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerSupervisor").finish_non_exhaustive()
+    }
+}
+
+impl ProducerSupervisor {
+    /// Starts the whole tree in the current actix system. The addresses are
+    /// published in `inner` before this returns, so producer handles can be
+    /// used at once.
+    pub(crate) fn launch(inner: Arc<Inner>, owns_system: bool) -> Addr<Self> {
+        ProducerSupervisor::create(move |ctx| {
+            let _ = inner.supervisor_addr.set(ctx.address());
+            let mut sup = ProducerSupervisor {
+                inner: inner.clone(),
+                owns_system,
+                addrs: HashMap::new(),
+            };
+            for (i, addr) in inner
+                .config
+                .bootstrap_servers
+                .clone()
+                .into_iter()
+                .enumerate()
+            {
+                sup.start_broker(-(i as i32) - 1, addr);
+            }
+            let p = PartitionerActor::new(inner.clone()).start();
+            let _ = inner.partitioner_addr.set(p);
+            sup
+        })
+    }
+
+    fn start_broker(&mut self, id: i32, addr: String) {
+        let inner = self.inner.clone();
+        let a = addr.clone();
+        let actor = Supervisor::start(move |_| BrokerConnection::new(id, a, inner));
+        if let Some(old) = self.inner.brokers.insert(id, actor) {
+            old.do_send(Retire);
+        }
+        self.addrs.insert(id, addr);
+    }
+
+    /// Fails batches whose delivery timeout passed while they waited in a
+    /// queue (no leader, broker down). In-flight batches are handled by
+    /// their connection when the response or the request timeout comes.
+    fn expire_batches(&mut self) {
+        let now = Instant::now();
+        let queues: Vec<_> = self
+            .inner
+            .acc
+            .partitions
+            .iter()
+            .map(|e| e.value().clone())
+            .collect();
+        for q in queues {
+            let mut expired = Vec::new();
+            {
+                let mut qi = q.inner.lock().unwrap();
+                while qi.ready.front().is_some_and(|b| b.deadline <= now) {
+                    expired.push(Ok(qi.ready.pop_front().unwrap()));
+                }
+                if qi
+                    .open
+                    .as_ref()
+                    .is_some_and(|o| o.created + self.inner.config.delivery_timeout <= now)
+                {
+                    let open = qi.open.take().unwrap();
+                    expired.push(self.inner.acc.close(open, &q));
+                }
+            }
+            for b in expired {
+                let (id, partition, count, attempts, owed) = match b {
+                    Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
+                    Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
+                };
+                let leader = self
+                    .inner
+                    .metadata
+                    .load()
+                    .topics
+                    .get(q.topic.as_str())
+                    .and_then(|t| t.leader(partition));
+                route(
+                    &q.topic,
+                    partition,
+                    count,
+                    attempts,
+                    owed,
+                    &Outcome::Failed {
+                        kind: ErrorKind::Timeout,
+                        message: format!(
+                            "not acknowledged within delivery.timeout.ms ({} ms) after {attempts} attempt(s); leader: {}",
+                            self.inner.config.delivery_timeout.as_millis(),
+                            leader.map_or("none".to_string(), |l| l.to_string())
+                        ),
+                    },
+                    &self.inner.stats,
+                );
+                self.inner.acc.batch_done(id);
+            }
+        }
+    }
+}
+
+impl Actor for ProducerSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.run_interval(Duration::from_millis(100), |act, _| {
+            act.expire_batches();
+            // Batches whose leader appeared or whose retry backoff ended.
+            act.inner.wake_all();
+        });
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.inner.stopped_flag.store(true, Ordering::Release);
+        self.inner.stopped.notify_waiters();
+        self.inner.acc.incomplete_changed.notify_waiters();
+        if self.owns_system {
+            System::current().stop();
+        }
+    }
+}
+
+impl Handler<BrokersChanged> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: BrokersChanged, _: &mut Context<Self>) {
+        if self.inner.closed.load(Ordering::Acquire)
+            && self.inner.stopped_flag.load(Ordering::Acquire)
+        {
+            return;
+        }
+        for (id, addr) in &msg.brokers {
+            if self.addrs.get(id) != Some(addr) {
+                tracing::info!(broker = id, %addr, "broker connection added");
+                self.start_broker(*id, addr.clone());
+            }
+        }
+        // Retire brokers that left, and bootstrap connections once real
+        // ones exist.
+        let gone: Vec<i32> = self
+            .addrs
+            .keys()
+            .copied()
+            .filter(|id| !msg.brokers.contains_key(id) && (*id >= 0 || !msg.brokers.is_empty()))
+            .collect();
+        for id in gone {
+            self.addrs.remove(&id);
+            if let Some((_, a)) = self.inner.brokers.remove(&id) {
+                tracing::info!(broker = id, "broker connection retired");
+                a.do_send(Retire);
+            }
+        }
+    }
+}
+
+impl Handler<Produce> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: Produce, ctx: &mut Context<Self>) {
+        let inner = self.inner.clone();
+        let reply_to = msg.reply_to.clone();
+        let fut = async move {
+            if let Err(e) = inner
+                .enqueue(msg.record, Some(ReplyTo::Actor(msg.reply_to)), true)
+                .await
+            {
+                let message = e.to_string();
+                let kind = match e {
+                    ProduceError::Closed(_) => ErrorKind::Cancelled,
+                    _ => ErrorKind::Timeout,
+                };
+                reply_to.do_send(DeliveryReport::Failed(DeliveryError {
+                    kind,
+                    message,
+                    partition: None,
+                    attempts: 0,
+                    record: e.into_record(),
+                }));
+            }
+        };
+        ctx.spawn(fut.into_actor(self));
+    }
+}
+
+impl Handler<Shutdown> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
+        self.inner.closed.store(true, Ordering::Release);
+        let brokers: Vec<_> = self
+            .inner
+            .brokers
+            .iter()
+            .map(|e| e.value().clone())
+            .collect();
+        self.inner.brokers.clear();
+        if msg.cancel {
+            cancel_queued(&self.inner);
+            for b in &brokers {
+                b.do_send(CancelInFlight);
+            }
+        } else {
+            for b in &brokers {
+                b.do_send(Retire);
+            }
+        }
+        // Give the connection actors a moment to report what they hold.
+        ctx.run_later(Duration::from_millis(50), |act, ctx| {
+            cancel_queued(&act.inner);
+            ctx.stop();
+        });
+    }
+}

@@ -1,0 +1,266 @@
+//! Producer settings, named as the Java client and librdkafka name them.
+//!
+//! Every value is parsed and checked when it is set, and the first bad one
+//! is reported by [`crate::ProducerBuilder::build`] as a [`ConfigError`] that
+//! names the property. Cross-property rules (for example
+//! `delivery.timeout.ms >= linger.ms + request.timeout.ms`, as the Java
+//! client enforces) are checked at build time.
+
+use std::time::Duration;
+
+use crate::protocol::record_batch::Compression;
+
+/// A bad producer setting.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A property name Courier does not know.
+    #[error("unknown producer property {0:?}")]
+    UnknownProperty(String),
+    /// A value that does not parse or is out of range.
+    #[error("invalid value {value:?} for {property}: {reason}")]
+    InvalidValue {
+        /// The property.
+        property: String,
+        /// The value given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Two properties that contradict each other.
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+/// Acknowledgements the producer asks for (`acks`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// `acks=0`: the broker sends no response; reports say "sent", with no
+    /// offset.
+    None,
+    /// `acks=1`: the leader has written the record.
+    Leader,
+    /// `acks=all` (or `-1`): every in-sync replica has it.
+    All,
+}
+
+impl Acks {
+    /// The value in a Produce request.
+    pub fn wire(self) -> i16 {
+        match self {
+            Acks::None => 0,
+            Acks::Leader => 1,
+            Acks::All => -1,
+        }
+    }
+}
+
+/// All producer settings, with the Java client's defaults unless noted.
+#[derive(Debug, Clone)]
+pub struct ProducerConfig {
+    /// `bootstrap.servers`: `host:port` list.
+    pub bootstrap_servers: Vec<String>,
+    /// `client.id` (default `courier`).
+    pub client_id: String,
+    /// `linger.ms` (default 5 ms, as librdkafka and Kafka 4.0).
+    pub linger: Duration,
+    /// `batch.size` in bytes (default 16384).
+    pub batch_size: usize,
+    /// `max.request.size` in bytes (default 1048576).
+    pub max_request_size: usize,
+    /// `acks` (default all).
+    pub acks: Acks,
+    /// `compression.type` (default none).
+    pub compression: Compression,
+    /// `request.timeout.ms` (default 30 s).
+    pub request_timeout: Duration,
+    /// `delivery.timeout.ms` (default 120 s): the bound on a record's time
+    /// from produce to report.
+    pub delivery_timeout: Duration,
+    /// `max.in.flight.requests.per.connection` (default 5).
+    pub max_in_flight: usize,
+    /// `buffer.memory` in bytes (default 32 MiB).
+    pub buffer_memory: usize,
+    /// `max.block.ms` (default 60 s): how long a produce call may wait for
+    /// metadata or buffer room.
+    pub max_block: Duration,
+    /// `retry.backoff.ms` (default 100 ms).
+    pub retry_backoff: Duration,
+    /// `retry.backoff.max.ms` (default 1 s).
+    pub retry_backoff_max: Duration,
+    /// `reconnect.backoff.ms` (default 50 ms).
+    pub reconnect_backoff: Duration,
+    /// `reconnect.backoff.max.ms` (default 1 s).
+    pub reconnect_backoff_max: Duration,
+    /// `metadata.max.age.ms` (default 5 min).
+    pub metadata_max_age: Duration,
+    /// `socket.connection.setup.timeout.ms` (default 10 s).
+    pub connection_setup_timeout: Duration,
+}
+
+impl Default for ProducerConfig {
+    fn default() -> Self {
+        ProducerConfig {
+            bootstrap_servers: Vec::new(),
+            client_id: "courier".into(),
+            linger: Duration::from_millis(5),
+            batch_size: 16_384,
+            max_request_size: 1_048_576,
+            acks: Acks::All,
+            compression: Compression::None,
+            request_timeout: Duration::from_secs(30),
+            delivery_timeout: Duration::from_secs(120),
+            max_in_flight: 5,
+            buffer_memory: 32 * 1024 * 1024,
+            max_block: Duration::from_secs(60),
+            retry_backoff: Duration::from_millis(100),
+            retry_backoff_max: Duration::from_secs(1),
+            reconnect_backoff: Duration::from_millis(50),
+            reconnect_backoff_max: Duration::from_secs(1),
+            metadata_max_age: Duration::from_secs(300),
+            connection_setup_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Every property name [`ProducerConfig::set`] accepts.
+pub const PROPERTIES: &[&str] = &[
+    "bootstrap.servers",
+    "client.id",
+    "linger.ms",
+    "batch.size",
+    "max.request.size",
+    "acks",
+    "compression.type",
+    "request.timeout.ms",
+    "delivery.timeout.ms",
+    "max.in.flight.requests.per.connection",
+    "buffer.memory",
+    "max.block.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "metadata.max.age.ms",
+    "socket.connection.setup.timeout.ms",
+];
+
+impl ProducerConfig {
+    /// Sets one property by its Java/librdkafka name.
+    ///
+    /// ```
+    /// use courier::config::{ConfigError, ProducerConfig};
+    /// let mut c = ProducerConfig::default();
+    /// c.set("linger.ms", "20").unwrap();
+    /// assert_eq!(c.linger.as_millis(), 20);
+    /// let err = c.set("acks", "2").unwrap_err();
+    /// assert!(err.to_string().contains("acks"));
+    /// assert!(matches!(c.set("lingr.ms", "1"), Err(ConfigError::UnknownProperty(_))));
+    /// ```
+    pub fn set(&mut self, property: &str, value: &str) -> Result<(), ConfigError> {
+        let bad = |reason: &str| ConfigError::InvalidValue {
+            property: property.to_string(),
+            value: value.to_string(),
+            reason: reason.to_string(),
+        };
+        let v = value.trim();
+        let int = |min: u64, max: u64| -> Result<u64, ConfigError> {
+            let n: u64 = v
+                .parse()
+                .map_err(|_| bad("expected a non-negative integer"))?;
+            if n < min || n > max {
+                return Err(bad(&format!("must be between {min} and {max}")));
+            }
+            Ok(n)
+        };
+        let ms = |min: u64| int(min, i32::MAX as u64).map(Duration::from_millis);
+        match property {
+            "bootstrap.servers" => {
+                let servers: Vec<String> = v
+                    .split(',')
+                    .map(|s| s.trim().to_string())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if servers.is_empty() {
+                    return Err(bad("expected host:port[,host:port...]"));
+                }
+                for s in &servers {
+                    let ok = s
+                        .rsplit_once(':')
+                        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+                    if !ok {
+                        return Err(bad(&format!("{s:?} is not host:port")));
+                    }
+                }
+                self.bootstrap_servers = servers;
+            }
+            "client.id" => self.client_id = v.to_string(),
+            "linger.ms" => self.linger = ms(0)?,
+            "batch.size" => self.batch_size = int(1, i32::MAX as u64)? as usize,
+            "max.request.size" => self.max_request_size = int(1024, i32::MAX as u64)? as usize,
+            "acks" => {
+                self.acks = match v {
+                    "0" => Acks::None,
+                    "1" => Acks::Leader,
+                    "all" | "-1" => Acks::All,
+                    _ => return Err(bad("expected 0, 1, all or -1")),
+                }
+            }
+            "compression.type" => {
+                self.compression =
+                    v.parse()
+                        .map_err(|e: crate::protocol::record_batch::UnknownCompression| {
+                            bad(&e.to_string())
+                        })?
+            }
+            "request.timeout.ms" => self.request_timeout = ms(1)?,
+            "delivery.timeout.ms" => self.delivery_timeout = ms(1)?,
+            "max.in.flight.requests.per.connection" => self.max_in_flight = int(1, 1_000)? as usize,
+            "buffer.memory" => self.buffer_memory = int(1024, (u32::MAX >> 1) as u64)? as usize,
+            "max.block.ms" => self.max_block = ms(0)?,
+            "retry.backoff.ms" => self.retry_backoff = ms(0)?,
+            "retry.backoff.max.ms" => self.retry_backoff_max = ms(0)?,
+            "reconnect.backoff.ms" => self.reconnect_backoff = ms(0)?,
+            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = ms(0)?,
+            "metadata.max.age.ms" => self.metadata_max_age = ms(1)?,
+            "socket.connection.setup.timeout.ms" => self.connection_setup_timeout = ms(1)?,
+            _ => return Err(ConfigError::UnknownProperty(property.to_string())),
+        }
+        Ok(())
+    }
+
+    /// Checks the rules that involve more than one property.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.bootstrap_servers.is_empty() {
+            return Err(ConfigError::InvalidValue {
+                property: "bootstrap.servers".into(),
+                value: String::new(),
+                reason: "at least one broker address is required".into(),
+            });
+        }
+        if self.delivery_timeout < self.linger + self.request_timeout {
+            return Err(ConfigError::Inconsistent(format!(
+                "delivery.timeout.ms ({} ms) must be at least linger.ms + request.timeout.ms ({} ms)",
+                self.delivery_timeout.as_millis(),
+                (self.linger + self.request_timeout).as_millis()
+            )));
+        }
+        if self.retry_backoff_max < self.retry_backoff {
+            return Err(ConfigError::Inconsistent(
+                "retry.backoff.max.ms must be at least retry.backoff.ms".into(),
+            ));
+        }
+        if self.reconnect_backoff_max < self.reconnect_backoff {
+            return Err(ConfigError::Inconsistent(
+                "reconnect.backoff.max.ms must be at least reconnect.backoff.ms".into(),
+            ));
+        }
+        if self.buffer_memory < self.batch_size {
+            return Err(ConfigError::Inconsistent(format!(
+                "buffer.memory ({}) must be at least batch.size ({})",
+                self.buffer_memory, self.batch_size
+            )));
+        }
+        Ok(())
+    }
+}

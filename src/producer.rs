@@ -1,0 +1,786 @@
+//! The public producer: a cheap-to-clone handle over shared state, and the
+//! builder that validates settings and starts the actor tree.
+//!
+//! ```text
+//!  Producer::send / produce / Subscriber::produce          Produce{record, reply_to}
+//!        │  (no actor hop)                                      │ (actor message)
+//!        ▼                                                      ▼
+//!  Inner::enqueue ── metadata snapshot (arc-swap) ── partition ── Accumulator::append
+//!        │ one Wake per new batch                                │
+//!        ▼                                                       ▼
+//!  BrokerConnection (leader) ── drain: batches → ProduceRequest ── socket
+//!        │ response
+//!        ▼
+//!  report_router::route ── per batch: oneshot / subscription stream / actor
+//! ```
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use actix::Addr;
+use arc_swap::ArcSwap;
+use dashmap::DashMap;
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::oneshot;
+
+use crate::accumulator::{Accumulator, AppendError, Appended, ReplyTo};
+use crate::actors::broker::BrokerConnection;
+use crate::actors::msgs::{EnsureTopic, Shutdown, Wake};
+use crate::actors::partitioner::PartitionerActor;
+use crate::actors::supervisor::ProducerSupervisor;
+use crate::config::{ConfigError, ProducerConfig};
+use crate::metadata::MetadataSnapshot;
+use crate::partitioner::{DefaultPartitioner, Partitioner, TopicLayout};
+use crate::record::Record;
+use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
+use crate::report_router::{route, route_one, Outcome};
+use crate::stats::{Stats, StatsSnapshot};
+use crate::subscription::{ReportStream, SubscriptionShared};
+
+/// A record the producer did not accept; it is handed back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProduceError {
+    /// `buffer.memory` is full (only from `try_produce`).
+    #[error("producer queue is full (buffer.memory)")]
+    QueueFull(Record),
+    /// The topic's metadata is not known yet (only from `try_produce`,
+    /// which cannot wait for it); a fetch has been started.
+    #[error("metadata for the topic is not available yet")]
+    MetadataNotReady(Record),
+    /// The producer is closed.
+    #[error("producer is closed")]
+    Closed(Record),
+}
+
+impl ProduceError {
+    /// The record, handed back.
+    pub fn into_record(self) -> Record {
+        match self {
+            ProduceError::QueueFull(r)
+            | ProduceError::MetadataNotReady(r)
+            | ProduceError::Closed(r) => r,
+        }
+    }
+}
+
+/// State shared by handles and actors. Lives as long as any of them.
+pub(crate) struct Inner {
+    pub config: ProducerConfig,
+    pub client_id: StrBytes,
+    pub acc: Accumulator,
+    pub metadata: ArcSwap<MetadataSnapshot>,
+    pub brokers: DashMap<i32, Addr<BrokerConnection>>,
+    pub partitioner: Box<dyn Partitioner>,
+    pub stats: Stats,
+    pub closed: Arc<AtomicBool>,
+    /// Active `flush` calls: while non-zero, linger is ignored.
+    pub flushing: AtomicUsize,
+    /// Records rejected before reaching a batch, and records appended;
+    /// together the `produced` count.
+    pub appended: AtomicU64,
+    pub partitioner_addr: OnceLock<Addr<PartitionerActor>>,
+    pub supervisor_addr: OnceLock<Addr<ProducerSupervisor>>,
+    /// Set when the actor system has stopped.
+    pub stopped: tokio::sync::Notify,
+    pub stopped_flag: AtomicBool,
+    /// Bytes a Produce request needs around one topic's batch, plus the
+    /// topic name length.
+    pub request_overhead: usize,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Inner {
+    pub(crate) fn wake_leader(&self, leader: i32) {
+        if let Some(b) = self.brokers.get(&leader) {
+            b.do_send(Wake);
+        }
+    }
+
+    pub(crate) fn wake_all(&self) {
+        for b in self.brokers.iter() {
+            b.value().do_send(Wake);
+        }
+    }
+
+    fn reject(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo>,
+        kind: ErrorKind,
+        message: String,
+        partition: Option<i32>,
+    ) {
+        self.appended.fetch_add(1, Ordering::Relaxed);
+        match reply {
+            Some(reply) => route_one(
+                DeliveryReport::Failed(DeliveryError {
+                    kind,
+                    message,
+                    partition,
+                    attempts: 0,
+                    record,
+                }),
+                reply,
+                &self.stats,
+            ),
+            None => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(topic = %record.topic, %kind, %message, "fire-and-forget record failed");
+            }
+        }
+    }
+
+    /// Accepts one record: partition, append, and wake the leader when a
+    /// batch opens. Every accepted record gets exactly one report through
+    /// `reply` (none when `reply` is `None`). `Err` hands the record back
+    /// unaccepted; it then gets no report.
+    pub(crate) async fn enqueue(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo>,
+        wait: bool,
+    ) -> Result<(), ProduceError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ProduceError::Closed(record));
+        }
+        let needed = crate::protocol::record_batch::single_record_batch_size(
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+        ) + self.request_overhead
+            + record.topic.len();
+        if needed > self.config.max_request_size {
+            let msg = format!(
+                "record needs a {needed}-byte Produce request; max.request.size is {}",
+                self.config.max_request_size
+            );
+            self.reject(record, reply, ErrorKind::RecordTooLarge, msg, None);
+            return Ok(());
+        }
+
+        let mut snapshot = self.metadata.load();
+        if !snapshot.topics.contains_key(record.topic.as_str()) {
+            let Some(p) = self.partitioner_addr.get() else {
+                return Err(ProduceError::Closed(record));
+            };
+            if !wait {
+                p.do_send(EnsureTopic {
+                    topic: record.topic.clone(),
+                });
+                return Err(ProduceError::MetadataNotReady(record));
+            }
+            match p
+                .send(EnsureTopic {
+                    topic: record.topic.clone(),
+                })
+                .await
+            {
+                Ok(Ok(())) => snapshot = self.metadata.load(),
+                Ok(Err(kind)) => {
+                    let msg = format!(
+                        "no metadata for topic {:?} within max.block.ms ({} ms)",
+                        record.topic.as_str(),
+                        self.config.max_block.as_millis()
+                    );
+                    self.reject(record, reply, kind, msg, None);
+                    return Ok(());
+                }
+                Err(_) => return Err(ProduceError::Closed(record)),
+            }
+        }
+        let Some(tm) = snapshot.topics.get(record.topic.as_str()) else {
+            let msg = format!("topic {:?} has no metadata", record.topic.as_str());
+            self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
+            return Ok(());
+        };
+        let layout = TopicLayout {
+            partition_count: tm.partition_count,
+            available: &tm.available,
+        };
+        let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
+            (Some(p), _) => {
+                if p < 0 || p >= tm.partition_count {
+                    let msg = format!(
+                        "partition {p} does not exist; topic {:?} has {}",
+                        record.topic.as_str(),
+                        tm.partition_count
+                    );
+                    self.reject(record, reply, ErrorKind::UnknownPartition, msg, Some(p));
+                    return Ok(());
+                }
+                (p, false)
+            }
+            (None, key) => (
+                self.partitioner.partition(&record.topic, key, &layout),
+                key.is_none(),
+            ),
+        };
+
+        let timestamp = record.timestamp.unwrap_or_else(now_millis);
+        let accepted = Instant::now();
+        let mut record = record;
+        let mut reply = reply;
+        let mut memory = None;
+        let mut allow_new_batch = !sticky;
+        let mut closed = Vec::new();
+        loop {
+            let queue = self.acc.queue(&record.topic, partition);
+            match self.acc.append(
+                &queue,
+                record,
+                reply,
+                timestamp,
+                accepted,
+                allow_new_batch,
+                &mut memory,
+                &mut closed,
+            ) {
+                Ok(appended) => {
+                    self.appended.fetch_add(1, Ordering::Relaxed);
+                    for failed in closed.drain(..).filter_map(Result::err) {
+                        self.acc.batch_done(failed.id);
+                        route(
+                            &queue.topic,
+                            failed.partition,
+                            failed.record_count,
+                            0,
+                            failed.owed,
+                            &Outcome::Failed {
+                                kind: ErrorKind::Compression,
+                                message: failed.reason,
+                            },
+                            &self.stats,
+                        );
+                    }
+                    if appended == Appended::NewBatch {
+                        if let Some(leader) = tm.leader(partition) {
+                            self.wake_leader(leader);
+                        }
+                    }
+                    return Ok(());
+                }
+                Err(AppendError::WouldOpenNewBatch(r, rp)) => {
+                    // KIP-480: the sticky partition's batch is full; move on
+                    // before opening a new one.
+                    self.partitioner.on_new_batch(&r.topic, partition, &layout);
+                    partition = self.partitioner.partition(&r.topic, None, &layout);
+                    allow_new_batch = true;
+                    record = r;
+                    reply = rp;
+                }
+                Err(AppendError::NeedMemory(r, rp, bytes)) => {
+                    if !wait {
+                        return Err(ProduceError::QueueFull(r));
+                    }
+                    let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
+                    match tokio::time::timeout(self.config.max_block, acquire).await {
+                        Ok(Ok(permit)) => memory = Some(permit),
+                        Ok(Err(_)) => return Err(ProduceError::Closed(r)),
+                        Err(_) => {
+                            let msg = format!(
+                                "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
+                                self.config.buffer_memory,
+                                self.config.max_block.as_millis()
+                            );
+                            self.reject(r, rp, ErrorKind::Timeout, msg, Some(partition));
+                            return Ok(());
+                        }
+                    }
+                    record = r;
+                    reply = rp;
+                }
+            }
+        }
+    }
+
+    /// Waits until every batch opened before the call has been reported.
+    pub(crate) async fn flush(&self) {
+        let upto = self.acc.next_batch_id();
+        self.flushing.fetch_add(1, Ordering::AcqRel);
+        self.wake_all();
+        loop {
+            let changed = self.acc.incomplete_changed.notified();
+            if self.acc.all_done_below(upto) || self.stopped_flag.load(Ordering::Acquire) {
+                break;
+            }
+            // Batches may sit in queues whose leader is unknown; the
+            // periodic wake covers them, so wait with a bound.
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+            self.wake_all();
+        }
+        self.flushing.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Builds a [`Producer`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use courier::{Producer, Record};
+/// let producer = Producer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .set("linger.ms", "10")
+///     .set("compression.type", "lz4")
+///     .build()?;
+/// let delivered = producer.send(Record::to("orders").key("k").value("v")).await?;
+/// println!("at offset {:?}", delivered.offset);
+/// producer.close().await;
+/// # Ok(()) }
+/// ```
+pub struct ProducerBuilder {
+    config: ProducerConfig,
+    error: Option<ConfigError>,
+    partitioner: Option<Box<dyn Partitioner>>,
+}
+
+impl std::fmt::Debug for ProducerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerBuilder {
+    /// `bootstrap.servers`.
+    pub fn bootstrap(self, servers: &str) -> Self {
+        self.set("bootstrap.servers", servers)
+    }
+
+    /// Sets any property by its Java/librdkafka name. A bad value is
+    /// reported by [`build`](Self::build), naming the property.
+    pub fn set(mut self, property: &str, value: &str) -> Self {
+        if self.error.is_none() {
+            if let Err(e) = self.config.set(property, value) {
+                self.error = Some(e);
+            }
+        }
+        self
+    }
+
+    /// `linger.ms`.
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.config.linger = linger;
+        self
+    }
+
+    /// `batch.size`.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.config.batch_size = bytes;
+        self
+    }
+
+    /// `acks`.
+    pub fn acks(mut self, acks: crate::config::Acks) -> Self {
+        self.config.acks = acks;
+        self
+    }
+
+    /// `compression.type`.
+    pub fn compression(mut self, codec: crate::protocol::record_batch::Compression) -> Self {
+        self.config.compression = codec;
+        self
+    }
+
+    /// `delivery.timeout.ms`.
+    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
+        self.config.delivery_timeout = timeout;
+        self
+    }
+
+    /// `buffer.memory`.
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.config.buffer_memory = bytes;
+        self
+    }
+
+    /// A custom partitioner, instead of murmur2 + sticky.
+    pub fn partitioner(mut self, p: impl Partitioner) -> Self {
+        self.partitioner = Some(Box::new(p));
+        self
+    }
+
+    /// The settings so far.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.config
+    }
+
+    fn inner(self) -> Result<Arc<Inner>, ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.config.validate()?;
+        let c = self.config;
+        let client_id = StrBytes::from_string(c.client_id.clone());
+        let request_overhead = produce_overhead(&client_id);
+        Ok(Arc::new(Inner {
+            acc: Accumulator::new(
+                c.batch_size,
+                c.buffer_memory,
+                c.compression,
+                c.delivery_timeout,
+            ),
+            client_id,
+            metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
+            brokers: DashMap::new(),
+            partitioner: self
+                .partitioner
+                .unwrap_or_else(|| Box::new(DefaultPartitioner::new())),
+            stats: Stats::default(),
+            closed: Arc::new(AtomicBool::new(false)),
+            flushing: AtomicUsize::new(0),
+            appended: AtomicU64::new(0),
+            partitioner_addr: OnceLock::new(),
+            supervisor_addr: OnceLock::new(),
+            stopped: tokio::sync::Notify::new(),
+            stopped_flag: AtomicBool::new(false),
+            request_overhead,
+            config: c,
+        }))
+    }
+
+    /// Validates the settings and starts the producer's actors on a
+    /// dedicated thread with its own actix system. Use this from plain
+    /// tokio code, or any thread.
+    pub fn build(self) -> Result<Producer, ConfigError> {
+        let inner = self.inner()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let for_thread = inner.clone();
+        std::thread::Builder::new()
+            .name("courier-actors".into())
+            .spawn(move || {
+                let system = actix::System::new();
+                system.block_on(async move {
+                    ProducerSupervisor::launch(for_thread.clone(), true);
+                    let _ = tx.send(());
+                });
+                let _ = system.run();
+            })
+            .expect("spawn the courier actor thread");
+        rx.recv().expect("courier actor thread started");
+        Ok(Producer::from_inner(inner))
+    }
+
+    /// Validates the settings and starts the producer's actors in the
+    /// current actix system (call it from inside one, for example in an
+    /// actix-web app), supervised there.
+    pub fn start(self) -> Result<Producer, ConfigError> {
+        let inner = self.inner()?;
+        ProducerSupervisor::launch(inner.clone(), false);
+        Ok(Producer::from_inner(inner))
+    }
+}
+
+/// The size of a Produce request around one partition's batch, without the
+/// topic name and the batch: the most any version we use needs, plus room
+/// for the batch's length prefix.
+fn produce_overhead(client_id: &StrBytes) -> usize {
+    use crate::protocol::message::request_frame_size;
+    use crate::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use crate::protocol::messages::{ProduceRequest, TopicName};
+    let mut req = ProduceRequest::default();
+    let mut td = TopicProduceData::default();
+    td.name = TopicName(StrBytes::from_static_str(""));
+    let mut pd = PartitionProduceData::default();
+    pd.records = Some(bytes::Bytes::new());
+    td.partition_data.push(pd);
+    req.topic_data.push(td);
+    let range = crate::protocol::versions::supported(crate::protocol::ApiKey::Produce)
+        .expect("Produce is supported");
+    (range.min..=range.max)
+        .filter_map(|v| request_frame_size(Some(client_id), v, &req).ok())
+        .max()
+        .unwrap_or(128)
+        + 5 // the batch's length varint may grow to 5 bytes
+        + 2 // the topic name's length varint may grow
+}
+
+/// Cancels everything when the last handle goes.
+struct HandleGuard {
+    inner: Arc<Inner>,
+}
+
+impl Drop for HandleGuard {
+    fn drop(&mut self) {
+        if !self.inner.closed.swap(true, Ordering::AcqRel) {
+            if let Some(s) = self.inner.supervisor_addr.get() {
+                s.do_send(Shutdown { cancel: true });
+            }
+        }
+    }
+}
+
+/// A Kafka producer. Clone it freely: clones share one set of connections,
+/// batches and actors. When the last clone (and subscriber) is dropped,
+/// every record not yet acknowledged gets a `Cancelled` report.
+#[derive(Clone)]
+pub struct Producer {
+    inner: Arc<Inner>,
+    _guard: Arc<HandleGuard>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer").finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    /// A builder with the Java client's defaults.
+    pub fn builder() -> ProducerBuilder {
+        ProducerBuilder {
+            config: ProducerConfig::default(),
+            error: None,
+            partitioner: None,
+        }
+    }
+
+    fn from_inner(inner: Arc<Inner>) -> Producer {
+        Producer {
+            _guard: Arc::new(HandleGuard {
+                inner: inner.clone(),
+            }),
+            inner,
+        }
+    }
+
+    /// Produces `record` and waits for its delivery report.
+    pub async fn send(&self, record: Record) -> Result<Delivered, DeliveryError> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(e) = self
+            .inner
+            .enqueue(record, Some(ReplyTo::Oneshot(tx)), true)
+            .await
+        {
+            let message = e.to_string();
+            return Err(DeliveryError {
+                kind: ErrorKind::Cancelled,
+                message,
+                partition: None,
+                attempts: 0,
+                record: e.into_record(),
+            });
+        }
+        match rx.await {
+            Ok(report) => report.into_result(),
+            // The router always answers an accepted record; a dropped
+            // sender would be a bug, reported loudly rather than hung on.
+            Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
+        }
+    }
+
+    /// Produces `record` with no report at all (fire and forget). Waits
+    /// for metadata and for room in `buffer.memory`.
+    pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
+        self.inner.enqueue(record, None, true).await
+    }
+
+    /// Like [`produce`](Self::produce), but never waits: a full buffer is
+    /// `QueueFull`, unknown metadata is `MetadataNotReady`; the record is
+    /// handed back either way.
+    pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
+        use std::future::Future;
+        let fut = self.inner.enqueue(record, None, false);
+        let mut fut = std::pin::pin!(fut);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => unreachable!("enqueue with wait=false never awaits"),
+        }
+    }
+
+    /// A new subscription: records produced through the returned
+    /// [`Subscriber`] report to the returned stream, and only there.
+    /// At most 10,000 reports may be outstanding (produced, not yet read).
+    pub fn subscribe(&self, mode: ReportMode) -> (Subscriber, ReportStream) {
+        self.subscribe_with_capacity(mode, 10_000)
+    }
+
+    /// [`subscribe`](Self::subscribe) with a chosen bound on outstanding
+    /// reports.
+    pub fn subscribe_with_capacity(
+        &self,
+        mode: ReportMode,
+        capacity: usize,
+    ) -> (Subscriber, ReportStream) {
+        let shared = SubscriptionShared::new(mode, capacity.max(1), self.inner.closed.clone());
+        (
+            Subscriber {
+                producer: self.clone(),
+                shared: shared.clone(),
+            },
+            ReportStream::new(shared),
+        )
+    }
+
+    /// The supervisor's address, for `Produce { record, reply_to }`.
+    pub fn actor(&self) -> Addr<ProducerSupervisor> {
+        self.inner
+            .supervisor_addr
+            .get()
+            .expect("supervisor started")
+            .clone()
+    }
+
+    /// Waits until every record produced before this call is reported.
+    pub async fn flush(&self) {
+        self.inner.flush().await
+    }
+
+    /// Stops accepting records, flushes, reports everything, and stops the
+    /// actors.
+    pub async fn close(&self) {
+        self.inner.closed.store(true, Ordering::Release);
+        self.inner.flush().await;
+        if let Some(s) = self.inner.supervisor_addr.get() {
+            let stopped = self.inner.stopped.notified();
+            s.do_send(Shutdown { cancel: false });
+            if !self.inner.stopped_flag.load(Ordering::Acquire) {
+                let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
+            }
+        }
+    }
+
+    /// A snapshot of the producer's counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        let buffered = self.inner.config.buffer_memory - self.inner.acc.pool.available_permits();
+        let mut s = self.inner.stats.snapshot(buffered);
+        s.produced = self.inner.appended.load(Ordering::Relaxed);
+        s.in_flight = s.produced.saturating_sub(s.delivered + s.failed);
+        s
+    }
+}
+
+/// Produces into one subscription. Clone it to share the subscription.
+#[derive(Debug)]
+pub struct Subscriber {
+    producer: Producer,
+    shared: Arc<SubscriptionShared>,
+}
+
+impl Clone for Subscriber {
+    fn clone(&self) -> Self {
+        self.shared.add_handle();
+        Subscriber {
+            producer: self.producer.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.shared.drop_handle();
+    }
+}
+
+impl Subscriber {
+    /// Produces `record`; its report goes to this subscription's stream.
+    /// Waits while the subscription's outstanding-report bound is reached.
+    pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
+        let permit = match self.shared.outstanding.acquire().await {
+            Ok(p) => p,
+            Err(_) => return Err(ProduceError::Closed(record)),
+        };
+        let r = self
+            .producer
+            .inner
+            .enqueue(
+                record,
+                Some(ReplyTo::Subscription(self.shared.clone())),
+                true,
+            )
+            .await;
+        if r.is_ok() {
+            permit.forget();
+        } else {
+            self.shared.wake();
+        }
+        r
+    }
+
+    /// Like [`produce`](Self::produce) but never waits; `QueueFull` when
+    /// the subscription's bound or `buffer.memory` is reached.
+    pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
+        use std::future::Future;
+        let Ok(permit) = self.shared.outstanding.try_acquire() else {
+            return Err(ProduceError::QueueFull(record));
+        };
+        let fut = self.producer.inner.enqueue(
+            record,
+            Some(ReplyTo::Subscription(self.shared.clone())),
+            false,
+        );
+        let mut fut = std::pin::pin!(fut);
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        let r = match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => r,
+            std::task::Poll::Pending => unreachable!("enqueue with wait=false never awaits"),
+        };
+        if r.is_ok() {
+            permit.forget();
+        }
+        r
+    }
+
+    /// The producer this subscription belongs to.
+    pub fn producer(&self) -> &Producer {
+        &self.producer
+    }
+}
+
+/// Fails every batch still queued (not in flight) with `Cancelled`.
+pub(crate) fn cancel_queued(inner: &Inner) {
+    let queues: Vec<_> = inner
+        .acc
+        .partitions
+        .iter()
+        .map(|e| e.value().clone())
+        .collect();
+    for q in queues {
+        let (open, ready) = {
+            let mut qi = q.inner.lock().unwrap();
+            (qi.open.take(), std::mem::take(&mut qi.ready))
+        };
+        let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
+        if let Some(open) = open {
+            batches.push(inner.acc.close(open, &q));
+        }
+        for b in batches {
+            let (id, partition, count, attempts, owed) = match b {
+                Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
+                Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
+            };
+            route(
+                &q.topic,
+                partition,
+                count,
+                attempts,
+                owed,
+                &Outcome::Failed {
+                    kind: ErrorKind::Cancelled,
+                    message: "producer closed or dropped before the record was sent".into(),
+                },
+                &inner.stats,
+            );
+            inner.acc.batch_done(id);
+        }
+    }
+}

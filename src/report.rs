@@ -1,0 +1,126 @@
+//! Delivery reports: exactly one per produced message (unless it was
+//! produced fire-and-forget), success or failure, delivered to whoever
+//! produced it.
+
+use std::fmt;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+
+use crate::record::{Record, Topic};
+
+/// A record the broker has (or, with `acks=0`, that was sent).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivered {
+    /// The topic.
+    pub topic: Topic,
+    /// The partition it was written to.
+    pub partition: i32,
+    /// Its offset; `None` with `acks=0`, where the broker does not say.
+    pub offset: Option<i64>,
+    /// The record's timestamp: the broker's log-append time when the topic
+    /// uses it, otherwise the create time the record was sent with.
+    pub timestamp: i64,
+    /// Produce requests it took (1 unless retried).
+    pub attempts: u32,
+    /// Time from being accepted by the producer to this report.
+    pub latency: Duration,
+    /// The record itself, handed back.
+    pub record: Record,
+}
+
+/// Why a record could not be delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The record is larger than `max.request.size` allows.
+    RecordTooLarge,
+    /// The topic does not exist (and was not created within `max.block.ms`).
+    UnknownTopic,
+    /// The explicit partition does not exist in the topic.
+    UnknownPartition,
+    /// `delivery.timeout.ms` passed before the record was acknowledged.
+    Timeout,
+    /// The broker answered with this (non-retriable, or retried until the
+    /// timeout) error.
+    Broker(ResponseError),
+    /// The producer was closed or dropped before the record was sent.
+    Cancelled,
+    /// A compression codec failed.
+    Compression,
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::RecordTooLarge => f.write_str("record too large"),
+            ErrorKind::UnknownTopic => f.write_str("unknown topic"),
+            ErrorKind::UnknownPartition => f.write_str("unknown partition"),
+            ErrorKind::Timeout => f.write_str("delivery timed out"),
+            ErrorKind::Broker(e) => write!(f, "broker error {e:?} ({})", e.code()),
+            ErrorKind::Cancelled => f.write_str("cancelled"),
+            ErrorKind::Compression => f.write_str("compression failed"),
+        }
+    }
+}
+
+/// A record that could not be delivered, with the record handed back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct DeliveryError {
+    /// What went wrong.
+    pub kind: ErrorKind,
+    /// Details, for people.
+    pub message: String,
+    /// The partition it was assigned, if it got that far.
+    pub partition: Option<i32>,
+    /// Produce requests tried.
+    pub attempts: u32,
+    /// The record, handed back unchanged.
+    pub record: Record,
+}
+
+/// One delivery report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryReport {
+    /// The record was delivered.
+    Delivered(Delivered),
+    /// The record was not delivered.
+    Failed(DeliveryError),
+}
+
+impl DeliveryReport {
+    /// True for [`DeliveryReport::Delivered`].
+    pub fn is_delivered(&self) -> bool {
+        matches!(self, DeliveryReport::Delivered(_))
+    }
+
+    /// The record this report is about.
+    pub fn record(&self) -> &Record {
+        match self {
+            DeliveryReport::Delivered(d) => &d.record,
+            DeliveryReport::Failed(e) => &e.record,
+        }
+    }
+
+    /// As a `Result`.
+    pub fn into_result(self) -> Result<Delivered, DeliveryError> {
+        match self {
+            DeliveryReport::Delivered(d) => Ok(d),
+            DeliveryReport::Failed(e) => Err(e),
+        }
+    }
+}
+
+impl actix::Message for DeliveryReport {
+    type Result = ();
+}
+
+/// Which reports a subscription receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportMode {
+    /// Every report, success and failure.
+    All,
+    /// Failures only. Successful records cost no report.
+    ErrorsOnly,
+}

@@ -1,0 +1,116 @@
+//! Counters and histograms behind [`crate::Producer::stats`]. Updated per
+//! batch (counts added in one step), never per record.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// Histogram buckets: bucket `i` holds latencies in `[2^(i-1), 2^i)` µs,
+/// bucket 0 holds 0 µs.
+pub const LATENCY_BUCKETS: usize = 32;
+
+pub(crate) fn bucket_of(micros: u64) -> usize {
+    ((64 - micros.leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub produced: AtomicU64,
+    pub delivered: AtomicU64,
+    pub failed: AtomicU64,
+    pub latency_us: [AtomicU64; LATENCY_BUCKETS],
+    pub brokers: Mutex<HashMap<i32, BrokerStats>>,
+}
+
+/// Request statistics for one broker.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BrokerStats {
+    /// Produce requests answered.
+    pub requests: u64,
+    /// Sum of their round-trip times.
+    pub total_latency: Duration,
+    /// The slowest.
+    pub max_latency: Duration,
+}
+
+impl BrokerStats {
+    /// Mean round trip.
+    pub fn mean_latency(&self) -> Duration {
+        if self.requests == 0 {
+            Duration::ZERO
+        } else {
+            self.total_latency / self.requests as u32
+        }
+    }
+}
+
+/// A point-in-time view of a producer.
+#[derive(Debug, Clone)]
+pub struct StatsSnapshot {
+    /// Records accepted by produce calls.
+    pub produced: u64,
+    /// Records reported delivered.
+    pub delivered: u64,
+    /// Records reported failed.
+    pub failed: u64,
+    /// Accepted but not yet reported.
+    pub in_flight: u64,
+    /// Bytes of `buffer.memory` currently reserved by batches.
+    pub buffered_bytes: usize,
+    /// Produce request round trips per broker id.
+    pub brokers: HashMap<i32, BrokerStats>,
+    /// Delivery latency histogram: `(upper bound, count)` per bucket, for
+    /// every record with a report.
+    pub delivery_latency: Vec<(Duration, u64)>,
+}
+
+impl StatsSnapshot {
+    /// The latency below which `q` (0..=1) of reported records fall, to
+    /// the histogram's power-of-two resolution.
+    pub fn latency_quantile(&self, q: f64) -> Option<Duration> {
+        let total: u64 = self.delivery_latency.iter().map(|(_, n)| n).sum();
+        if total == 0 {
+            return None;
+        }
+        let want = (q.clamp(0.0, 1.0) * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (bound, n) in &self.delivery_latency {
+            seen += n;
+            if seen >= want {
+                return Some(*bound);
+            }
+        }
+        self.delivery_latency.last().map(|(b, _)| *b)
+    }
+}
+
+impl Stats {
+    pub(crate) fn snapshot(&self, buffered_bytes: usize) -> StatsSnapshot {
+        let produced = self.produced.load(Ordering::Relaxed);
+        let delivered = self.delivered.load(Ordering::Relaxed);
+        let failed = self.failed.load(Ordering::Relaxed);
+        StatsSnapshot {
+            produced,
+            delivered,
+            failed,
+            in_flight: produced.saturating_sub(delivered + failed),
+            buffered_bytes,
+            brokers: self.brokers.lock().unwrap().clone(),
+            delivery_latency: self
+                .latency_us
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (Duration::from_micros(1u64 << i), n.load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn record_request(&self, broker: i32, latency: Duration) {
+        let mut b = self.brokers.lock().unwrap();
+        let s = b.entry(broker).or_default();
+        s.requests += 1;
+        s.total_latency += latency;
+        s.max_latency = s.max_latency.max(latency);
+    }
+}

@@ -1,0 +1,156 @@
+//! Per-subscriber report streams, with a bound on outstanding reports.
+//!
+//! A subscription is the actor-native answer to pykafka's thread-local
+//! report queue: each subscriber produces through its own [`Subscriber`]
+//! handle and reads exactly its own reports from its [`ReportStream`].
+//!
+//! Memory is bounded: a subscription allows at most `capacity` reports that
+//! are produced but not yet read. Producing through the handle waits while
+//! that many are outstanding, so a subscriber that stops reading stops its
+//! own producing instead of growing memory; no report is ever dropped.
+//!
+//! Reports arrive per batch: the report router pushes all of a batch's
+//! reports for one subscription under one lock and wakes the stream once.
+//! The stream swaps the whole queue into a local buffer, so reading costs
+//! one lock per chunk, not per report.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::task::AtomicWaker;
+use futures::Stream;
+use tokio::sync::Semaphore;
+
+use crate::report::{DeliveryReport, ReportMode};
+
+/// Shared between the handle, the stream and the report router.
+#[derive(Debug)]
+pub(crate) struct SubscriptionShared {
+    pub(crate) mode: ReportMode,
+    queue: Mutex<VecDeque<DeliveryReport>>,
+    waker: AtomicWaker,
+    /// One permit per report that may still be outstanding.
+    pub(crate) outstanding: Semaphore,
+    capacity: usize,
+    /// Live produce-side handles; the stream ends when none are left and
+    /// every report has been read.
+    handles: AtomicUsize,
+    /// Set when the producer is closed or dropped: no more produces.
+    producer_closed: Arc<AtomicBool>,
+}
+
+impl SubscriptionShared {
+    pub(crate) fn new(
+        mode: ReportMode,
+        capacity: usize,
+        producer_closed: Arc<AtomicBool>,
+    ) -> Arc<Self> {
+        Arc::new(SubscriptionShared {
+            mode,
+            queue: Mutex::new(VecDeque::new()),
+            waker: AtomicWaker::new(),
+            outstanding: Semaphore::new(capacity),
+            capacity,
+            handles: AtomicUsize::new(1),
+            producer_closed,
+        })
+    }
+
+    /// Takes one batch's reports for this subscription.
+    pub(crate) fn deliver(&self, reports: Vec<DeliveryReport>) {
+        if reports.is_empty() {
+            return;
+        }
+        let n = reports.len();
+        let kept: Vec<DeliveryReport> = match self.mode {
+            ReportMode::All => reports,
+            ReportMode::ErrorsOnly => reports.into_iter().filter(|r| !r.is_delivered()).collect(),
+        };
+        // Reports not queued are no longer outstanding.
+        let dropped = n - kept.len();
+        if dropped > 0 {
+            self.outstanding.add_permits(dropped);
+        }
+        if !kept.is_empty() {
+            self.queue.lock().unwrap().extend(kept);
+        }
+        self.waker.wake();
+    }
+
+    pub(crate) fn add_handle(&self) {
+        self.handles.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn drop_handle(&self) {
+        if self.handles.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.waker.wake();
+        }
+    }
+
+    pub(crate) fn wake(&self) {
+        self.waker.wake();
+    }
+
+    fn finished(&self) -> bool {
+        (self.handles.load(Ordering::Acquire) == 0 || self.producer_closed.load(Ordering::Acquire))
+            && self.outstanding.available_permits() == self.capacity
+    }
+}
+
+/// The stream of one subscription's delivery reports.
+///
+/// It ends once every produce handle of the subscription is dropped (or the
+/// producer is closed) and every report has been read.
+#[derive(Debug)]
+pub struct ReportStream {
+    shared: Arc<SubscriptionShared>,
+    local: VecDeque<DeliveryReport>,
+}
+
+impl ReportStream {
+    pub(crate) fn new(shared: Arc<SubscriptionShared>) -> Self {
+        ReportStream {
+            shared,
+            local: VecDeque::new(),
+        }
+    }
+
+    fn refill(&mut self) -> bool {
+        let mut q = self.shared.queue.lock().unwrap();
+        if q.is_empty() {
+            return false;
+        }
+        std::mem::swap(&mut *q, &mut self.local);
+        drop(q);
+        self.shared.outstanding.add_permits(self.local.len());
+        true
+    }
+}
+
+impl Stream for ReportStream {
+    type Item = DeliveryReport;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
+        if let Some(r) = self.local.pop_front() {
+            return Poll::Ready(Some(r));
+        }
+        if self.refill() {
+            return Poll::Ready(self.local.pop_front());
+        }
+        self.shared.waker.register(cx.waker());
+        if self.refill() {
+            return Poll::Ready(self.local.pop_front());
+        }
+        if self.shared.finished() {
+            // A report may have landed between the check and `finished`.
+            if self.refill() {
+                return Poll::Ready(self.local.pop_front());
+            }
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
