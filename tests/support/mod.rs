@@ -176,3 +176,55 @@ pub fn read_back(
     out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
+
+/// Creates `topic` through Courier's own connection (CreateTopics).
+pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
+    use courier::connection::{Connection, ConnectionOptions};
+    use courier::protocol::messages::create_topics_request::CreatableTopic;
+    use courier::protocol::messages::{CreateTopicsRequest, TopicName};
+    let first = bootstrap.split(',').next().unwrap();
+    let mut conn = Connection::connect(first, &ConnectionOptions::default())
+        .await
+        .expect("connect for CreateTopics");
+    let t = CreatableTopic::default()
+        .with_name(TopicName(kafka_protocol::protocol::StrBytes::from_string(
+            topic.into(),
+        )))
+        .with_num_partitions(partitions)
+        .with_replication_factor(1);
+    let req = CreateTopicsRequest::default()
+        .with_topics(vec![t])
+        .with_timeout_ms(5000);
+    let resp = conn.request(&req).await.expect("CreateTopics");
+    assert_eq!(resp.topics[0].error_code, 0, "CreateTopics {topic}");
+}
+
+/// A cluster to run a test against: Tansu, or librdkafka's mock cluster.
+pub enum Cluster {
+    Tansu(Tansu),
+    Mock(rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>),
+}
+
+impl Cluster {
+    pub fn tansu() -> Cluster {
+        Cluster::Tansu(Tansu::start())
+    }
+
+    pub fn mock(brokers: i32) -> Cluster {
+        Cluster::Mock(rdkafka::mocking::MockCluster::new(brokers).expect("mock cluster"))
+    }
+
+    pub fn bootstrap(&self) -> String {
+        match self {
+            Cluster::Tansu(t) => t.bootstrap(),
+            Cluster::Mock(m) => m.bootstrap_servers(),
+        }
+    }
+
+    pub async fn create_topic(&self, topic: &str, partitions: i32) {
+        match self {
+            Cluster::Tansu(t) => create_topic(&t.bootstrap(), topic, partitions).await,
+            Cluster::Mock(m) => m.create_topic(topic, partitions, 1).expect("create topic"),
+        }
+    }
+}
