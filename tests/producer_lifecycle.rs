@@ -1,0 +1,357 @@
+//! Every report path and the producer's lifecycle: `send`, fire-and-forget,
+//! `flush`, `close`, dropping with records pending, the subscription bound,
+//! `buffer.memory` backpressure, `acks=0`, oversized records, and config
+//! errors. Each test starts its own Tansu broker.
+
+mod support;
+
+use std::time::Duration;
+
+use courier::{
+    Acks, ConfigError, DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode,
+};
+use futures::{FutureExt, StreamExt};
+use support::Tansu;
+
+async fn broker_with_topic(topic: &str, partitions: i32) -> Tansu {
+    let broker = Tansu::start();
+    support::create_topic(&broker.bootstrap(), topic, partitions).await;
+    broker
+}
+
+#[tokio::test]
+async fn send_reports_partition_offset_timestamp_and_attempts() {
+    let broker = broker_with_topic("send", 2).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .build()
+        .unwrap();
+    let mut offsets = [0i64; 2];
+    for i in 0..20 {
+        let d = producer
+            .send(
+                Record::to("send")
+                    .partition(i % 2)
+                    .value("x")
+                    .timestamp(1_700_000_000_000 + i as i64),
+            )
+            .await
+            .unwrap();
+        assert_eq!(d.partition, i % 2);
+        assert_eq!(d.offset, Some(offsets[d.partition as usize]));
+        offsets[d.partition as usize] += 1;
+        assert_eq!(d.timestamp, 1_700_000_000_000 + i as i64);
+        assert_eq!(d.attempts, 1);
+        assert_eq!(&*d.topic, "send");
+    }
+    producer.close().await;
+}
+
+#[tokio::test]
+async fn flush_returns_after_every_earlier_record_is_reported() {
+    let broker = broker_with_topic("flush", 3).await;
+    // A long linger: without flush these would sit for a minute.
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "60000")
+        .set("delivery.timeout.ms", "120000")
+        .build()
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    for i in 0..500 {
+        sub.produce(Record::to("flush").key(format!("{i}")).value("v"))
+            .await
+            .unwrap();
+    }
+    for i in 0..500 {
+        producer
+            .produce(Record::to("flush").key(format!("{i}")).value("ff"))
+            .await
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(10), producer.flush())
+        .await
+        .expect("flush ignores linger and returns");
+    // Every report is already in the stream: no waiting needed.
+    for _ in 0..500 {
+        let r = stream
+            .next()
+            .now_or_never()
+            .flatten()
+            .expect("report ready after flush");
+        assert!(r.is_delivered());
+    }
+    let s = producer.stats();
+    assert_eq!((s.produced, s.delivered, s.in_flight), (1000, 1000, 0));
+    producer.close().await;
+}
+
+#[tokio::test]
+async fn close_reports_everything_then_refuses_new_records() {
+    let broker = broker_with_topic("close", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "30000")
+        .set("delivery.timeout.ms", "120000")
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for i in 0..100 {
+        sub.produce(Record::to("close").value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    tokio::time::timeout(Duration::from_secs(10), producer.close())
+        .await
+        .expect("close finishes");
+    drop(sub);
+    let got: Vec<_> = stream.collect().await;
+    assert_eq!(got.len(), 100);
+    assert!(
+        got.iter().all(|r| r.is_delivered()),
+        "close flushes, it does not cancel"
+    );
+    match producer.produce(Record::to("close").value("late")).await {
+        Err(ProduceError::Closed(r)) => assert_eq!(r.value.as_deref(), Some(&b"late"[..])),
+        other => panic!("expected Closed, got {other:?}"),
+    }
+    let err = producer
+        .send(Record::to("close").value("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ErrorKind::Cancelled);
+    assert_eq!(
+        err.record.value.as_deref(),
+        Some(&b"late"[..]),
+        "the record is handed back"
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_producer_cancels_pending_records_with_a_report_each() {
+    let broker = broker_with_topic("drop", 2).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "60000")
+        .set("delivery.timeout.ms", "120000")
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for i in 0..250 {
+        sub.produce(Record::to("drop").key(format!("{i}")).value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    // A pending `send` would hold a handle (and so keep the producer alive);
+    // here the subscription's records are the pending ones.
+    drop(producer);
+    drop(sub);
+    let got: Vec<_> = tokio::time::timeout(Duration::from_secs(10), stream.collect::<Vec<_>>())
+        .await
+        .expect("the stream ends after the cancellations");
+    assert_eq!(got.len(), 250, "one report per pending record");
+    let mut values: Vec<usize> = got
+        .iter()
+        .map(|r| match r {
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::Cancelled);
+                std::str::from_utf8(e.record.value.as_ref().unwrap())
+                    .unwrap()
+                    .parse()
+                    .unwrap()
+            }
+            other => panic!("expected Cancelled, got {other:?}"),
+        })
+        .collect();
+    values.sort();
+    assert_eq!(values, (0..250).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn a_subscriber_that_does_not_read_stops_its_own_producing() {
+    let broker = broker_with_topic("bound", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 10);
+    for i in 0..10 {
+        sub.produce(Record::to("bound").value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    // The bound is reached: the next produce waits, try_produce refuses.
+    let blocked = tokio::time::timeout(
+        Duration::from_millis(300),
+        sub.produce(Record::to("bound").value("10")),
+    )
+    .await;
+    assert!(
+        blocked.is_err(),
+        "produce must wait while 10 reports are unread"
+    );
+    match sub.try_produce(Record::to("bound").value("10")) {
+        Err(ProduceError::QueueFull(r)) => assert_eq!(r.value.as_deref(), Some(&b"10"[..])),
+        other => panic!("expected QueueFull, got {other:?}"),
+    }
+    // Reading frees room; nothing was dropped meanwhile.
+    let first = stream.next().await.unwrap();
+    assert!(first.is_delivered());
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        sub.produce(Record::to("bound").value("10")),
+    )
+    .await
+    .expect("room after a read")
+    .unwrap();
+    drop(sub);
+    let rest: Vec<_> = stream.collect().await;
+    assert_eq!(rest.len(), 10, "9 earlier + 1 new, none dropped");
+    producer.close().await;
+}
+
+#[tokio::test]
+async fn buffer_memory_bounds_what_is_queued() {
+    let broker = broker_with_topic("memory", 1).await;
+    // Room for exactly two 16 KiB batches, and a linger that keeps them open.
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("buffer.memory", "32768")
+        .set("batch.size", "16384")
+        .set("linger.ms", "60000")
+        .set("delivery.timeout.ms", "120000")
+        .build()
+        .unwrap();
+    producer
+        .produce(Record::to("memory").value("warm-up"))
+        .await
+        .unwrap();
+    let value = vec![7u8; 10_000];
+    let mut accepted = 1;
+    let full = loop {
+        match producer.try_produce(Record::to("memory").value(value.clone())) {
+            Ok(()) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 100, "buffer.memory never filled");
+    };
+    assert!(matches!(full, ProduceError::QueueFull(_)), "{full:?}");
+    assert!(producer.stats().buffered_bytes <= 32768);
+    // A flush sends the batches and frees the memory.
+    producer.flush().await;
+    producer
+        .try_produce(Record::to("memory").value(value))
+        .expect("room after flush");
+    producer.close().await;
+    assert_eq!(producer.stats().delivered, accepted + 1);
+}
+
+#[tokio::test]
+async fn acks_zero_reports_sent_without_an_offset() {
+    let broker = broker_with_topic("acks0", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .acks(Acks::None)
+        .build()
+        .unwrap();
+    let d = producer.send(Record::to("acks0").value("v")).await.unwrap();
+    assert_eq!(d.offset, None, "acks=0 never claims an offset");
+    assert_eq!(d.partition, 0);
+    producer.close().await;
+}
+
+#[tokio::test]
+async fn an_oversized_record_fails_at_once_and_others_are_unaffected() {
+    let broker = broker_with_topic("big", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("max.request.size", "10000")
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce(Record::to("big").value("small-1"))
+        .await
+        .unwrap();
+    sub.produce(Record::to("big").value(vec![0u8; 20_000]))
+        .await
+        .unwrap();
+    sub.produce(Record::to("big").value("small-2"))
+        .await
+        .unwrap();
+    drop(sub);
+    let got: Vec<_> = stream.collect().await;
+    assert_eq!(got.len(), 3);
+    let failed: Vec<_> = got.iter().filter(|r| !r.is_delivered()).collect();
+    assert_eq!(failed.len(), 1);
+    let DeliveryReport::Failed(e) = failed[0] else {
+        unreachable!()
+    };
+    assert_eq!(e.kind, ErrorKind::RecordTooLarge);
+    assert!(e.message.contains("max.request.size"), "{}", e.message);
+    assert_eq!(e.record.value.as_ref().map(|v| v.len()), Some(20_000));
+    producer.close().await;
+}
+
+#[tokio::test]
+async fn errors_only_subscription_sees_failures_but_not_successes() {
+    let broker = broker_with_topic("errors-only", 2).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::ErrorsOnly);
+    for i in 0..50 {
+        sub.produce(Record::to("errors-only").value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    sub.produce(Record::to("errors-only").partition(9).value("nowhere"))
+        .await
+        .unwrap();
+    drop(sub);
+    let got: Vec<_> = stream.collect().await;
+    assert_eq!(got.len(), 1, "only the failure: {got:?}");
+    let DeliveryReport::Failed(e) = &got[0] else {
+        panic!()
+    };
+    assert_eq!(e.kind, ErrorKind::UnknownPartition);
+    producer.close().await;
+    assert_eq!(producer.stats().delivered, 50);
+}
+
+#[test]
+fn bad_config_names_the_property() {
+    let cases = [
+        ("acks", "2"),
+        ("linger.ms", "soon"),
+        ("compression.type", "brotli"),
+        ("batch.size", "0"),
+        ("max.in.flight.requests.per.connection", "-1"),
+    ];
+    for (prop, value) in cases {
+        let err = Producer::builder()
+            .bootstrap("127.0.0.1:9092")
+            .set(prop, value)
+            .build()
+            .unwrap_err();
+        assert!(err.to_string().contains(prop), "{prop}: {err}");
+    }
+    let err = Producer::builder()
+        .bootstrap("127.0.0.1:9092")
+        .set("lingr.ms", "1")
+        .build()
+        .unwrap_err();
+    assert_eq!(err, ConfigError::UnknownProperty("lingr.ms".into()));
+    let err = Producer::builder()
+        .bootstrap("127.0.0.1:9092")
+        .set("delivery.timeout.ms", "1000")
+        .set("request.timeout.ms", "5000")
+        .build()
+        .unwrap_err();
+    assert!(err.to_string().contains("delivery.timeout.ms"), "{err}");
+    assert!(Producer::builder()
+        .build()
+        .unwrap_err()
+        .to_string()
+        .contains("bootstrap.servers"));
+}
