@@ -20,4 +20,4 @@ for _ in $(seq 1 200); do
   sleep 0.05
 done
 echo "Tansu broker on 127.0.0.1:$port"
-cargo run --release --example wire_demo -- "127.0.0.1:$port" "$@"
+cargo run --release --example quickstart -- "127.0.0.1:$port" "$@"

@@ -17,6 +17,7 @@
 
 mod accumulator;
 pub mod actors;
+pub mod admin;
 pub mod config;
 pub mod connection;
 pub mod metadata;

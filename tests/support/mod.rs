@@ -179,24 +179,9 @@ pub fn read_back(
 
 /// Creates `topic` through Courier's own connection (CreateTopics).
 pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    use courier::connection::{Connection, ConnectionOptions};
-    use courier::protocol::messages::create_topics_request::CreatableTopic;
-    use courier::protocol::messages::{CreateTopicsRequest, TopicName};
-    let first = bootstrap.split(',').next().unwrap();
-    let mut conn = Connection::connect(first, &ConnectionOptions::default())
+    courier::admin::create_topic(bootstrap, topic, partitions, 1)
         .await
-        .expect("connect for CreateTopics");
-    let t = CreatableTopic::default()
-        .with_name(TopicName(kafka_protocol::protocol::StrBytes::from_string(
-            topic.into(),
-        )))
-        .with_num_partitions(partitions)
-        .with_replication_factor(1);
-    let req = CreateTopicsRequest::default()
-        .with_topics(vec![t])
-        .with_timeout_ms(5000);
-    let resp = conn.request(&req).await.expect("CreateTopics");
-    assert_eq!(resp.topics[0].error_code, 0, "CreateTopics {topic}");
+        .unwrap_or_else(|e| panic!("create topic {topic}: {e}"));
 }
 
 /// A cluster to run a test against: Tansu, or librdkafka's mock cluster.

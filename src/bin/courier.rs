@@ -1,0 +1,441 @@
+//! `courier`: produce from stdin, manage topics, and measure throughput.
+//!
+//! ```text
+//! courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
+//! courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
+//! courier topic list -b BROKERS
+//! courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
+//!              [--reports all|errors|none] [-X prop=value]... [--json]
+//! ```
+//!
+//! `produce` reads one message per line and writes one JSON line per report:
+//! `{"seq": N, "topic": "...", "partition": P, "offset": O, "error": null}`.
+//! Exit status: 0 when every message was delivered, 1 when any failed, 2 on
+//! a usage error. `perf` prints kafka-producer-perf-test style lines.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
+use futures::stream::{FuturesUnordered, StreamExt};
+
+const USAGE: &str = "usage:
+  courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
+  courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
+  courier topic list -b BROKERS
+  courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
+               [--reports all|errors|none] [-X prop=value]... [--json]";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reports {
+    All,
+    Errors,
+    None,
+}
+
+#[derive(Debug, Default)]
+struct Args {
+    positional: Vec<String>,
+    brokers: Option<String>,
+    topic: Option<String>,
+    key_sep: Option<String>,
+    reports: Option<Reports>,
+    props: Vec<(String, String)>,
+    partitions: Option<i32>,
+    replication: Option<i16>,
+    num_records: Option<u64>,
+    record_size: Option<usize>,
+    throughput: Option<f64>,
+    json: bool,
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("courier: {msg}\n{USAGE}");
+    ExitCode::from(2)
+}
+
+fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
+    let mut a = Args::default();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match arg.as_str() {
+            "-b" | "--bootstrap-server" => a.brokers = Some(value(&arg)?),
+            "-t" | "--topic" => a.topic = Some(value(&arg)?),
+            "-k" => a.key_sep = Some(value(&arg)?),
+            "--reports" => {
+                a.reports = Some(match value(&arg)?.as_str() {
+                    "all" => Reports::All,
+                    "errors" => Reports::Errors,
+                    "none" => Reports::None,
+                    other => {
+                        return Err(format!(
+                            "--reports takes all, errors or none, not {other:?}"
+                        ))
+                    }
+                })
+            }
+            "-X" => {
+                let kv = value(&arg)?;
+                let (k, v) = kv
+                    .split_once('=')
+                    .ok_or(format!("-X takes prop=value, not {kv:?}"))?;
+                a.props.push((k.to_string(), v.to_string()));
+            }
+            "--partitions" => {
+                a.partitions = Some(
+                    value(&arg)?
+                        .parse()
+                        .map_err(|_| "--partitions takes a number")?,
+                )
+            }
+            "--replication-factor" => {
+                a.replication = Some(
+                    value(&arg)?
+                        .parse()
+                        .map_err(|_| "--replication-factor takes a number")?,
+                )
+            }
+            "--num-records" => {
+                a.num_records = Some(
+                    value(&arg)?
+                        .parse()
+                        .map_err(|_| "--num-records takes a number")?,
+                )
+            }
+            "--record-size" => {
+                a.record_size = Some(
+                    value(&arg)?
+                        .parse()
+                        .map_err(|_| "--record-size takes a number")?,
+                )
+            }
+            "--throughput" => {
+                a.throughput = Some(
+                    value(&arg)?
+                        .parse()
+                        .map_err(|_| "--throughput takes a number")?,
+                )
+            }
+            "--json" => a.json = true,
+            "-h" | "--help" => return Err("help".into()),
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            _ => a.positional.push(arg),
+        }
+    }
+    Ok(a)
+}
+
+fn builder(brokers: &str, props: &[(String, String)]) -> ProducerBuilder {
+    let mut b = Producer::builder().bootstrap(brokers);
+    for (k, v) in props {
+        b = b.set(k, v);
+    }
+    b
+}
+
+fn json_str(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+fn report_line(seq: u64, topic: &str, report: &DeliveryReport) -> String {
+    match report {
+        DeliveryReport::Delivered(d) => format!(
+            "{{\"seq\": {seq}, \"topic\": {}, \"partition\": {}, \"offset\": {}, \"error\": null}}",
+            json_str(topic),
+            d.partition,
+            d.offset.map_or("null".to_string(), |o| o.to_string())
+        ),
+        DeliveryReport::Failed(e) => format!(
+            "{{\"seq\": {seq}, \"topic\": {}, \"partition\": {}, \"offset\": null, \"error\": {}}}",
+            json_str(topic),
+            e.partition.map_or("null".to_string(), |p| p.to_string()),
+            json_str(&e.to_string())
+        ),
+    }
+}
+
+async fn produce(a: Args) -> ExitCode {
+    let (Some(brokers), Some(topic)) = (a.brokers, a.topic) else {
+        return usage("produce needs -b BROKERS and -t TOPIC");
+    };
+    let producer = match builder(&brokers, &a.props).build() {
+        Ok(p) => p,
+        Err(e) => return usage(&e.to_string()),
+    };
+    let reports = a.reports.unwrap_or(Reports::All);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failed = false;
+    let mut pending = FuturesUnordered::new();
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(1024);
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.blocking_send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seq = 0u64;
+    let mut input_done = false;
+    let max_pending = 50_000;
+    loop {
+        tokio::select! {
+            line = rx.recv(), if !input_done && pending.len() < max_pending => {
+                let Some(line) = line else { input_done = true; continue };
+                let mut record = Record::to(topic.as_str());
+                match a.key_sep.as_deref().and_then(|sep| line.split_once(sep)) {
+                    Some((k, v)) => record = record.key(k.to_string()).value(v.to_string()),
+                    None => record = record.value(line),
+                }
+                if reports == Reports::None {
+                    if let Err(e) = producer.produce(record).await {
+                        eprintln!("courier: {e}");
+                        failed = true;
+                    }
+                } else {
+                    let p = producer.clone();
+                    let s = seq;
+                    pending.push(async move { (s, p.send(record).await) });
+                }
+                seq += 1;
+            }
+            Some((s, result)) = pending.next(), if !pending.is_empty() => {
+                let report = match result {
+                    Ok(d) => DeliveryReport::Delivered(d),
+                    Err(e) => DeliveryReport::Failed(e),
+                };
+                failed |= !report.is_delivered();
+                if reports == Reports::All || !report.is_delivered() {
+                    let _ = writeln!(out, "{}", report_line(s, &topic, &report));
+                }
+            }
+            else => break,
+        }
+        if input_done && pending.is_empty() {
+            break;
+        }
+    }
+    producer.close().await;
+    let _ = out.flush();
+    if reports == Reports::None && producer.stats().failed > 0 {
+        failed = true;
+    }
+    if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn topic(a: Args) -> ExitCode {
+    let Some(brokers) = a.brokers.as_deref() else {
+        return usage("topic needs -b BROKERS");
+    };
+    match a.positional.get(1).map(String::as_str) {
+        Some("create") => {
+            let (Some(name), Some(partitions)) = (a.positional.get(2), a.partitions) else {
+                return usage("topic create needs NAME and --partitions N");
+            };
+            match courier::admin::create_topic(
+                brokers,
+                name,
+                partitions,
+                a.replication.unwrap_or(1),
+            )
+            .await
+            {
+                Ok(()) => {
+                    println!("created topic {name} with {partitions} partitions");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("courier: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Some("list") => match courier::admin::list_topics(brokers).await {
+            Ok(topics) => {
+                for (name, partitions) in topics {
+                    println!("{name}\t{partitions}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("courier: {e}");
+                ExitCode::from(1)
+            }
+        },
+        _ => usage("topic takes create or list"),
+    }
+}
+
+fn percentile(sorted: &[u64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
+    sorted[i] as f64 / 1000.0
+}
+
+async fn perf(a: Args) -> ExitCode {
+    let (Some(brokers), Some(topic), Some(n), Some(size)) =
+        (a.brokers, a.topic, a.num_records, a.record_size)
+    else {
+        return usage("perf needs -b, -t, --num-records and --record-size");
+    };
+    let producer = match builder(&brokers, &a.props).build() {
+        Ok(p) => p,
+        Err(e) => return usage(&e.to_string()),
+    };
+    let reports = a.reports.unwrap_or(Reports::All);
+    let mode = if reports == Reports::Errors {
+        ReportMode::ErrorsOnly
+    } else {
+        ReportMode::All
+    };
+    let (sub, mut stream) = producer.subscribe_with_capacity(mode, 1_000_000);
+    let payload = bytes::Bytes::from(vec![b'x'; size]);
+    let topic_name = courier::Topic::from(topic.as_str());
+    let throughput = a.throughput.filter(|t| *t > 0.0);
+    let tty = std::io::stderr().is_terminal() && !a.json;
+    let start = Instant::now();
+
+    let reader = tokio::spawn(async move {
+        let mut lat_us: Vec<u64> = Vec::new();
+        let mut failed = 0u64;
+        let mut first_error = None;
+        while let Some(r) = stream.next().await {
+            match r {
+                DeliveryReport::Delivered(d) => lat_us.push(d.latency.as_micros() as u64),
+                DeliveryReport::Failed(e) => {
+                    failed += 1;
+                    first_error.get_or_insert(e.to_string());
+                }
+            }
+        }
+        (lat_us, failed, first_error)
+    });
+
+    let mut last_print = Instant::now();
+    for i in 0..n {
+        if let Some(rate) = throughput {
+            let due = start + Duration::from_secs_f64(i as f64 / rate);
+            let now = Instant::now();
+            if due > now {
+                tokio::time::sleep(due - now).await;
+            }
+        }
+        let record = courier::Record {
+            topic: topic_name.clone(),
+            partition: None,
+            key: None,
+            value: Some(payload.clone()),
+            headers: Vec::new(),
+            timestamp: None,
+        };
+        let r = if reports == Reports::None {
+            producer.produce(record).await
+        } else {
+            sub.produce(record).await
+        };
+        if let Err(e) = r {
+            eprintln!("courier: {e}");
+            return ExitCode::from(1);
+        }
+        if tty && last_print.elapsed() > Duration::from_millis(200) {
+            last_print = Instant::now();
+            let pct = (i + 1) as f64 * 100.0 / n as f64;
+            let bar = "#".repeat((pct / 5.0) as usize);
+            eprint!("\r[{bar:<20}] {pct:5.1}%  {} records", i + 1);
+        }
+    }
+    drop(sub);
+    producer.flush().await;
+    let elapsed = start.elapsed().as_secs_f64();
+    let (mut lat, failed, first_error) = reader.await.expect("report reader");
+    producer.close().await;
+    if tty {
+        eprintln!();
+    }
+    let stats = producer.stats();
+    let failed = if reports == Reports::None {
+        stats.failed
+    } else {
+        failed
+    };
+    lat.sort_unstable();
+    let delivered = n - failed;
+    let rps = n as f64 / elapsed;
+    let mbps = rps * size as f64 / (1024.0 * 1024.0);
+    let avg = if lat.is_empty() {
+        0.0
+    } else {
+        lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0
+    };
+    let max = lat.last().copied().unwrap_or(0) as f64 / 1000.0;
+    let (p50, p95, p99, p999) = (
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.95),
+        percentile(&lat, 0.99),
+        percentile(&lat, 0.999),
+    );
+    if a.json {
+        println!(
+            "{{\"records\": {n}, \"delivered\": {delivered}, \"failed\": {failed}, \"elapsed_s\": {elapsed:.3}, \"records_per_sec\": {rps:.1}, \"mb_per_sec\": {mbps:.2}, \"latency_ms\": {{\"avg\": {avg:.3}, \"max\": {max:.3}, \"p50\": {p50:.3}, \"p95\": {p95:.3}, \"p99\": {p99:.3}, \"p99.9\": {p999:.3}}}}}"
+        );
+    } else {
+        println!(
+            "{n} records sent, {rps:.1} records/sec ({mbps:.2} MB/sec), {avg:.2} ms avg latency, {max:.2} ms max latency, {p50:.0} ms 50th, {p95:.0} ms 95th, {p99:.0} ms 99th, {p999:.0} ms 99.9th."
+        );
+        if failed > 0 {
+            println!(
+                "{failed} records failed: {}",
+                first_error.unwrap_or_default()
+            );
+        }
+    }
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse(std::env::args().skip(1)) {
+        Ok(a) => a,
+        Err(e) if e == "help" => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return usage(&e),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    match args.positional.first().map(String::as_str) {
+        Some("produce") => rt.block_on(produce(args)),
+        Some("topic") => rt.block_on(topic(args)),
+        Some("perf") => rt.block_on(perf(args)),
+        Some(other) => usage(&format!("unknown command {other:?}")),
+        None => usage("no command"),
+    }
+}

@@ -1,0 +1,170 @@
+//! The `courier` command line as a black box against a real broker:
+//! topic create/list, produce from stdin with one JSON report line per
+//! message and the documented exit codes, and perf's JSON summary.
+
+mod support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use support::{read_back, Tansu};
+
+fn courier(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run courier");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn topic_produce_and_perf() {
+    let broker = Tansu::start();
+    let b = broker.bootstrap();
+
+    let out = courier(
+        &["topic", "create", "-b", &b, "cli", "--partitions", "3"],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = courier(&["topic", "list", "-b", &b], "");
+    assert!(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l == "cli\t3"));
+
+    let input: String = (0..200).map(|i| format!("key-{i}|value-{i}\n")).collect();
+    let out = courier(
+        &[
+            "produce",
+            "-b",
+            &b,
+            "-t",
+            "cli",
+            "-k",
+            "|",
+            "-X",
+            "linger.ms=1",
+        ],
+        &input,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let mut seqs: Vec<u64> = Vec::new();
+    let mut placed = std::collections::HashMap::new();
+    for line in stdout.lines() {
+        // {"seq": N, "topic": "cli", "partition": P, "offset": O, "error": null}
+        let field = |name: &str| -> String {
+            let at = line.find(&format!("\"{name}\": ")).unwrap() + name.len() + 4;
+            line[at..]
+                .split([',', '}'])
+                .next()
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(field("error"), "null", "{line}");
+        assert_eq!(field("topic"), "\"cli\"");
+        let seq: u64 = field("seq").parse().unwrap();
+        seqs.push(seq);
+        placed.insert(
+            (
+                field("partition").parse::<i32>().unwrap(),
+                field("offset").parse::<i64>().unwrap(),
+            ),
+            seq,
+        );
+    }
+    seqs.sort();
+    assert_eq!(
+        seqs,
+        (0..200).collect::<Vec<_>>(),
+        "one report line per input line"
+    );
+    for r in read_back(&b, "cli", 3, 200, std::time::Duration::from_secs(30)) {
+        let seq = placed[&(r.partition, r.offset)];
+        assert_eq!(r.key, Some(format!("key-{seq}").into_bytes()));
+        assert_eq!(r.value, Some(format!("value-{seq}").into_bytes()));
+    }
+
+    // Exit 1 when a message fails: an explicit partition that does not exist
+    // is not expressible on the command line, so use a record over
+    // max.request.size.
+    let big = format!("{}\nsmall\n", "x".repeat(5000));
+    let out = courier(
+        &[
+            "produce",
+            "-b",
+            &b,
+            "-t",
+            "cli",
+            "-X",
+            "max.request.size=4096",
+        ],
+        &big,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("\"seq\": 0") && l.contains("record too large")),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("\"seq\": 1") && l.contains("\"error\": null")),
+        "{stdout}"
+    );
+
+    // Exit 2 on a usage error, naming the bad property.
+    let out = courier(&["produce", "-b", &b, "-t", "cli", "-X", "acks=7"], "x\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("acks"));
+    assert_eq!(courier(&["frobnicate"], "").status.code(), Some(2));
+
+    let out = courier(
+        &[
+            "perf",
+            "-b",
+            &b,
+            "-t",
+            "cli",
+            "--num-records",
+            "20000",
+            "--record-size",
+            "100",
+            "--json",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        json.contains("\"records\": 20000") && json.contains("\"delivered\": 20000"),
+        "{json}"
+    );
+    assert!(json.contains("\"p99\""), "{json}");
+}
