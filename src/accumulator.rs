@@ -150,6 +150,9 @@ pub(crate) struct QueueInner {
     pub ready: VecDeque<ProducerBatch>,
     /// Batches of this partition currently in flight.
     pub in_flight: usize,
+    /// Records ever appended here; counted under the lock the append holds
+    /// anyway, so the hot path touches no shared counter.
+    pub appended: u64,
 }
 
 /// What an append did, so the caller can wake the leader's connection.
@@ -265,6 +268,7 @@ impl Accumulator {
                 if let Some(reply) = reply {
                     open.owed.push(index, timestamp, accepted, record, reply);
                 }
+                q.appended += 1;
                 return Ok(Appended::ToOpenBatch);
             }
             if !allow_new_batch {
@@ -310,6 +314,7 @@ impl Accumulator {
             open.owed.push(0, timestamp, accepted, record, reply);
         }
         q.open = Some(open);
+        q.appended += 1;
         Ok(Appended::NewBatch)
     }
 
@@ -341,6 +346,14 @@ impl Accumulator {
                 reason: e.to_string(),
             }),
         }
+    }
+
+    /// Records appended to any partition so far.
+    pub fn appended(&self) -> u64 {
+        self.partitions
+            .iter()
+            .map(|e| e.value().inner.lock().unwrap().appended)
+            .sum()
     }
 
     /// The id the next batch will get: `flush` waits for every batch below it.

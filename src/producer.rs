@@ -77,9 +77,9 @@ pub(crate) struct Inner {
     pub closed: Arc<AtomicBool>,
     /// Active `flush` calls: while non-zero, linger is ignored.
     pub flushing: AtomicUsize,
-    /// Records rejected before reaching a batch, and records appended;
-    /// together the `produced` count.
-    pub appended: AtomicU64,
+    /// Records rejected before reaching a batch (they still get a report);
+    /// with the accumulator's per-partition counts, the `produced` count.
+    pub rejected: AtomicU64,
     pub partitioner_addr: OnceLock<Addr<PartitionerActor>>,
     pub supervisor_addr: OnceLock<Addr<ProducerSupervisor>>,
     /// Set when the actor system has stopped.
@@ -125,7 +125,7 @@ impl Inner {
         message: String,
         partition: Option<i32>,
     ) {
-        self.appended.fetch_add(1, Ordering::Relaxed);
+        self.rejected.fetch_add(1, Ordering::Relaxed);
         match reply {
             Some(reply) => route_one(
                 DeliveryReport::Failed(DeliveryError {
@@ -251,7 +251,6 @@ impl Inner {
                 &mut closed,
             ) {
                 Ok(appended) => {
-                    self.appended.fetch_add(1, Ordering::Relaxed);
                     for failed in closed.drain(..).filter_map(Result::err) {
                         self.acc.batch_done(failed.id);
                         route(
@@ -444,7 +443,7 @@ impl ProducerBuilder {
             stats: Stats::default(),
             closed: Arc::new(AtomicBool::new(false)),
             flushing: AtomicUsize::new(0),
-            appended: AtomicU64::new(0),
+            rejected: AtomicU64::new(0),
             partitioner_addr: OnceLock::new(),
             supervisor_addr: OnceLock::new(),
             stopped: tokio::sync::Notify::new(),
@@ -661,7 +660,7 @@ impl Producer {
     pub fn stats(&self) -> StatsSnapshot {
         let buffered = self.inner.config.buffer_memory - self.inner.acc.pool.available_permits();
         let mut s = self.inner.stats.snapshot(buffered);
-        s.produced = self.inner.appended.load(Ordering::Relaxed);
+        s.produced = self.inner.rejected.load(Ordering::Relaxed) + self.inner.acc.appended();
         s.in_flight = s.produced.saturating_sub(s.delivered + s.failed);
         s
     }
