@@ -12,7 +12,9 @@ cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 echo "== cargo test"
-# One build for lib, tests, examples and doc tests; benches are only
-# compiled (criterion's --test mode), never timed here.
+# tests/examples.rs runs the example binaries, which `cargo test` alone
+# builds only as test harnesses; build them as programs first. Benches are
+# only compiled and run once in criterion's --test mode, never timed here.
+cargo build --examples --locked
 cargo test --all-targets --locked
 cargo test --doc --locked

@@ -27,13 +27,14 @@ use crate::record::{Record, Topic};
 use crate::report::DeliveryReport;
 use crate::subscription::SubscriptionShared;
 
-/// Where one record's report goes.
+/// Where one record's report goes. A subscription is borrowed: the batch
+/// clones its `Arc` only when the subscriber first appears in that batch.
 #[derive(Debug)]
-pub(crate) enum ReplyTo {
+pub(crate) enum ReplyTo<'s> {
     /// `send().await`.
     Oneshot(oneshot::Sender<DeliveryReport>),
     /// A subscription's stream.
-    Subscription(Arc<SubscriptionShared>),
+    Subscription(&'s Arc<SubscriptionShared>),
     /// An actor (`Produce { reply_to }`).
     Actor(Recipient<DeliveryReport>),
 }
@@ -44,7 +45,7 @@ pub(crate) enum ReplyTo {
 #[derive(Debug)]
 pub(crate) enum Reply {
     Oneshot(oneshot::Sender<DeliveryReport>),
-    Subscription(u16),
+    Subscription(u32),
     Actor(Recipient<DeliveryReport>),
 }
 
@@ -60,10 +61,48 @@ pub(crate) struct Pending {
 }
 
 /// The reports owed for one batch.
+///
+/// Owed reports are paid by `report_router::route`, which empties this.
+/// Dropping it with reports still owed is a bug; as a last line of defence
+/// the drop pays each one as a `Cancelled` failure (with the record), so a
+/// bug can never turn into a silently lost report or a hung `send`.
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
     pub subscribers: Vec<Arc<SubscriptionShared>>,
     pub pending: Vec<Pending>,
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        tracing::error!(
+            records = self.pending.len(),
+            "batch dropped with reports owed; reporting them Cancelled"
+        );
+        let mut per_sub: Vec<Vec<DeliveryReport>> =
+            self.subscribers.iter().map(|_| Vec::new()).collect();
+        for p in self.pending.drain(..) {
+            let report = DeliveryReport::Failed(crate::report::DeliveryError {
+                kind: crate::report::ErrorKind::Cancelled,
+                message: "internal error: the batch was dropped before it was reported".into(),
+                partition: None,
+                attempts: 0,
+                record: p.record,
+            });
+            match p.reply {
+                Reply::Oneshot(tx) => {
+                    let _ = tx.send(report);
+                }
+                Reply::Actor(r) => r.do_send(report),
+                Reply::Subscription(i) => per_sub[i as usize].push(report),
+            }
+        }
+        for (s, reports) in self.subscribers.iter().zip(per_sub) {
+            s.deliver(reports);
+        }
+    }
 }
 
 impl Owed {
@@ -79,14 +118,14 @@ impl Owed {
             ReplyTo::Oneshot(tx) => Reply::Oneshot(tx),
             ReplyTo::Actor(r) => Reply::Actor(r),
             ReplyTo::Subscription(s) => {
-                let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, &s)) {
+                let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, s)) {
                     Some(i) => i,
                     None => {
-                        self.subscribers.push(s);
+                        self.subscribers.push(s.clone());
                         self.subscribers.len() - 1
                     }
                 };
-                Reply::Subscription(i as u16)
+                Reply::Subscription(i as u32)
             }
         };
         self.pending.push(Pending {
@@ -144,6 +183,20 @@ pub(crate) struct PartitionQueue {
     pub inner: Mutex<QueueInner>,
 }
 
+impl QueueInner {
+    /// Puts a batch back for another attempt, in batch-id order: ids grow
+    /// with creation within a partition, so retries keep the partition's
+    /// original order whatever order their failures were seen in.
+    pub fn requeue(&mut self, batch: ProducerBatch) {
+        let at = self
+            .ready
+            .iter()
+            .position(|b| b.id > batch.id)
+            .unwrap_or(self.ready.len());
+        self.ready.insert(at, batch);
+    }
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct QueueInner {
     pub open: Option<OpenBatch>,
@@ -166,19 +219,31 @@ pub(crate) enum Appended {
 
 /// Why an append did not happen.
 #[derive(Debug)]
-pub(crate) enum AppendError {
+pub(crate) enum AppendError<'s> {
     /// The open batch is full, and the caller asked not to open another
     /// (the sticky partitioner moves on first).
-    WouldOpenNewBatch(Record, Option<ReplyTo>),
+    WouldOpenNewBatch(Record, Option<ReplyTo<'s>>),
     /// No room in `buffer.memory` right now; reserve `needed` bytes and
     /// call again with the permit.
-    NeedMemory(Record, Option<ReplyTo>, usize),
+    NeedMemory(Record, Option<ReplyTo<'s>>, usize),
+    /// The producer closed; checked under the partition lock, so nothing is
+    /// appended after the final cancellation sweep has passed this queue.
+    Closed(Record),
+}
+
+/// One topic's partition queues, indexed by partition.
+#[derive(Debug)]
+pub(crate) struct TopicQueues {
+    pub partitions: Box<[Arc<PartitionQueue>]>,
 }
 
 /// All partition queues, and the memory pool.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
-    pub partitions: DashMap<(Topic, i32), Arc<PartitionQueue>>,
+    /// Looked up by `&str` (`Topic: Borrow<str>`), so the hot path clones
+    /// neither the topic nor a queue's `Arc`.
+    topics: DashMap<Topic, TopicQueues>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
     pub compression: Compression,
@@ -194,9 +259,11 @@ impl Accumulator {
         buffer_memory: usize,
         compression: Compression,
         delivery_timeout: Duration,
+        closed: Arc<std::sync::atomic::AtomicBool>,
     ) -> Self {
         Accumulator {
-            partitions: DashMap::new(),
+            topics: DashMap::new(),
+            closed,
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
             compression,
@@ -207,21 +274,73 @@ impl Accumulator {
         }
     }
 
-    /// The queue for `topic`/`partition`, created on first use.
-    pub fn queue(&self, topic: &Topic, partition: i32) -> Arc<PartitionQueue> {
-        if let Some(q) = self.partitions.get(&(topic.clone(), partition)) {
-            return q.clone();
+    /// Runs `f` on the queue for `topic`/`partition` (created on first use)
+    /// while holding only a shared map lock: no clone of the topic or of
+    /// the queue's `Arc`. This is the hot-path lookup.
+    pub fn with_queue<R>(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        f: impl FnOnce(&PartitionQueue) -> R,
+    ) -> R {
+        let p = partition.max(0) as usize;
+        if let Some(t) = self.topics.get(topic.as_str()) {
+            if let Some(q) = t.partitions.get(p) {
+                return f(q);
+            }
         }
-        self.partitions
-            .entry((topic.clone(), partition))
-            .or_insert_with(|| {
-                Arc::new(PartitionQueue {
-                    topic: topic.clone(),
-                    partition,
-                    inner: Mutex::new(QueueInner::default()),
-                })
-            })
+        self.grow(topic, p + 1);
+        let t = self.topics.get(topic.as_str()).expect("just grown");
+        f(&t.partitions[p])
+    }
+
+    /// The queue for `topic`/`partition`, created on first use (cold paths).
+    pub fn queue(&self, topic: &Topic, partition: i32) -> Arc<PartitionQueue> {
+        let p = partition.max(0) as usize;
+        if let Some(q) = self
+            .topics
+            .get(topic.as_str())
+            .and_then(|t| t.partitions.get(p).cloned())
+        {
+            return q;
+        }
+        self.grow(topic, p + 1);
+        self.topics
+            .get(topic.as_str())
+            .expect("just grown")
+            .partitions[p]
             .clone()
+    }
+
+    /// Makes room for at least `count` partitions of `topic`, keeping the
+    /// existing queues (partitions are only ever added).
+    fn grow(&self, topic: &Topic, count: usize) {
+        let mut entry = self
+            .topics
+            .entry(topic.clone())
+            .or_insert_with(|| TopicQueues {
+                partitions: Box::new([]),
+            });
+        if entry.partitions.len() >= count {
+            return;
+        }
+        let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
+        for p in v.len()..count {
+            v.push(Arc::new(PartitionQueue {
+                topic: topic.clone(),
+                partition: p as i32,
+                inner: Mutex::new(QueueInner::default()),
+            }));
+        }
+        entry.partitions = v.into_boxed_slice();
+    }
+
+    /// Every queue, for sweeps that lock them one by one.
+    pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
+        self.topics
+            .iter()
+            .flat_map(|t| t.partitions.to_vec())
+            .collect()
     }
 
     /// Bytes a new batch for this record must reserve.
@@ -241,18 +360,21 @@ impl Accumulator {
     /// a reason to open another (KIP-480's "abort on new batch").
     /// `memory` is a reservation made after an earlier `NeedMemory`.
     #[allow(clippy::too_many_arguments)]
-    pub fn append(
+    pub fn append<'s>(
         &self,
         queue: &PartitionQueue,
         record: Record,
-        reply: Option<ReplyTo>,
+        reply: Option<ReplyTo<'s>>,
         timestamp: i64,
         accepted: Instant,
         allow_new_batch: bool,
         memory: &mut Option<OwnedSemaphorePermit>,
         closed: &mut Vec<Result<ProducerBatch, FailedBatch>>,
-    ) -> Result<Appended, AppendError> {
+    ) -> Result<Appended, AppendError<'s>> {
         let mut q = queue.inner.lock().unwrap();
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(AppendError::Closed(record));
+        }
         if let Some(open) = q.open.as_mut() {
             let index = open.builder.record_count() as u32;
             if open
@@ -350,9 +472,9 @@ impl Accumulator {
 
     /// Records appended to any partition so far.
     pub fn appended(&self) -> u64 {
-        self.partitions
+        self.all_queues()
             .iter()
-            .map(|e| e.value().inner.lock().unwrap().appended)
+            .map(|q| q.inner.lock().unwrap().appended)
             .sum()
     }
 
@@ -374,5 +496,32 @@ impl Accumulator {
     pub fn batch_done(&self, id: u64) {
         self.incomplete.lock().unwrap().remove(&id);
         self.incomplete_changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ErrorKind;
+
+    #[test]
+    fn dropping_owed_reports_pays_each_report_as_cancelled() {
+        let (tx, mut rx) = oneshot::channel();
+        let mut owed = Owed::default();
+        owed.push(
+            0,
+            1,
+            Instant::now(),
+            Record::to("t").value("v"),
+            ReplyTo::Oneshot(tx),
+        );
+        drop(owed);
+        match rx.try_recv().expect("a report, not a dropped sender") {
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::Cancelled);
+                assert_eq!(e.record.value.as_deref(), Some(&b"v"[..]));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

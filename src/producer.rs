@@ -75,6 +75,8 @@ pub(crate) struct Inner {
     pub partitioner: Box<dyn Partitioner>,
     pub stats: Stats,
     pub closed: Arc<AtomicBool>,
+    /// Every subscription, to wake their streams when the producer closes.
+    pub subscriptions: std::sync::Mutex<Vec<std::sync::Weak<SubscriptionShared>>>,
     /// Active `flush` calls: while non-zero, linger is ignored.
     pub flushing: AtomicUsize,
     /// Records rejected before reaching a batch (they still get a report);
@@ -120,7 +122,7 @@ impl Inner {
     fn reject(
         &self,
         record: Record,
-        reply: Option<ReplyTo>,
+        reply: Option<ReplyTo<'_>>,
         kind: ErrorKind,
         message: String,
         partition: Option<i32>,
@@ -152,7 +154,7 @@ impl Inner {
     pub(crate) async fn enqueue(
         &self,
         record: Record,
-        reply: Option<ReplyTo>,
+        reply: Option<ReplyTo<'_>>,
         wait: bool,
     ) -> Result<(), ProduceError> {
         if self.closed.load(Ordering::Acquire) {
@@ -239,22 +241,25 @@ impl Inner {
         let mut allow_new_batch = !sticky;
         let mut closed = Vec::new();
         loop {
-            let queue = self.acc.queue(&record.topic, partition);
-            match self.acc.append(
-                &queue,
-                record,
-                reply,
-                timestamp,
-                accepted,
-                allow_new_batch,
-                &mut memory,
-                &mut closed,
-            ) {
+            let topic = record.topic.clone();
+            let result = self.acc.with_queue(&topic, partition, |queue| {
+                self.acc.append(
+                    queue,
+                    record,
+                    reply,
+                    timestamp,
+                    accepted,
+                    allow_new_batch,
+                    &mut memory,
+                    &mut closed,
+                )
+            });
+            match result {
                 Ok(appended) => {
                     for failed in closed.drain(..).filter_map(Result::err) {
                         self.acc.batch_done(failed.id);
                         route(
-                            &queue.topic,
+                            &topic,
                             failed.partition,
                             failed.record_count,
                             0,
@@ -273,6 +278,7 @@ impl Inner {
                     }
                     return Ok(());
                 }
+                Err(AppendError::Closed(r)) => return Err(ProduceError::Closed(r)),
                 Err(AppendError::WouldOpenNewBatch(r, rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
                     // before opening a new one.
@@ -305,6 +311,19 @@ impl Inner {
                 }
             }
         }
+    }
+
+    /// Wakes every subscription stream, so streams whose producer closed can
+    /// end.
+    pub(crate) fn wake_subscriptions(&self) {
+        let mut subs = self.subscriptions.lock().unwrap();
+        subs.retain(|w| match w.upgrade() {
+            Some(s) => {
+                s.wake();
+                true
+            }
+            None => false,
+        });
     }
 
     /// Waits until every batch opened before the call has been reported.
@@ -426,6 +445,7 @@ impl ProducerBuilder {
         self.config.validate()?;
         let c = self.config;
         let client_id = StrBytes::from_string(c.client_id.clone());
+        let closed = Arc::new(AtomicBool::new(false));
         let request_overhead = produce_overhead(&client_id);
         Ok(Arc::new(Inner {
             acc: Accumulator::new(
@@ -433,6 +453,7 @@ impl ProducerBuilder {
                 c.buffer_memory,
                 c.compression,
                 c.delivery_timeout,
+                closed.clone(),
             ),
             client_id,
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
@@ -441,7 +462,8 @@ impl ProducerBuilder {
                 .partitioner
                 .unwrap_or_else(|| Box::new(DefaultPartitioner::new())),
             stats: Stats::default(),
-            closed: Arc::new(AtomicBool::new(false)),
+            closed,
+            subscriptions: std::sync::Mutex::new(Vec::new()),
             flushing: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
             partitioner_addr: OnceLock::new(),
@@ -619,6 +641,11 @@ impl Producer {
         capacity: usize,
     ) -> (Subscriber, ReportStream) {
         let shared = SubscriptionShared::new(mode, capacity.max(1), self.inner.closed.clone());
+        self.inner
+            .subscriptions
+            .lock()
+            .unwrap()
+            .push(Arc::downgrade(&shared));
         (
             Subscriber {
                 producer: self.clone(),
@@ -654,6 +681,7 @@ impl Producer {
                 let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
             }
         }
+        self.inner.wake_subscriptions();
     }
 
     /// A snapshot of the producer's counters.
@@ -693,23 +721,20 @@ impl Subscriber {
     /// Produces `record`; its report goes to this subscription's stream.
     /// Waits while the subscription's outstanding-report bound is reached.
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
-        let permit = match self.shared.outstanding.acquire().await {
-            Ok(p) => p,
-            Err(_) => return Err(ProduceError::Closed(record)),
+        let Ok(permit) = self.shared.outstanding.acquire().await else {
+            return Err(ProduceError::Closed(record));
         };
+        permit.forget();
+        // Until the record is accepted, the permit is ours to give back,
+        // also if this future is dropped mid-way.
+        let guard = OutstandingGuard(&self.shared);
         let r = self
             .producer
             .inner
-            .enqueue(
-                record,
-                Some(ReplyTo::Subscription(self.shared.clone())),
-                true,
-            )
+            .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), true)
             .await;
         if r.is_ok() {
-            permit.forget();
-        } else {
-            self.shared.wake();
+            std::mem::forget(guard);
         }
         r
     }
@@ -721,11 +746,12 @@ impl Subscriber {
         let Ok(permit) = self.shared.outstanding.try_acquire() else {
             return Err(ProduceError::QueueFull(record));
         };
-        let fut = self.producer.inner.enqueue(
-            record,
-            Some(ReplyTo::Subscription(self.shared.clone())),
-            false,
-        );
+        permit.forget();
+        let guard = OutstandingGuard(&self.shared);
+        let fut =
+            self.producer
+                .inner
+                .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), false);
         let mut fut = std::pin::pin!(fut);
         let waker = futures::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
@@ -734,7 +760,7 @@ impl Subscriber {
             std::task::Poll::Pending => unreachable!("enqueue with wait=false never awaits"),
         };
         if r.is_ok() {
-            permit.forget();
+            std::mem::forget(guard);
         }
         r
     }
@@ -745,15 +771,21 @@ impl Subscriber {
     }
 }
 
+/// One outstanding-report permit taken for a record that was not accepted
+/// (yet): dropping the guard returns it and wakes the stream, which may now
+/// be finished.
+struct OutstandingGuard<'a>(&'a SubscriptionShared);
+
+impl Drop for OutstandingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.outstanding.add_permits(1);
+        self.0.wake();
+    }
+}
+
 /// Fails every batch still queued (not in flight) with `Cancelled`.
 pub(crate) fn cancel_queued(inner: &Inner) {
-    let queues: Vec<_> = inner
-        .acc
-        .partitions
-        .iter()
-        .map(|e| e.value().clone())
-        .collect();
-    for q in queues {
+    for q in inner.acc.all_queues() {
         let (open, ready) = {
             let mut qi = q.inner.lock().unwrap();
             (qi.open.take(), std::mem::take(&mut qi.ready))

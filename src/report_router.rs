@@ -29,7 +29,7 @@ pub(crate) fn route(
     partition: i32,
     record_count: i32,
     attempts: u32,
-    owed: Owed,
+    mut owed: Owed,
     outcome: &Outcome,
     stats: &Stats,
 ) {
@@ -42,10 +42,8 @@ pub(crate) fn route(
             .failed
             .fetch_add(record_count as u64, Ordering::Relaxed),
     };
-    let Owed {
-        subscribers,
-        pending,
-    } = owed;
+    let subscribers = std::mem::take(&mut owed.subscribers);
+    let pending = std::mem::take(&mut owed.pending);
     let mut per_subscriber: Vec<Vec<DeliveryReport>> =
         subscribers.iter().map(|_| Vec::new()).collect();
     let mut latencies = LatencyBatch::default();

@@ -17,7 +17,7 @@ fn example(name: &str) -> PathBuf {
     let path = dir.join(name);
     assert!(
         path.exists(),
-        "{} not built (cargo test --all-targets builds examples)",
+        "{} not built: run `cargo build --examples` first (scripts/test.sh does)",
         path.display()
     );
     path

@@ -355,3 +355,30 @@ fn bad_config_names_the_property() {
         .to_string()
         .contains("bootstrap.servers"));
 }
+
+#[tokio::test]
+async fn close_ends_a_stream_whose_subscriber_is_still_alive() {
+    let broker = broker_with_topic("close-stream", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    sub.produce(Record::to("close-stream").value("v"))
+        .await
+        .unwrap();
+    assert!(stream.next().await.unwrap().is_delivered());
+    // The stream is now waiting; close must wake it so that it can end.
+    let reader = tokio::spawn(async move { stream.next().await });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    producer.close().await;
+    let end = tokio::time::timeout(Duration::from_secs(5), reader)
+        .await
+        .expect("the stream ends after close")
+        .unwrap();
+    assert!(end.is_none());
+    assert!(matches!(
+        sub.produce(Record::to("close-stream").value("late")).await,
+        Err(ProduceError::Closed(_))
+    ));
+}

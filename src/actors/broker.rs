@@ -271,7 +271,7 @@ impl BrokerConnection {
         );
         let mut q = queue.inner.lock().unwrap();
         q.in_flight -= 1;
-        q.ready.push_front(batch);
+        q.requeue(batch);
     }
 
     /// Reports a batch and releases it.
@@ -326,23 +326,29 @@ impl BrokerConnection {
         let mut next_wake: Option<Instant> = None;
         let queues: Vec<_> = inner
             .acc
-            .partitions
-            .iter()
-            .filter(|e| {
+            .all_queues()
+            .into_iter()
+            .filter(|q| {
                 snapshot
                     .topics
-                    .get(e.key().0.as_str())
-                    .and_then(|t| t.leader(e.key().1))
+                    .get(q.topic.as_str())
+                    .and_then(|t| t.leader(q.partition))
                     == Some(self.node_id)
             })
-            .map(|e| e.value().clone())
             .collect();
+        // With one request in flight, order must hold across connections
+        // too: a partition with a batch in flight anywhere (say on the old
+        // leader's connection) waits.
+        let strict_order = cfg.max_in_flight == 1;
         while self.in_flight.len() < cfg.max_in_flight {
             let now = Instant::now();
             let mut batches = Vec::new();
             let mut size = 0usize;
             for q in &queues {
                 let mut qi = q.inner.lock().unwrap();
+                if strict_order && qi.in_flight > 0 {
+                    continue;
+                }
                 let batch = if let Some(front) = qi.ready.front() {
                     if let Some(at) = front.retry_at.filter(|at| *at > now) {
                         next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
@@ -467,7 +473,7 @@ impl BrokerConnection {
             let q = self.inner.acc.queue(&b.topic, b.partition);
             let mut qi = q.inner.lock().unwrap();
             qi.in_flight -= 1;
-            qi.ready.push_front(b);
+            qi.requeue(b);
             drop(qi);
             req = build(&batches);
         }

@@ -75,6 +75,14 @@ impl Message for Retire {
     type Result = ();
 }
 
+/// Stop the partitioner actor (producer shutdown).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StopPartitioner;
+
+impl Message for StopPartitioner {
+    type Result = ();
+}
+
 /// Fail every in-flight batch with `Cancelled` (producer dropped).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CancelInFlight;

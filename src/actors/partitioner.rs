@@ -183,3 +183,15 @@ impl Handler<RefreshMetadata> for PartitionerActor {
         self.fetch(ctx);
     }
 }
+
+impl Handler<StopPartitioner> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, _: StopPartitioner, ctx: &mut Context<Self>) {
+        for (_, waiters) in self.waiters.drain() {
+            for (_, w) in waiters {
+                let _ = w.send(Err(ErrorKind::Cancelled));
+            }
+        }
+        ctx.stop();
+    }
+}

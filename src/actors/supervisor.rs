@@ -78,14 +78,7 @@ impl ProducerSupervisor {
     /// their connection when the response or the request timeout comes.
     fn expire_batches(&mut self) {
         let now = Instant::now();
-        let queues: Vec<_> = self
-            .inner
-            .acc
-            .partitions
-            .iter()
-            .map(|e| e.value().clone())
-            .collect();
-        for q in queues {
+        for q in self.inner.acc.all_queues() {
             let mut expired = Vec::new();
             {
                 let mut qi = q.inner.lock().unwrap();
@@ -212,7 +205,11 @@ impl Handler<Produce> for ProducerSupervisor {
                 }));
             }
         };
-        ctx.spawn(fut.into_actor(self));
+        // A detached task, not `ctx.spawn`: a future owned by the actor
+        // would be dropped (with its record and reply_to) if the actor
+        // stopped while it waits for metadata or memory.
+        let _ = ctx;
+        actix::spawn(fut);
     }
 }
 
@@ -237,9 +234,13 @@ impl Handler<Shutdown> for ProducerSupervisor {
                 b.do_send(Retire);
             }
         }
+        if let Some(p) = self.inner.partitioner_addr.get() {
+            p.do_send(StopPartitioner);
+        }
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
             cancel_queued(&act.inner);
+            act.inner.wake_subscriptions();
             ctx.stop();
         });
     }
