@@ -27,6 +27,14 @@ use crate::record::{Record, Topic};
 use crate::report::DeliveryReport;
 use crate::subscription::SubscriptionShared;
 
+/// Locks a mutex, recovering from poisoning: a panic elsewhere (a connection
+/// actor, say) must not make every later produce call panic too. The data
+/// under these locks stays consistent across a panic: every update to it
+/// is a single push, pop or counter step.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Where one record's report goes. A subscription is borrowed: the batch
 /// clones its `Arc` only when the subscriber first appears in that batch.
 #[derive(Debug)]
@@ -371,7 +379,7 @@ impl Accumulator {
         memory: &mut Option<OwnedSemaphorePermit>,
         closed: &mut Vec<Result<ProducerBatch, FailedBatch>>,
     ) -> Result<Appended, AppendError<'s>> {
-        let mut q = queue.inner.lock().unwrap();
+        let mut q = lock(&queue.inner);
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(AppendError::Closed(record));
         }
@@ -416,7 +424,7 @@ impl Accumulator {
             }
         }
         let id = self.next_batch_id.fetch_add(1, Ordering::Relaxed);
-        self.incomplete.lock().unwrap().insert(id);
+        lock(&self.incomplete).insert(id);
         let mut open = OpenBatch {
             id,
             builder: BatchBuilder::new(self.batch_size, self.compression),
@@ -474,7 +482,7 @@ impl Accumulator {
     pub fn appended(&self) -> u64 {
         self.all_queues()
             .iter()
-            .map(|q| q.inner.lock().unwrap().appended)
+            .map(|q| lock(&q.inner).appended)
             .sum()
     }
 
@@ -494,7 +502,7 @@ impl Accumulator {
 
     /// Marks a batch reported.
     pub fn batch_done(&self, id: u64) {
-        self.incomplete.lock().unwrap().remove(&id);
+        lock(&self.incomplete).remove(&id);
         self.incomplete_changed.notify_waiters();
     }
 }

@@ -20,6 +20,7 @@ pub mod actors;
 pub mod admin;
 pub mod config;
 pub mod connection;
+pub mod kafka_error;
 pub mod metadata;
 pub mod partitioner;
 mod producer;

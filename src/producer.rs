@@ -24,6 +24,7 @@ use dashmap::DashMap;
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::oneshot;
 
+use crate::accumulator::lock;
 use crate::accumulator::{Accumulator, AppendError, Appended, ReplyTo};
 use crate::actors::broker::BrokerConnection;
 use crate::actors::msgs::{EnsureTopic, Shutdown, Wake};
@@ -72,6 +73,8 @@ pub(crate) struct Inner {
     pub acc: Accumulator,
     pub metadata: ArcSwap<MetadataSnapshot>,
     pub brokers: DashMap<i32, Addr<BrokerConnection>>,
+    /// Per-broker state that outlives connection actors.
+    pub broker_states: DashMap<i32, Arc<crate::actors::broker::BrokerState>>,
     pub partitioner: Box<dyn Partitioner>,
     pub stats: Stats,
     pub closed: Arc<AtomicBool>,
@@ -316,7 +319,7 @@ impl Inner {
     /// Wakes every subscription stream, so streams whose producer closed can
     /// end.
     pub(crate) fn wake_subscriptions(&self) {
-        let mut subs = self.subscriptions.lock().unwrap();
+        let mut subs = lock(&self.subscriptions);
         subs.retain(|w| match w.upgrade() {
             Some(s) => {
                 s.wake();
@@ -458,6 +461,7 @@ impl ProducerBuilder {
             client_id,
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
             brokers: DashMap::new(),
+            broker_states: DashMap::new(),
             partitioner: self
                 .partitioner
                 .unwrap_or_else(|| Box::new(DefaultPartitioner::new())),
@@ -684,6 +688,32 @@ impl Producer {
         self.inner.wake_subscriptions();
     }
 
+    /// Makes the connection actor for `broker` panic inside a handler, to
+    /// test supervision. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_connection_panic(&self, broker: i32) -> bool {
+        match self.inner.brokers.get(&broker) {
+            Some(a) => {
+                a.do_send(crate::actors::msgs::InjectPanic);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Broker ids with a live connection actor.
+    pub fn connected_brokers(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .inner
+            .brokers
+            .iter()
+            .map(|e| *e.key())
+            .filter(|id| *id >= 0)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     /// A snapshot of the producer's counters.
     pub fn stats(&self) -> StatsSnapshot {
         let buffered = self.inner.config.buffer_memory - self.inner.acc.pool.available_permits();
@@ -787,7 +817,7 @@ impl Drop for OutstandingGuard<'_> {
 pub(crate) fn cancel_queued(inner: &Inner) {
     for q in inner.acc.all_queues() {
         let (open, ready) = {
-            let mut qi = q.inner.lock().unwrap();
+            let mut qi = lock(&q.inner);
             (qi.open.take(), std::mem::take(&mut qi.ready))
         };
         let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();

@@ -1,6 +1,7 @@
 //! Counters and histograms behind [`crate::Producer::stats`]. Updated per
 //! batch (counts added in one step), never per record.
 
+use crate::accumulator::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -19,6 +20,7 @@ pub(crate) struct Stats {
     pub produced: AtomicU64,
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
+    pub actor_restarts: AtomicU64,
     pub latency_us: [AtomicU64; LATENCY_BUCKETS],
     pub brokers: Mutex<HashMap<i32, BrokerStats>>,
 }
@@ -56,6 +58,8 @@ pub struct StatsSnapshot {
     pub failed: u64,
     /// Accepted but not yet reported.
     pub in_flight: u64,
+    /// Connection actors restarted after dying.
+    pub actor_restarts: u64,
     /// Bytes of `buffer.memory` currently reserved by batches.
     pub buffered_bytes: usize,
     /// Produce request round trips per broker id.
@@ -95,8 +99,9 @@ impl Stats {
             delivered,
             failed,
             in_flight: produced.saturating_sub(delivered + failed),
+            actor_restarts: self.actor_restarts.load(Ordering::Relaxed),
             buffered_bytes,
-            brokers: self.brokers.lock().unwrap().clone(),
+            brokers: lock(&self.brokers).clone(),
             delivery_latency: self
                 .latency_us
                 .iter()
@@ -107,7 +112,7 @@ impl Stats {
     }
 
     pub(crate) fn record_request(&self, broker: i32, latency: Duration) {
-        let mut b = self.brokers.lock().unwrap();
+        let mut b = lock(&self.brokers);
         let s = b.entry(broker).or_default();
         s.requests += 1;
         s.total_latency += latency;

@@ -14,6 +14,7 @@
 //! The stream swaps the whole queue into a local buffer, so reading costs
 //! one lock per chunk, not per report.
 
+use crate::accumulator::lock;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -75,7 +76,7 @@ impl SubscriptionShared {
             self.outstanding.add_permits(dropped);
         }
         if !kept.is_empty() {
-            self.queue.lock().unwrap().extend(kept);
+            lock(&self.queue).extend(kept);
         }
         self.waker.wake();
     }
@@ -119,7 +120,7 @@ impl ReportStream {
     }
 
     fn refill(&mut self) -> bool {
-        let mut q = self.shared.queue.lock().unwrap();
+        let mut q = lock(&self.shared.queue);
         if q.is_empty() {
             return false;
         }

@@ -12,12 +12,11 @@
 //! connection generation, so frames from a dead connection are ignored.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use bytes::BytesMut;
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest, TopicName};
@@ -25,8 +24,9 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::msgs::*;
-use crate::accumulator::ProducerBatch;
+use crate::accumulator::{lock, ProducerBatch};
 use crate::connection::{Connection, ConnectionOptions};
+use crate::kafka_error::classify;
 use crate::producer::Inner;
 use crate::protocol::frame::peek_correlation_id;
 use crate::protocol::message::{decode_response, encode_request, request_frame_size};
@@ -44,6 +44,15 @@ enum ConnState {
         versions: ApiVersions,
     },
     Backoff,
+}
+
+/// What a broker's connection actor holds that must outlive the actor: its
+/// in-flight requests. If the actor dies (a panic), the supervisor starts a
+/// new one with the same state, which puts these batches back in their
+/// queues; nothing in flight is lost with the actor.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerState {
+    in_flight: Mutex<VecDeque<InFlight>>,
 }
 
 /// One Produce request awaiting its response.
@@ -64,7 +73,7 @@ pub struct BrokerConnection {
     state: ConnState,
     generation: u64,
     next_correlation_id: i32,
-    in_flight: VecDeque<InFlight>,
+    shared: Arc<BrokerState>,
     metadata_waiters: HashMap<i32, (i16, oneshot::Sender<Result<MetadataResponse, String>>)>,
     reconnect_attempts: u32,
     wake_at: Option<(Instant, SpawnHandle)>,
@@ -80,7 +89,12 @@ impl std::fmt::Debug for BrokerConnection {
 }
 
 impl BrokerConnection {
-    pub(crate) fn new(node_id: i32, addr: String, inner: Arc<Inner>) -> Self {
+    pub(crate) fn new(
+        node_id: i32,
+        addr: String,
+        inner: Arc<Inner>,
+        shared: Arc<BrokerState>,
+    ) -> Self {
         BrokerConnection {
             node_id,
             addr,
@@ -88,7 +102,7 @@ impl BrokerConnection {
             state: ConnState::Idle,
             generation: 0,
             next_correlation_id: 0,
-            in_flight: VecDeque::new(),
+            shared,
             metadata_waiters: HashMap::new(),
             reconnect_attempts: 0,
             wake_at: None,
@@ -204,7 +218,7 @@ impl BrokerConnection {
     /// queues (or fail, past their deadline), waiters get errors, and a
     /// reconnect is scheduled.
     fn connection_lost(&mut self, error: String, ctx: &mut Context<Self>) {
-        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, in_flight = self.in_flight.len(), "connection lost");
+        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, in_flight = self.in_flight_len(), "connection lost");
         if let ConnState::Connected { reader, .. } =
             std::mem::replace(&mut self.state, ConnState::Idle)
         {
@@ -225,7 +239,7 @@ impl BrokerConnection {
     /// first so that each partition keeps its order.
     fn requeue_in_flight(&mut self, cause: Option<&str>) {
         let now = Instant::now();
-        while let Some(f) = self.in_flight.pop_back() {
+        while let Some(f) = self.pop_in_flight(true) {
             for b in f.batches.into_iter().rev() {
                 self.retry_or_fail(
                     b,
@@ -248,7 +262,7 @@ impl BrokerConnection {
     ) {
         let queue = self.inner.acc.queue(&batch.topic, batch.partition);
         if now >= batch.deadline {
-            queue.inner.lock().unwrap().in_flight -= 1;
+            lock(&queue.inner).in_flight -= 1;
             self.finish(
                 batch,
                 Outcome::Failed {
@@ -269,7 +283,7 @@ impl BrokerConnection {
                 batch.attempts.saturating_sub(1),
             ),
         );
-        let mut q = queue.inner.lock().unwrap();
+        let mut q = lock(&queue.inner);
         q.in_flight -= 1;
         q.requeue(batch);
     }
@@ -296,6 +310,21 @@ impl BrokerConnection {
             &self.inner.stats,
         );
         self.inner.acc.batch_done(batch.id);
+    }
+
+    /// Takes the newest (`back`) or oldest in-flight request, releasing the
+    /// lock before the caller handles it.
+    fn pop_in_flight(&self, back: bool) -> Option<InFlight> {
+        let mut q = lock(&self.shared.in_flight);
+        if back {
+            q.pop_back()
+        } else {
+            q.pop_front()
+        }
+    }
+
+    fn in_flight_len(&self) -> usize {
+        lock(&self.shared.in_flight).len()
     }
 
     fn next_correlation_id(&mut self) -> i32 {
@@ -340,12 +369,12 @@ impl BrokerConnection {
         // too: a partition with a batch in flight anywhere (say on the old
         // leader's connection) waits.
         let strict_order = cfg.max_in_flight == 1;
-        while self.in_flight.len() < cfg.max_in_flight {
+        while self.in_flight_len() < cfg.max_in_flight {
             let now = Instant::now();
             let mut batches = Vec::new();
             let mut size = 0usize;
             for q in &queues {
-                let mut qi = q.inner.lock().unwrap();
+                let mut qi = lock(&q.inner);
                 if strict_order && qi.in_flight > 0 {
                     continue;
                 }
@@ -471,7 +500,7 @@ impl BrokerConnection {
         {
             let b = batches.pop().expect("more than one");
             let q = self.inner.acc.queue(&b.topic, b.partition);
-            let mut qi = q.inner.lock().unwrap();
+            let mut qi = lock(&q.inner);
             qi.in_flight -= 1;
             qi.requeue(b);
             drop(qi);
@@ -489,7 +518,7 @@ impl BrokerConnection {
             // Cannot happen with well-formed batches; fail them rather than loop.
             for b in batches {
                 let q = self.inner.acc.queue(&b.topic, b.partition);
-                q.inner.lock().unwrap().in_flight -= 1;
+                lock(&q.inner).in_flight -= 1;
                 self.finish(
                     b,
                     Outcome::Failed {
@@ -517,7 +546,7 @@ impl BrokerConnection {
             // No response will come: "sent, offset unknown".
             for b in batches {
                 let q = self.inner.acc.queue(&b.topic, b.partition);
-                q.inner.lock().unwrap().in_flight -= 1;
+                lock(&q.inner).in_flight -= 1;
                 self.finish(
                     b,
                     Outcome::Delivered {
@@ -528,7 +557,7 @@ impl BrokerConnection {
             }
             return;
         }
-        self.in_flight.push_back(InFlight {
+        lock(&self.shared.in_flight).push_back(InFlight {
             correlation_id,
             version,
             sent_at: Instant::now(),
@@ -551,23 +580,24 @@ impl BrokerConnection {
             }
             return;
         }
-        let Some(pos) = self
-            .in_flight
-            .iter()
-            .position(|f| f.correlation_id == correlation_id)
-        else {
+        let found = {
+            let mut q = lock(&self.shared.in_flight);
+            q.iter()
+                .position(|f| f.correlation_id == correlation_id)
+                .and_then(|pos| q.remove(pos).map(|f| (pos, f)))
+        };
+        let Some((pos, f)) = found else {
             return self.connection_lost(
                 format!("response for unknown correlation id {correlation_id}"),
                 ctx,
             );
         };
-        let f = self.in_flight.remove(pos).expect("position is valid");
         let resp = match decode_response::<ProduceRequest>(frame, f.version) {
             Ok((_, resp)) => resp,
             Err(e) => {
                 // Frame boundaries are intact but this response is not
                 // readable: retry its batches on a fresh connection.
-                self.in_flight.insert(pos, f);
+                lock(&self.shared.in_flight).insert(pos, f);
                 return self.connection_lost(e.to_string(), ctx);
             }
         };
@@ -595,10 +625,10 @@ impl BrokerConnection {
                 );
                 continue;
             };
-            match ResponseError::try_from_code(pr.error_code) {
+            match classify(pr.error_code) {
                 None => {
                     let q = self.inner.acc.queue(&b.topic, b.partition);
-                    q.inner.lock().unwrap().in_flight -= 1;
+                    lock(&q.inner).in_flight -= 1;
                     self.finish(
                         b,
                         Outcome::Delivered {
@@ -608,29 +638,24 @@ impl BrokerConnection {
                         },
                     );
                 }
-                Some(err) if err.is_retriable() => {
-                    refresh |= matches!(
-                        err,
-                        ResponseError::NotLeaderOrFollower
-                            | ResponseError::UnknownTopicOrPartition
-                            | ResponseError::LeaderNotAvailable
-                    );
-                    let msg = format!("{err:?} from broker {}", self.node_id);
-                    self.retry_or_fail(b, now, ErrorKind::Broker(err), &msg);
+                Some(c) if c.retriable => {
+                    refresh |= c.refresh_metadata;
+                    let msg = format!("{:?} from broker {}", c.error, self.node_id);
+                    self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg);
                 }
-                Some(err) => {
+                Some(c) => {
                     let q = self.inner.acc.queue(&b.topic, b.partition);
-                    q.inner.lock().unwrap().in_flight -= 1;
+                    lock(&q.inner).in_flight -= 1;
                     let detail = pr
                         .error_message
                         .as_ref()
-                        .map(|m| m.to_string())
+                        .map(|m| format!(": {m}"))
                         .unwrap_or_default();
                     self.finish(
                         b,
                         Outcome::Failed {
-                            kind: ErrorKind::Broker(err),
-                            message: format!("{err}: {detail}"),
+                            kind: ErrorKind::Broker(c.error),
+                            message: format!("{}{detail}", c.error),
                         },
                     );
                 }
@@ -648,9 +673,12 @@ impl BrokerConnection {
     /// the connection, as the Java client does.
     fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
         let limit = self.inner.config.request_timeout;
-        if let Some(f) = self.in_flight.front() {
-            if f.sent_at.elapsed() > limit {
-                let msg = format!("request {} timed out after {limit:?}", f.correlation_id);
+        let oldest = lock(&self.shared.in_flight)
+            .front()
+            .map(|f| (f.sent_at, f.correlation_id));
+        if let Some((sent_at, id)) = oldest {
+            if sent_at.elapsed() > limit {
+                let msg = format!("request {id} timed out after {limit:?}");
                 self.connection_lost(msg, ctx);
             }
         }
@@ -669,6 +697,16 @@ impl Actor for BrokerConnection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // A predecessor that died (panicked) may have left requests in
+        // flight on its connection, which is gone with it: retry them.
+        if self.in_flight_len() > 0 {
+            tracing::warn!(
+                broker = self.node_id,
+                in_flight = self.in_flight_len(),
+                "requeueing a dead connection actor's in-flight batches"
+            );
+            self.requeue_in_flight(Some("connection actor died"));
+        }
         self.ensure_connecting(ctx);
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
             act.check_request_timeouts(ctx);
@@ -736,10 +774,10 @@ impl Handler<Retire> for BrokerConnection {
 impl Handler<CancelInFlight> for BrokerConnection {
     type Result = ();
     fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
-        while let Some(f) = self.in_flight.pop_front() {
+        while let Some(f) = self.pop_in_flight(false) {
             for b in f.batches {
                 let q = self.inner.acc.queue(&b.topic, b.partition);
-                q.inner.lock().unwrap().in_flight -= 1;
+                lock(&q.inner).in_flight -= 1;
                 self.finish(
                     b,
                     Outcome::Failed {
@@ -799,5 +837,14 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 Err(_) => Err("metadata request timed out".into()),
             }
         })
+    }
+}
+
+/// Makes the actor panic inside a handler (tests of supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<InjectPanic> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: InjectPanic, _: &mut Context<Self>) {
+        panic!("injected panic in BrokerConnection {}", self.node_id);
     }
 }

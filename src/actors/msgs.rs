@@ -129,3 +129,13 @@ pub(crate) struct Shutdown {
 impl Message for Shutdown {
     type Result = ();
 }
+
+/// Panic inside the connection actor's handler (fault-injection builds only).
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InjectPanic;
+
+#[cfg(feature = "fault-injection")]
+impl Message for InjectPanic {
+    type Result = ();
+}

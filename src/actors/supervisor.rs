@@ -17,6 +17,7 @@ use actix::prelude::*;
 use super::broker::BrokerConnection;
 use super::msgs::*;
 use super::partitioner::PartitionerActor;
+use crate::accumulator::lock;
 use crate::accumulator::ReplyTo;
 use crate::producer::{cancel_queued, Inner, ProduceError};
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
@@ -66,11 +67,39 @@ impl ProducerSupervisor {
     fn start_broker(&mut self, id: i32, addr: String) {
         let inner = self.inner.clone();
         let a = addr.clone();
-        let actor = Supervisor::start(move |_| BrokerConnection::new(id, a, inner));
+        let state = self.inner.broker_states.entry(id).or_default().clone();
+        let actor = Supervisor::start(move |_| BrokerConnection::new(id, a, inner, state));
         if let Some(old) = self.inner.brokers.insert(id, actor) {
             old.do_send(Retire);
         }
         self.addrs.insert(id, addr);
+    }
+
+    /// A connection actor whose handler panicked is gone (actix does not
+    /// catch panics; tokio drops the task). Start a new one for the same
+    /// broker with the same shared state, so its in-flight batches are
+    /// retried rather than lost.
+    fn restart_dead_brokers(&mut self) {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let dead: Vec<i32> = self
+            .inner
+            .brokers
+            .iter()
+            .filter(|e| !e.value().connected())
+            .map(|e| *e.key())
+            .collect();
+        for id in dead {
+            if let Some(addr) = self.addrs.get(&id).cloned() {
+                tracing::warn!(broker = id, "connection actor died; restarting it");
+                self.inner
+                    .stats
+                    .actor_restarts
+                    .fetch_add(1, Ordering::Relaxed);
+                self.start_broker(id, addr);
+            }
+        }
     }
 
     /// Fails batches whose delivery timeout passed while they waited in a
@@ -78,10 +107,22 @@ impl ProducerSupervisor {
     /// their connection when the response or the request timeout comes.
     fn expire_batches(&mut self) {
         let now = Instant::now();
+        let snapshot = self.inner.metadata.load();
+        let mut leaderless = false;
         for q in self.inner.acc.all_queues() {
             let mut expired = Vec::new();
             {
-                let mut qi = q.inner.lock().unwrap();
+                let mut qi = lock(&q.inner);
+                // Records waiting for a leader we have no connection for (a
+                // broker that left and came back, a leader not yet elected):
+                // ask for fresh metadata rather than wait for its max age.
+                if qi.open.is_some() || !qi.ready.is_empty() {
+                    let leader = snapshot
+                        .topics
+                        .get(q.topic.as_str())
+                        .and_then(|t| t.leader(q.partition));
+                    leaderless |= leader.is_none_or(|l| !self.inner.brokers.contains_key(&l));
+                }
                 while qi.ready.front().is_some_and(|b| b.deadline <= now) {
                     expired.push(Ok(qi.ready.pop_front().unwrap()));
                 }
@@ -125,6 +166,11 @@ impl ProducerSupervisor {
                 self.inner.acc.batch_done(id);
             }
         }
+        if leaderless {
+            if let Some(p) = self.inner.partitioner_addr.get() {
+                p.do_send(RefreshMetadata);
+            }
+        }
     }
 }
 
@@ -133,6 +179,7 @@ impl Actor for ProducerSupervisor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(Duration::from_millis(100), |act, _| {
+            act.restart_dead_brokers();
             act.expire_batches();
             // Batches whose leader appeared or whose retry backoff ended.
             act.inner.wake_all();

