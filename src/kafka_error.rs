@@ -95,7 +95,7 @@ mod tests {
 
     #[test]
     fn producer_relevant_classifications() {
-        let retriable_refresh = [6, 3, 5, 74, 76, 56];
+        let retriable_refresh = [6, 3, 5, 74, 75, 56];
         for code in retriable_refresh {
             let c = classify(code).unwrap();
             assert!(c.retriable && c.refresh_metadata, "{code}: {c:?}");
