@@ -214,6 +214,12 @@ pub(crate) struct QueueInner {
     /// Records ever appended here; counted under the lock the append holds
     /// anyway, so the hot path touches no shared counter.
     pub appended: u64,
+    /// Idempotence: the sequence the next newly stamped batch starts at,
+    /// and the (producer id, epoch) it belongs to.
+    pub next_sequence: i32,
+    pub sequence_owner: Option<(i64, i16)>,
+    /// Idempotence: batches stamped and sent but not yet reported.
+    pub unacked: std::collections::BTreeSet<u64>,
 }
 
 /// What an append did, so the caller can wake the leader's connection.

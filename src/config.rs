@@ -96,6 +96,12 @@ pub struct ProducerConfig {
     pub metadata_max_age: Duration,
     /// `socket.connection.setup.timeout.ms` (default 10 s).
     pub connection_setup_timeout: Duration,
+    /// `enable.idempotence`: `None` means the Java default (on, unless
+    /// `acks` or `max.in.flight.requests.per.connection` rule it out).
+    pub enable_idempotence: Option<bool>,
+    /// `allow.auto.create.topics` (default true): whether Metadata requests
+    /// may create a missing topic on brokers that allow it.
+    pub allow_auto_create_topics: bool,
 }
 
 impl Default for ProducerConfig {
@@ -119,6 +125,8 @@ impl Default for ProducerConfig {
             reconnect_backoff_max: Duration::from_secs(1),
             metadata_max_age: Duration::from_secs(300),
             connection_setup_timeout: Duration::from_secs(10),
+            enable_idempotence: None,
+            allow_auto_create_topics: true,
         }
     }
 }
@@ -143,6 +151,8 @@ pub const PROPERTIES: &[&str] = &[
     "reconnect.backoff.max.ms",
     "metadata.max.age.ms",
     "socket.connection.setup.timeout.ms",
+    "enable.idempotence",
+    "allow.auto.create.topics",
 ];
 
 impl ProducerConfig {
@@ -224,13 +234,41 @@ impl ProducerConfig {
             "reconnect.backoff.max.ms" => self.reconnect_backoff_max = ms(0)?,
             "metadata.max.age.ms" => self.metadata_max_age = ms(1)?,
             "socket.connection.setup.timeout.ms" => self.connection_setup_timeout = ms(1)?,
+            "enable.idempotence" => {
+                self.enable_idempotence =
+                    Some(parse_bool(v).ok_or_else(|| bad("expected true or false"))?)
+            }
+            "allow.auto.create.topics" => {
+                self.allow_auto_create_topics =
+                    parse_bool(v).ok_or_else(|| bad("expected true or false"))?
+            }
             _ => return Err(ConfigError::UnknownProperty(property.to_string())),
         }
         Ok(())
     }
 
+    /// Whether the producer runs idempotent: as set, or by default when
+    /// `acks=all` and at most 5 requests in flight (the Java rule).
+    pub fn idempotent(&self) -> bool {
+        self.enable_idempotence
+            .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5)
+    }
+
     /// Checks the rules that involve more than one property.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.enable_idempotence == Some(true) {
+            if self.acks != Acks::All {
+                return Err(ConfigError::Inconsistent(
+                    "enable.idempotence=true requires acks=all".into(),
+                ));
+            }
+            if self.max_in_flight > 5 {
+                return Err(ConfigError::Inconsistent(
+                    "enable.idempotence=true requires max.in.flight.requests.per.connection <= 5"
+                        .into(),
+                ));
+            }
+        }
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::InvalidValue {
                 property: "bootstrap.servers".into(),
@@ -262,5 +300,13 @@ impl ProducerConfig {
             )));
         }
         Ok(())
+    }
+}
+
+fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" => Some(true),
+        "false" => Some(false),
+        _ => None,
     }
 }

@@ -20,6 +20,7 @@ pub mod actors;
 pub mod admin;
 pub mod config;
 pub mod connection;
+mod idempotence;
 pub mod kafka_error;
 pub mod metadata;
 pub mod partitioner;

@@ -73,6 +73,8 @@ pub(crate) struct Inner {
     pub acc: Accumulator,
     pub metadata: ArcSwap<MetadataSnapshot>,
     pub brokers: DashMap<i32, Addr<BrokerConnection>>,
+    /// The idempotent producer's id and epoch; `None` without idempotence.
+    pub idem: Option<crate::idempotence::Idempotence>,
     /// Per-broker state that outlives connection actors.
     pub broker_states: DashMap<i32, Arc<crate::actors::broker::BrokerState>>,
     pub partitioner: Box<dyn Partitioner>,
@@ -462,6 +464,9 @@ impl ProducerBuilder {
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
             brokers: DashMap::new(),
             broker_states: DashMap::new(),
+            idem: c
+                .idempotent()
+                .then(crate::idempotence::Idempotence::default),
             partitioner: self
                 .partitioner
                 .unwrap_or_else(|| Box::new(DefaultPartitioner::new())),
@@ -699,6 +704,12 @@ impl Producer {
             }
             None => false,
         }
+    }
+
+    /// The idempotent producer's id and epoch, once the broker assigned
+    /// them; `None` without idempotence.
+    pub fn producer_id(&self) -> Option<(i64, i16)> {
+        self.inner.idem.as_ref().and_then(|i| i.ready())
     }
 
     /// Broker ids with a live connection actor.

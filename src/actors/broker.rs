@@ -19,17 +19,22 @@ use actix::prelude::*;
 use bytes::BytesMut;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use kafka_protocol::messages::{MetadataRequest, MetadataResponse, ProduceRequest, TopicName};
+use kafka_protocol::messages::{
+    InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
+    ProduceRequest, ProducerId, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::msgs::*;
-use crate::accumulator::{lock, ProducerBatch};
+use crate::accumulator::{lock, ProducerBatch, QueueInner};
 use crate::connection::{Connection, ConnectionOptions};
 use crate::kafka_error::classify;
+use crate::kafka_error::ResponseError;
 use crate::producer::Inner;
 use crate::protocol::frame::peek_correlation_id;
 use crate::protocol::message::{decode_response, encode_request, request_frame_size};
+use crate::protocol::record_batch::ProducerStamp;
 use crate::protocol::versions::ApiVersions;
 use crate::report::ErrorKind;
 use crate::report_router::{route, Outcome};
@@ -55,6 +60,13 @@ pub(crate) struct BrokerState {
     in_flight: Mutex<VecDeque<InFlight>>,
 }
 
+impl BrokerState {
+    /// Produce requests in flight on this broker's connection.
+    pub(crate) fn in_flight_len(&self) -> usize {
+        lock(&self.in_flight).len()
+    }
+}
+
 /// One Produce request awaiting its response.
 #[derive(Debug)]
 struct InFlight {
@@ -74,7 +86,8 @@ pub struct BrokerConnection {
     generation: u64,
     next_correlation_id: i32,
     shared: Arc<BrokerState>,
-    metadata_waiters: HashMap<i32, (i16, oneshot::Sender<Result<MetadataResponse, String>>)>,
+    /// Requests other than Produce, answered through a oneshot.
+    calls: HashMap<i32, Call>,
     reconnect_attempts: u32,
     wake_at: Option<(Instant, SpawnHandle)>,
 }
@@ -103,7 +116,7 @@ impl BrokerConnection {
             generation: 0,
             next_correlation_id: 0,
             shared,
-            metadata_waiters: HashMap::new(),
+            calls: HashMap::new(),
             reconnect_attempts: 0,
             wake_at: None,
         }
@@ -191,8 +204,8 @@ impl BrokerConnection {
 
     fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
         tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
-        for (_, (_, w)) in self.metadata_waiters.drain() {
-            let _ = w.send(Err(error.clone()));
+        for (_, c) in self.calls.drain() {
+            c.fail(error.clone());
         }
         self.schedule_reconnect(ctx);
     }
@@ -226,8 +239,8 @@ impl BrokerConnection {
         }
         self.generation += 1;
         self.requeue_in_flight(Some(&error));
-        for (_, (_, w)) in self.metadata_waiters.drain() {
-            let _ = w.send(Err(error.clone()));
+        for (_, c) in self.calls.drain() {
+            c.fail(error.clone());
         }
         if let Some(p) = self.inner.partitioner_addr.get() {
             p.do_send(RefreshMetadata);
@@ -290,6 +303,10 @@ impl BrokerConnection {
 
     /// Reports a batch and releases it.
     fn finish(&self, batch: ProducerBatch, outcome: Outcome) {
+        if self.inner.idem.is_some() {
+            let q = self.inner.acc.queue(&batch.topic, batch.partition);
+            lock(&q.inner).unacked.remove(&batch.id);
+        }
         let outcome = match outcome {
             Outcome::Failed { kind, message } => Outcome::Failed {
                 kind,
@@ -323,6 +340,30 @@ impl BrokerConnection {
         }
     }
 
+    /// Sends a non-Produce request whose answer goes to the `Call` made by
+    /// `make` from the version.
+    fn call<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        tx: &mpsc::UnboundedSender<bytes::Bytes>,
+        version: i16,
+        req: &R,
+        make: impl FnOnce(i16) -> Call,
+    ) -> Result<(), String> {
+        let correlation_id = self.next_correlation_id();
+        let mut buf = BytesMut::new();
+        encode_request(
+            &mut buf,
+            correlation_id,
+            Some(&self.inner.client_id),
+            version,
+            req,
+        )
+        .map_err(|e| e.to_string())?;
+        self.calls.insert(correlation_id, make(version));
+        let _ = tx.send(buf.freeze());
+        Ok(())
+    }
+
     fn in_flight_len(&self) -> usize {
         lock(&self.shared.in_flight).len()
     }
@@ -348,6 +389,20 @@ impl BrokerConnection {
             _ => return,
         };
         let inner = self.inner.clone();
+        // The idempotent producer sends nothing until it has an id (and
+        // nothing while an epoch bump is due).
+        let idem = match &inner.idem {
+            None => None,
+            Some(i) => match i.ready() {
+                Some(id) => Some(id),
+                None => {
+                    if let Some(s) = inner.supervisor_addr.get() {
+                        s.do_send(EnsureProducerId);
+                    }
+                    return;
+                }
+            },
+        };
         let cfg = &inner.config;
         let snapshot = inner.metadata.load();
         let flushing = inner.flushing.load(std::sync::atomic::Ordering::Acquire) > 0
@@ -424,7 +479,10 @@ impl BrokerConnection {
                 } else {
                     None
                 };
-                if let Some(b) = batch {
+                if let Some(mut b) = batch {
+                    if let Some((id, epoch)) = idem {
+                        stamp_sequence(&mut qi, &mut b, id, epoch);
+                    }
                     qi.in_flight += 1;
                     size += b.encoded.len();
                     batches.push(b);
@@ -569,13 +627,8 @@ impl BrokerConnection {
         let Ok(correlation_id) = peek_correlation_id(&frame) else {
             return self.connection_lost("response shorter than its header".into(), ctx);
         };
-        if let Some((version, waiter)) = self.metadata_waiters.remove(&correlation_id) {
-            let r = decode_response::<MetadataRequest>(frame, version)
-                .map(|(_, r)| r)
-                .map_err(|e| e.to_string());
-            let failed = r.as_ref().err().cloned();
-            let _ = waiter.send(r);
-            if let Some(e) = failed {
+        if let Some(call) = self.calls.remove(&correlation_id) {
+            if let Err(e) = call.answer(frame) {
                 self.connection_lost(e, ctx);
             }
             return;
@@ -625,7 +678,24 @@ impl BrokerConnection {
                 );
                 continue;
             };
-            match classify(pr.error_code) {
+            let class = classify(pr.error_code);
+            if let Some(c) = class.filter(|c| c.sequence_reset) {
+                self.on_sequence_error(&b, c.error);
+            }
+            match class {
+                // Already written by an earlier attempt whose answer was
+                // lost: a success. Newer brokers give the original offset.
+                Some(c) if c.error == ResponseError::DuplicateSequenceNumber => {
+                    let q = self.inner.acc.queue(&b.topic, b.partition);
+                    lock(&q.inner).in_flight -= 1;
+                    self.finish(
+                        b,
+                        Outcome::Delivered {
+                            base_offset: (pr.base_offset >= 0).then_some(pr.base_offset),
+                            log_append_time: None,
+                        },
+                    );
+                }
                 None => {
                     let q = self.inner.acc.queue(&b.topic, b.partition);
                     lock(&q.inner).in_flight -= 1;
@@ -669,6 +739,21 @@ impl BrokerConnection {
         self.drain(ctx);
     }
 
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
+    /// INVALID_PRODUCER_EPOCH for a batch. An out-of-order batch with an
+    /// earlier batch still unacknowledged is only waiting for that one: the
+    /// retry (in batch order) fixes it. Otherwise the broker lost our
+    /// sequence state and the epoch must be bumped.
+    fn on_sequence_error(&self, b: &ProducerBatch, error: ResponseError) {
+        let Some(idem) = &self.inner.idem else { return };
+        let q = self.inner.acc.queue(&b.topic, b.partition);
+        let oldest_unacked = lock(&q.inner).unacked.first() == Some(&b.id);
+        if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
+            let s = b.encoded.stamp();
+            idem.needs_bump((s.producer_id, s.producer_epoch));
+        }
+    }
+
     /// Fails in-flight requests older than `request.timeout.ms` by dropping
     /// the connection, as the Java client does.
     fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
@@ -682,6 +767,38 @@ impl BrokerConnection {
                 self.connection_lost(msg, ctx);
             }
         }
+    }
+}
+
+/// Stamps a batch with the producer id, epoch and its partition's next
+/// sequence, the first time it is sent under this epoch. A retry under the
+/// same epoch keeps its stamp (the broker deduplicates on it).
+fn stamp_sequence(qi: &mut QueueInner, b: &mut ProducerBatch, id: i64, epoch: i16) {
+    let current = b.encoded.stamp();
+    if (current.producer_id, current.producer_epoch) == (id, epoch) {
+        return;
+    }
+    if qi.sequence_owner != Some((id, epoch)) {
+        qi.sequence_owner = Some((id, epoch));
+        qi.next_sequence = 0;
+    }
+    let seq = qi.next_sequence;
+    qi.next_sequence = increment_sequence(seq, b.record_count);
+    b.encoded = b.encoded.restamp(ProducerStamp {
+        producer_id: id,
+        producer_epoch: epoch,
+        base_sequence: seq,
+    });
+    qi.unacked.insert(b.id);
+}
+
+/// Sequences wrap from `i32::MAX` to 0 (Java's
+/// `DefaultRecordBatch.incrementSequence`).
+fn increment_sequence(seq: i32, by: i32) -> i32 {
+    if seq > i32::MAX - by {
+        by - (i32::MAX - seq) - 1
+    } else {
+        seq + by
     }
 }
 
@@ -723,8 +840,8 @@ impl Actor for BrokerConnection {
         }
         self.generation += 1;
         self.requeue_in_flight(Some("connection retired"));
-        for (_, (_, w)) in self.metadata_waiters.drain() {
-            let _ = w.send(Err("connection retired".into()));
+        for (_, c) in self.calls.drain() {
+            c.fail("connection retired".into());
         }
         Running::Stop
     }
@@ -802,9 +919,7 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 return Box::pin(async move { Err(format!("not connected to {addr}")) });
             }
         };
-        // allow_auto_topic_creation keeps its default (true), as the Java
-        // producer's allow.auto.create.topics.
-        let req = MetadataRequest::default().with_topics(Some(
+        let mut req = MetadataRequest::default().with_topics(Some(
             msg.topics
                 .iter()
                 .map(|t| {
@@ -814,21 +929,13 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 })
                 .collect(),
         ));
-        let correlation_id = self.next_correlation_id();
-        let mut buf = BytesMut::new();
-        if let Err(e) = encode_request(
-            &mut buf,
-            correlation_id,
-            Some(&self.inner.client_id),
-            versions.metadata,
-            &req,
-        ) {
-            return Box::pin(async move { Err(e.to_string()) });
+        if versions.metadata >= 4 {
+            req.allow_auto_topic_creation = self.inner.config.allow_auto_create_topics;
         }
         let (wtx, wrx) = oneshot::channel();
-        self.metadata_waiters
-            .insert(correlation_id, (versions.metadata, wtx));
-        let _ = tx.send(buf.freeze());
+        if let Err(e) = self.call(&tx, versions.metadata, &req, |v| Call::Metadata(v, wtx)) {
+            return Box::pin(async move { Err(e) });
+        }
         let timeout = self.inner.config.request_timeout;
         Box::pin(async move {
             match tokio::time::timeout(timeout, wrx).await {
@@ -837,6 +944,101 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 Err(_) => Err("metadata request timed out".into()),
             }
         })
+    }
+}
+
+impl Handler<InitProducer> for BrokerConnection {
+    type Result = ResponseFuture<Result<(i64, i16), String>>;
+    fn handle(&mut self, msg: InitProducer, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, versions) = match &self.state {
+            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
+            _ => {
+                self.ensure_connecting(ctx);
+                let addr = self.addr.clone();
+                return Box::pin(async move { Err(format!("not connected to {addr}")) });
+            }
+        };
+        let Some(version) = versions.init_producer_id else {
+            let addr = self.addr.clone();
+            return Box::pin(async move {
+                Err(format!(
+                    "{addr} does not support InitProducerId; set enable.idempotence=false"
+                ))
+            });
+        };
+        // As the Java client for a non-transactional idempotent producer;
+        // v3+ can bump the epoch of the id we have (KIP-360).
+        let mut req = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX);
+        if version >= 3 {
+            let (id, epoch) = msg.bump_from.unwrap_or((-1, -1));
+            req = req
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(epoch);
+        }
+        let (wtx, wrx) = oneshot::channel();
+        if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx)) {
+            return Box::pin(async move { Err(e) });
+        }
+        let timeout = self.inner.config.request_timeout;
+        Box::pin(async move {
+            let resp = match tokio::time::timeout(timeout, wrx).await {
+                Ok(Ok(r)) => r?,
+                Ok(Err(_)) => return Err("connection closed".into()),
+                Err(_) => return Err("InitProducerId timed out".into()),
+            };
+            match classify(resp.error_code) {
+                None => Ok((resp.producer_id.0, resp.producer_epoch)),
+                Some(c) => Err(format!("InitProducerId failed: {:?}", c.error)),
+            }
+        })
+    }
+}
+
+/// A request other than Produce, waiting for its response.
+enum Call {
+    Metadata(i16, oneshot::Sender<Result<MetadataResponse, String>>),
+    InitProducerId(i16, oneshot::Sender<Result<InitProducerIdResponse, String>>),
+}
+
+impl Call {
+    fn fail(self, error: String) {
+        match self {
+            Call::Metadata(_, tx) => {
+                let _ = tx.send(Err(error));
+            }
+            Call::InitProducerId(_, tx) => {
+                let _ = tx.send(Err(error));
+            }
+        }
+    }
+
+    /// Decodes the response and hands it over; a decode error is returned
+    /// too, since the connection can no longer be trusted.
+    fn answer(self, frame: bytes::Bytes) -> Result<(), String> {
+        fn send<T>(
+            tx: oneshot::Sender<Result<T, String>>,
+            r: Result<T, String>,
+        ) -> Result<(), String> {
+            let failed = r.as_ref().err().cloned();
+            let _ = tx.send(r);
+            failed.map_or(Ok(()), Err)
+        }
+        match self {
+            Call::Metadata(v, tx) => send(
+                tx,
+                decode_response::<MetadataRequest>(frame, v)
+                    .map(|(_, r)| r)
+                    .map_err(|e| e.to_string()),
+            ),
+            Call::InitProducerId(v, tx) => send(
+                tx,
+                decode_response::<InitProducerIdRequest>(frame, v)
+                    .map(|(_, r)| r)
+                    .map_err(|e| e.to_string()),
+            ),
+        }
     }
 }
 

@@ -44,6 +44,26 @@ impl Message for FetchMetadata {
     type Result = Result<MetadataResponse, String>;
 }
 
+/// Get a producer id (or bump the epoch of `bump_from`) through this
+/// broker: InitProducerId.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InitProducer {
+    pub bump_from: Option<(i64, i16)>,
+}
+
+impl Message for InitProducer {
+    type Result = Result<(i64, i16), String>;
+}
+
+/// The idempotent producer needs an id (or an epoch bump): the supervisor
+/// starts one when it is due.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EnsureProducerId;
+
+impl Message for EnsureProducerId {
+    type Result = ();
+}
+
 /// A response frame read by the connection's reader task.
 #[derive(Debug)]
 pub(crate) struct ResponseFrame {

@@ -75,6 +75,46 @@ impl ProducerSupervisor {
         self.addrs.insert(id, addr);
     }
 
+    /// Gets the idempotent producer its id, or bumps the epoch once nothing
+    /// is in flight, through any broker connection.
+    fn drive_idempotence(&mut self, ctx: &mut Context<Self>) {
+        let Some(idem) = &self.inner.idem else { return };
+        if idem.ready().is_some() {
+            return;
+        }
+        let in_flight: usize = self
+            .inner
+            .broker_states
+            .iter()
+            .map(|s| s.value().in_flight_len())
+            .sum();
+        let Some(bump_from) = idem.begin_fetch(in_flight) else {
+            return;
+        };
+        let mut brokers: Vec<_> = self
+            .inner
+            .brokers
+            .iter()
+            .map(|e| (*e.key(), e.value().clone()))
+            .collect();
+        brokers.sort_by_key(|(id, _)| (*id < 0, fastrand::u32(..)));
+        let Some((_, addr)) = brokers.into_iter().next() else {
+            idem.fetched(Err("no broker connection yet".into()));
+            return;
+        };
+        let fut = addr.send(InitProducer { bump_from });
+        ctx.spawn(fut.into_actor(self).map(|res, act, _| {
+            let res = res.unwrap_or_else(|_| Err("broker actor unavailable".into()));
+            let ok = res.is_ok();
+            if let Some(idem) = &act.inner.idem {
+                idem.fetched(res);
+            }
+            if ok {
+                act.inner.wake_all();
+            }
+        }));
+    }
+
     /// A connection actor whose handler panicked is gone (actix does not
     /// catch panics; tokio drops the task). Start a new one for the same
     /// broker with the same shared state, so its in-flight batches are
@@ -178,7 +218,8 @@ impl Actor for ProducerSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.run_interval(Duration::from_millis(100), |act, _| {
+        ctx.run_interval(Duration::from_millis(100), |act, ctx| {
+            act.drive_idempotence(ctx);
             act.restart_dead_brokers();
             act.expire_batches();
             // Batches whose leader appeared or whose retry backoff ended.
@@ -290,5 +331,12 @@ impl Handler<Shutdown> for ProducerSupervisor {
             act.inner.wake_subscriptions();
             ctx.stop();
         });
+    }
+}
+
+impl Handler<EnsureProducerId> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: EnsureProducerId, ctx: &mut Context<Self>) {
+        self.drive_idempotence(ctx);
     }
 }

@@ -24,6 +24,16 @@ impl Tansu {
     /// The binary comes from `COURIER_TANSU`, or `.tools/bin/tansu` as
     /// `scripts/install-tools.sh` installs it.
     pub fn start() -> Tansu {
+        Self::start_with(None)
+    }
+
+    /// Starts Tansu advertising `advertised` (`host:port`) instead of its
+    /// own address, for a proxy in front of it.
+    pub fn start_advertising(advertised: &str) -> Tansu {
+        Self::start_with(Some(advertised))
+    }
+
+    fn start_with(advertised: Option<&str>) -> Tansu {
         let bin = std::env::var_os("COURIER_TANSU")
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/tansu"));
@@ -37,13 +47,14 @@ impl Tansu {
             let log = std::env::temp_dir().join(format!("courier-tansu-{port}.log"));
             let out = std::fs::File::create(&log).expect("create Tansu log");
             let url = format!("tcp://127.0.0.1:{port}");
+            let advertised_url = advertised.map_or(url.clone(), |a| format!("tcp://{a}"));
             let child = Command::new(&bin)
                 .args([
                     "broker",
                     "--listener-url",
                     &url,
                     "--advertised-listener-url",
-                    &url,
+                    &advertised_url,
                 ])
                 .args(["--storage-engine", "memory://tansu/"])
                 .env("RUST_LOG", "warn")
@@ -267,5 +278,249 @@ pub fn read_positions(
             }
         }
     }
+    out
+}
+
+/// What the fault proxy does to the next response frame it relays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ProxyFault {
+    /// Relay everything.
+    None = 0,
+    /// Drop the connection instead of relaying the next response: the
+    /// broker did the work, the client never hears of it.
+    DropResponse = 1,
+    /// Replace the next response body with garbage of the same length.
+    GarbageBody = 2,
+    /// Send a length prefix claiming 2 GiB, then close.
+    HugeLength = 3,
+    /// Send half of the next response, then close.
+    Truncate = 4,
+}
+
+/// A TCP proxy in front of a broker that can break one response on demand.
+pub struct FaultProxy {
+    pub port: u16,
+    fault: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    /// Faults applied so far.
+    pub applied: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl FaultProxy {
+    /// Listens on `port` and relays to `upstream`.
+    pub fn start(port: u16, upstream: String) -> FaultProxy {
+        use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind proxy");
+        listener.set_nonblocking(true).unwrap();
+        let fault = Arc::new(AtomicU8::new(0));
+        let applied = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (f, a, s) = (fault.clone(), applied.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (c_read, s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+                let apis = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
+                let apis2 = apis.clone();
+                std::thread::spawn(move || relay_requests(c_read, s_write, &apis2));
+                let (f, a) = (f.clone(), a.clone());
+                std::thread::spawn(move || relay_responses(server, client, &f, &a, &apis));
+            }
+        });
+        FaultProxy {
+            port,
+            fault,
+            applied,
+            stop,
+        }
+    }
+
+    /// Breaks the next Produce response on any connection.
+    pub fn arm(&self, fault: ProxyFault) {
+        self.fault
+            .store(fault as u8, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+type ApiByCorrelation = std::sync::Mutex<std::collections::HashMap<i32, i16>>;
+
+/// Client to broker: relays request frames, noting each one's API key by
+/// correlation id, so faults can target Produce responses only.
+fn relay_requests(
+    mut client: std::net::TcpStream,
+    mut server: std::net::TcpStream,
+    apis: &ApiByCorrelation,
+) {
+    use std::io::{Read, Write};
+    loop {
+        let mut len = [0u8; 4];
+        if client.read_exact(&mut len).is_err() {
+            break;
+        }
+        let mut body = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
+        if client.read_exact(&mut body).is_err() || body.len() < 8 {
+            break;
+        }
+        let api = i16::from_be_bytes([body[0], body[1]]);
+        let correlation = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
+        apis.lock().unwrap().insert(correlation, api);
+        if server
+            .write_all(&len)
+            .and_then(|_| server.write_all(&body))
+            .is_err()
+        {
+            break;
+        }
+    }
+    let _ = server.shutdown(std::net::Shutdown::Both);
+}
+
+fn relay_responses(
+    mut server: std::net::TcpStream,
+    mut client: std::net::TcpStream,
+    fault: &std::sync::atomic::AtomicU8,
+    applied: &std::sync::atomic::AtomicUsize,
+    apis: &ApiByCorrelation,
+) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::Ordering;
+    let close = |c: &std::net::TcpStream, s: &std::net::TcpStream| {
+        let _ = c.shutdown(std::net::Shutdown::Both);
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    };
+    loop {
+        let mut len = [0u8; 4];
+        if server.read_exact(&mut len).is_err() {
+            break close(&client, &server);
+        }
+        let n = i32::from_be_bytes(len) as usize;
+        let mut body = vec![0u8; n];
+        if server.read_exact(&mut body).is_err() {
+            break close(&client, &server);
+        }
+        let correlation = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
+        let is_produce = apis.lock().unwrap().remove(&correlation) == Some(0);
+        let f = if is_produce {
+            fault.swap(0, Ordering::SeqCst)
+        } else {
+            0
+        };
+        if f != 0 {
+            applied.fetch_add(1, Ordering::SeqCst);
+        }
+        match f {
+            1 => break close(&client, &server),
+            2 => {
+                // Keep the correlation id, so the client matches it and then
+                // fails to decode the rest.
+                for (i, b) in body.iter_mut().enumerate().skip(4) {
+                    *b = (i as u8).wrapping_mul(151) ^ 0xa5;
+                }
+            }
+            3 => {
+                let _ = client.write_all(&0x7fff_fff0i32.to_be_bytes());
+                let _ = client.write_all(&body[..body.len().min(16)]);
+                break close(&client, &server);
+            }
+            4 => {
+                let _ = client.write_all(&len);
+                let _ = client.write_all(&body[..body.len() / 2]);
+                break close(&client, &server);
+            }
+            _ => {}
+        }
+        if client
+            .write_all(&len)
+            .and_then(|_| client.write_all(&body))
+            .is_err()
+        {
+            break close(&client, &server);
+        }
+    }
+}
+
+/// Tansu advertising a proxy's address, so every connection (metadata
+/// included) goes through the proxy.
+pub struct ProxiedTansu {
+    pub proxy: FaultProxy,
+    _broker: Tansu,
+}
+
+impl ProxiedTansu {
+    pub fn start() -> ProxiedTansu {
+        let proxy_port = free_port();
+        let broker = Tansu::start_advertising(&format!("127.0.0.1:{proxy_port}"));
+        let proxy = FaultProxy::start(proxy_port, broker.bootstrap());
+        ProxiedTansu {
+            proxy,
+            _broker: broker,
+        }
+    }
+}
+
+/// Every record of `topic`: at least `at_least` of them, then whatever else
+/// arrives until the log has been quiet for two seconds (Tansu's reported
+/// high watermarks are not reliable enough to stop on).
+pub fn read_all(bootstrap: &str, topic: &str, partitions: i32, at_least: usize) -> Vec<ReadRecord> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::Message;
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "courier-test-read-all")
+        .set("enable.auto.commit", "false")
+        .set("log_level", "3")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    consumer.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = Instant::now();
+    let mut out = Vec::new();
+    while out.len() < at_least || last.elapsed() < Duration::from_secs(2) {
+        assert!(
+            Instant::now() < deadline,
+            "read only {} of at least {at_least}",
+            out.len()
+        );
+        if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
+            last = Instant::now();
+            out.push(ReadRecord {
+                partition: m.partition(),
+                offset: m.offset(),
+                key: m.key().map(|k| k.to_vec()),
+                value: m.payload().map(|v| v.to_vec()),
+                headers: Vec::new(),
+                timestamp: m.timestamp().to_millis().unwrap_or(-1),
+            });
+        }
+    }
+    out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
