@@ -42,8 +42,6 @@ struct State {
     producer_id: i64,
     epoch: i16,
     phase: Phase,
-    /// Phase to return to if a fetch fails.
-    fetch_from: Phase,
 }
 
 /// The producer id, epoch and phase, shared by every connection actor.
@@ -59,7 +57,6 @@ impl Default for Idempotence {
                 producer_id: -1,
                 epoch: -1,
                 phase: Phase::Unknown,
-                fetch_from: Phase::Unknown,
             }),
         }
     }
@@ -84,12 +81,10 @@ impl Idempotence {
         let mut s = lock(&self.state);
         match s.phase {
             Phase::Unknown => {
-                s.fetch_from = Phase::Unknown;
                 s.phase = Phase::Fetching;
                 Some(None)
             }
             Phase::NeedsBump if in_flight == 0 => {
-                s.fetch_from = Phase::NeedsBump;
                 s.phase = Phase::Fetching;
                 Some(Some((s.producer_id, s.epoch)))
             }
@@ -108,8 +103,11 @@ impl Idempotence {
                 s.phase = Phase::Ready;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "InitProducerId failed; will retry");
-                s.phase = s.fetch_from;
+                tracing::warn!(error = %e, "InitProducerId failed; will retry with a fresh id");
+                // A failed bump (a broker that lost this producer id, say
+                // after a restart) is retried as a request for a fresh id.
+                // That needs no wait: nothing was sent since the bump began.
+                s.phase = Phase::Unknown;
             }
         }
     }
@@ -147,8 +145,12 @@ mod tests {
         assert_eq!(i.begin_fetch(2), None, "bump waits for in-flight requests");
         assert_eq!(i.begin_fetch(0), Some(Some((7, 0))));
         i.fetched(Err("broker down".into()));
-        assert_eq!(i.phase(), Phase::NeedsBump, "a failed bump is retried");
-        assert_eq!(i.begin_fetch(0), Some(Some((7, 0))));
+        assert_eq!(
+            i.phase(),
+            Phase::Unknown,
+            "a failed bump asks for a fresh id"
+        );
+        assert_eq!(i.begin_fetch(0), Some(None));
         i.fetched(Ok((7, 1)));
         i.needs_bump((7, 0));
         assert_eq!(

@@ -33,10 +33,43 @@ impl Tansu {
         Self::start_with(Some(advertised))
     }
 
+    /// Kills the broker with SIGKILL and starts a new one (empty: memory
+    /// storage) on the same port.
+    pub fn kill9_and_restart(&mut self) {
+        let _ = self.child.kill(); // SIGKILL on Unix
+        let _ = self.child.wait();
+        let bin = tansu_bin();
+        let url = format!("tcp://127.0.0.1:{}", self.port);
+        for _ in 0..50 {
+            let out = std::fs::File::create(&self.log).expect("Tansu log");
+            self.child = Command::new(&bin)
+                .args([
+                    "broker",
+                    "--listener-url",
+                    &url,
+                    "--advertised-listener-url",
+                    &url,
+                ])
+                .args(["--storage-engine", "memory://tansu/"])
+                .env("RUST_LOG", "warn")
+                .stdin(Stdio::null())
+                .stdout(out.try_clone().unwrap())
+                .stderr(out)
+                .spawn()
+                .expect("respawn Tansu");
+            if self.wait_ready(Duration::from_secs(5)) {
+                return;
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("Tansu did not restart on port {}", self.port);
+    }
+
     fn start_with(advertised: Option<&str>) -> Tansu {
-        let bin = std::env::var_os("COURIER_TANSU")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/tansu"));
+        let bin = tansu_bin();
+
         assert!(
             bin.exists(),
             "Tansu not found at {}; run `bash scripts/install-tools.sh` (scripts/test.sh does)",
@@ -104,6 +137,12 @@ impl Drop for Tansu {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+fn tansu_bin() -> PathBuf {
+    std::env::var_os("COURIER_TANSU")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/tansu"))
 }
 
 /// A port nobody listens on right now.
