@@ -29,6 +29,7 @@ pub mod protocol;
 pub mod record;
 pub mod report;
 mod report_router;
+pub mod retry;
 pub mod stats;
 pub mod subscription;
 

@@ -589,6 +589,20 @@ impl Producer {
         }
     }
 
+    /// Produces `record` with its one report going to `reply_to`, with no
+    /// hop through the producer's actor (unlike the `Produce` message).
+    /// Waits for metadata and buffer room; `Err` hands the record back
+    /// unaccepted (no report then).
+    pub async fn produce_to(
+        &self,
+        record: Record,
+        reply_to: actix::Recipient<DeliveryReport>,
+    ) -> Result<(), ProduceError> {
+        self.inner
+            .enqueue(record, Some(ReplyTo::Actor(reply_to)), true)
+            .await
+    }
+
     /// Produces `record` and waits for its delivery report.
     pub async fn send(&self, record: Record) -> Result<Delivered, DeliveryError> {
         let (tx, rx) = oneshot::channel();

@@ -55,6 +55,11 @@ fn quickstart_stream_and_actor_examples() {
     );
     let out = run("actor_subscriber", &[&b]);
     assert!(out.contains("auditor: 1000 delivered, 0 failed"), "{out}");
+    let out = run("retry_dead_letter", &[&b]);
+    assert!(
+        out.contains("8 delivered, 2 dead-lettered, 0 failed"),
+        "{out}"
+    );
     let out = run("wire_demo", &[&b, "10000"]);
     assert!(out.contains("10000 records"), "{out}");
 }

@@ -1,0 +1,682 @@
+//! `RetryActor`: re-produces what failed, per a policy, and sends each
+//! message's one final outcome on to the original subscriber.
+//!
+//! ```text
+//!  RetryHandle::produce ──▶ Producer ──(DeliveryReport)──▶ RetryActor ──(RetryOutcome)──▶ subscriber
+//!                              ▲                              │ failure, policy says retry:
+//!                              └──── producer.send(record) ◀──┘ wait (backoff), then again
+//!                                                             │ policy exhausted:
+//!                                                             └─▶ dead-letter topic (optional)
+//! ```
+//!
+//! The producer already retries transient errors within
+//! `delivery.timeout.ms`; this actor is for what outlives that (a long
+//! outage) or what the application wants handled its own way (a policy
+//! violation, a topic it may not write).
+//!
+//! Promises:
+//! - The subscriber gets exactly one [`RetryOutcome`] per message produced
+//!   through the [`RetryHandle`], whatever happened in between.
+//! - Memory is bounded: records waiting for their next attempt are bounded
+//!   by count and bytes (past the bound a failure is final at once, with a
+//!   reason that says so), and a stream subscriber's unread outcomes are
+//!   bounded (producing through the handle waits).
+//! - If the actor stops or dies, every record it holds is reported
+//!   `Failed { reason: Stopped }`: nothing vanishes.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+use bytes::Bytes;
+use futures::channel::mpsc;
+use tokio::sync::Semaphore;
+
+use crate::producer::{ProduceError, Producer};
+use crate::record::{Header, Record, Topic};
+use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
+
+/// Which failures to retry.
+#[derive(Debug, Clone)]
+pub enum RetryOn {
+    /// Every failure.
+    All,
+    /// Only these kinds.
+    Kinds(Vec<ErrorKind>),
+}
+
+impl RetryOn {
+    fn matches(&self, kind: ErrorKind) -> bool {
+        match self {
+            RetryOn::All => true,
+            RetryOn::Kinds(k) => k.contains(&kind),
+        }
+    }
+}
+
+/// How a [`RetryActor`] treats failures.
+///
+/// ```
+/// use std::time::Duration;
+/// use courier::retry::{RetryOn, RetryPolicy};
+/// use courier::ErrorKind;
+///
+/// let policy = RetryPolicy::builder()
+///     .retry_on(RetryOn::Kinds(vec![ErrorKind::Timeout]))
+///     .max_attempts(5)
+///     .backoff(Duration::from_millis(200), Duration::from_secs(30))
+///     .deadline(Duration::from_secs(600))
+///     .dead_letter_topic("orders.dlq")
+///     .build();
+/// assert_eq!(policy.max_attempts, 5);
+/// ```
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Which failures are retried.
+    pub retry_on: RetryOn,
+    /// Produce attempts in all, the first included.
+    pub max_attempts: u32,
+    /// Wait before the first retry; doubles each time, with ±20% jitter.
+    pub initial_backoff: Duration,
+    /// Cap on the wait.
+    pub max_backoff: Duration,
+    /// Give up this long after the first failure, whatever the attempts.
+    pub deadline: Option<Duration>,
+    /// Where records go when the policy gives up.
+    pub dead_letter_topic: Option<Topic>,
+    /// At most this many records waiting for a next attempt.
+    pub max_waiting_records: usize,
+    /// At most this many key + value bytes waiting.
+    pub max_waiting_bytes: usize,
+}
+
+impl RetryPolicy {
+    /// A builder: retry every failure, 5 attempts, 100 ms … 10 s backoff,
+    /// no deadline, no dead-letter topic, 10,000 records or 64 MiB waiting.
+    pub fn builder() -> RetryPolicyBuilder {
+        RetryPolicyBuilder(RetryPolicy {
+            retry_on: RetryOn::All,
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(10),
+            deadline: None,
+            dead_letter_topic: None,
+            max_waiting_records: 10_000,
+            max_waiting_bytes: 64 * 1024 * 1024,
+        })
+    }
+
+    fn backoff(&self, retry: u32) -> Duration {
+        let exp = self.initial_backoff.saturating_mul(1u32 << retry.min(20));
+        exp.min(self.max_backoff)
+            .mul_f64(0.8 + fastrand::f64() * 0.4)
+    }
+}
+
+/// Builds a [`RetryPolicy`].
+#[derive(Debug, Clone)]
+pub struct RetryPolicyBuilder(RetryPolicy);
+
+impl RetryPolicyBuilder {
+    /// Which failures to retry.
+    pub fn retry_on(mut self, r: RetryOn) -> Self {
+        self.0.retry_on = r;
+        self
+    }
+    /// Produce attempts in all (at least 1).
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.0.max_attempts = n.max(1);
+        self
+    }
+    /// Exponential backoff from `initial`, capped at `max`.
+    pub fn backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.0.initial_backoff = initial;
+        self.0.max_backoff = max.max(initial);
+        self
+    }
+    /// Give up this long after the first failure.
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.0.deadline = Some(d);
+        self
+    }
+    /// Produce records the policy gives up on to this topic.
+    pub fn dead_letter_topic(mut self, topic: impl Into<Topic>) -> Self {
+        self.0.dead_letter_topic = Some(topic.into());
+        self
+    }
+    /// Bounds on records waiting for their next attempt.
+    pub fn max_waiting(mut self, records: usize, bytes: usize) -> Self {
+        self.0.max_waiting_records = records;
+        self.0.max_waiting_bytes = bytes;
+        self
+    }
+    /// The policy.
+    pub fn build(self) -> RetryPolicy {
+        self.0
+    }
+}
+
+/// Why the retry actor gave up on a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GiveUp {
+    /// The policy does not retry this kind of failure.
+    NotRetried,
+    /// `max_attempts` reached.
+    AttemptsExhausted,
+    /// The policy's deadline passed.
+    DeadlineExceeded,
+    /// The waiting bound (records or bytes) was reached.
+    WaitingFull,
+    /// The producer refused the record (closed).
+    ProducerClosed,
+    /// The retry actor stopped while holding the record.
+    Stopped,
+}
+
+/// The one final outcome of a message produced through a [`RetryHandle`].
+#[derive(Debug, Clone)]
+pub enum RetryOutcome {
+    /// Delivered to its topic after `attempts` produce attempts.
+    Delivered {
+        /// The delivery.
+        delivered: Delivered,
+        /// Attempts in all.
+        attempts: u32,
+    },
+    /// Given up on, and written to the dead-letter topic.
+    DeadLettered {
+        /// The last failure on the original topic.
+        error: DeliveryError,
+        /// Why the policy gave up.
+        reason: GiveUp,
+        /// Attempts on the original topic.
+        attempts: u32,
+        /// Where it now is.
+        dead_letter: Delivered,
+    },
+    /// Given up on, and not dead-lettered (none configured, or that failed
+    /// too: then `dead_letter_error` says why).
+    Failed {
+        /// The last failure (the record is in it).
+        error: DeliveryError,
+        /// Why the policy gave up.
+        reason: GiveUp,
+        /// Attempts on the original topic.
+        attempts: u32,
+        /// The dead-letter attempt's failure, if one was made.
+        dead_letter_error: Option<Box<DeliveryError>>,
+    },
+}
+
+impl RetryOutcome {
+    /// True for `Delivered`.
+    pub fn is_delivered(&self) -> bool {
+        matches!(self, RetryOutcome::Delivered { .. })
+    }
+}
+
+impl Message for RetryOutcome {
+    type Result = ();
+}
+
+/// Counters of one retry actor.
+#[derive(Debug, Default)]
+pub struct RetryStats {
+    /// Re-produce attempts made.
+    pub retried: AtomicU64,
+    /// Records delivered after at least one retry.
+    pub recovered: AtomicU64,
+    /// Records written to the dead-letter topic.
+    pub dead_lettered: AtomicU64,
+    /// Records given up on without a dead-letter write.
+    pub exhausted: AtomicU64,
+    /// Records waiting for their next attempt now.
+    pub waiting: AtomicUsize,
+}
+
+/// Where outcomes go.
+enum Downstream {
+    Actor(Recipient<RetryOutcome>),
+    Stream(mpsc::UnboundedSender<RetryOutcome>),
+}
+
+impl Downstream {
+    fn send(&self, o: RetryOutcome) {
+        match self {
+            Downstream::Actor(r) => r.do_send(o),
+            Downstream::Stream(tx) => {
+                let _ = tx.unbounded_send(o);
+            }
+        }
+    }
+}
+
+/// A record between attempts.
+struct Tracked {
+    attempts: u32,
+    first_failure: Instant,
+    first_failure_ms: i64,
+    bytes: usize,
+    error: DeliveryError,
+}
+
+/// The retry actor. Start it with [`RetryActor::start_with_stream`] or
+/// [`RetryActor::start_with_recipient`]; produce through the returned
+/// [`RetryHandle`].
+pub struct RetryActor {
+    producer: Producer,
+    policy: RetryPolicy,
+    downstream: Arc<Downstream>,
+    stats: Arc<RetryStats>,
+    waiting_bytes: usize,
+    /// Records this actor holds (waiting or being re-produced), by id, so
+    /// that stopping can report every one.
+    held: std::collections::HashMap<u64, Record>,
+    next_id: u64,
+    /// Stop the actix system on stop (the actor has its own thread).
+    owns_system: bool,
+}
+
+impl std::fmt::Debug for RetryActor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryActor")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Produces through a retry actor.
+#[derive(Clone, Debug)]
+pub struct RetryHandle {
+    producer: Producer,
+    addr: Addr<RetryActor>,
+    stats: Arc<RetryStats>,
+    permits: Option<Arc<Semaphore>>,
+}
+
+impl RetryHandle {
+    /// Produces `record`; its one final outcome goes to this retry actor's
+    /// subscriber. With a stream subscriber, waits while the stream's bound
+    /// of unread outcomes is reached.
+    pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
+        if let Some(p) = &self.permits {
+            match p.acquire().await {
+                Ok(permit) => permit.forget(),
+                Err(_) => return Err(ProduceError::Closed(record)),
+            }
+        }
+        let r = self
+            .producer
+            .produce_to(record, self.addr.clone().recipient())
+            .await;
+        if r.is_err() {
+            if let Some(p) = &self.permits {
+                p.add_permits(1);
+            }
+        }
+        r
+    }
+
+    /// Stops the retry actor. Every record it holds (waiting for a next
+    /// attempt, or being re-produced) is reported `Failed { reason: Stopped }`.
+    pub fn stop(&self) {
+        self.addr.do_send(StopRetry);
+    }
+
+    /// The actor's counters.
+    pub fn stats(&self) -> &RetryStats {
+        &self.stats
+    }
+
+    /// The actor's address (its `Recipient<DeliveryReport>` may be used as
+    /// a `reply_to` directly, without the stream bound).
+    pub fn addr(&self) -> &Addr<RetryActor> {
+        &self.addr
+    }
+}
+
+/// A stream subscriber's outcomes; reading returns room to the handle.
+pub struct RetryOutcomes {
+    rx: mpsc::UnboundedReceiver<RetryOutcome>,
+    permits: Arc<Semaphore>,
+}
+
+impl futures::Stream for RetryOutcomes {
+    type Item = RetryOutcome;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<RetryOutcome>> {
+        let r = std::pin::Pin::new(&mut self.rx).poll_next(cx);
+        if let std::task::Poll::Ready(Some(_)) = &r {
+            self.permits.add_permits(1);
+        }
+        r
+    }
+}
+
+impl RetryActor {
+    /// Starts a retry actor whose outcomes go to a stream, with at most
+    /// `capacity` outcomes unread (producing through the handle waits).
+    pub fn start_with_stream(
+        producer: Producer,
+        policy: RetryPolicy,
+        capacity: usize,
+    ) -> (RetryHandle, RetryOutcomes) {
+        let (tx, rx) = mpsc::unbounded();
+        let permits = Arc::new(Semaphore::new(capacity.max(1)));
+        let handle = Self::start(
+            producer,
+            policy,
+            Downstream::Stream(tx),
+            Some(permits.clone()),
+        );
+        (handle, RetryOutcomes { rx, permits })
+    }
+
+    /// Starts a retry actor whose outcomes go to an actor.
+    pub fn start_with_recipient(
+        producer: Producer,
+        policy: RetryPolicy,
+        to: Recipient<RetryOutcome>,
+    ) -> RetryHandle {
+        Self::start(producer, policy, Downstream::Actor(to), None)
+    }
+
+    fn start(
+        producer: Producer,
+        policy: RetryPolicy,
+        downstream: Downstream,
+        permits: Option<Arc<Semaphore>>,
+    ) -> RetryHandle {
+        let stats = Arc::new(RetryStats::default());
+        let actor = RetryActor {
+            producer: producer.clone(),
+            policy,
+            downstream: Arc::new(downstream),
+            stats: stats.clone(),
+            waiting_bytes: 0,
+            held: std::collections::HashMap::new(),
+            next_id: 0,
+            owns_system: false,
+        };
+        // Needs an actix system: the producer's own, via a spawn on its
+        // arbiter, would tie the two; run where the caller is, or on a
+        // fresh system thread when there is none.
+        let addr = if actix::System::try_current().is_some() {
+            actor.start()
+        } else {
+            let mut actor = actor;
+            actor.owns_system = true;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::Builder::new()
+                .name("courier-retry".into())
+                .spawn(move || {
+                    let sys = actix::System::new();
+                    sys.block_on(async move {
+                        let _ = tx.send(actor.start());
+                    });
+                    let _ = sys.run();
+                })
+                .expect("spawn retry actor thread");
+            rx.recv().expect("retry actor started")
+        };
+        RetryHandle {
+            producer,
+            addr,
+            stats,
+            permits,
+        }
+    }
+
+    fn emit(&self, o: RetryOutcome) {
+        self.downstream.send(o);
+    }
+
+    fn on_failure(
+        &mut self,
+        error: DeliveryError,
+        mut t: Option<Tracked>,
+        ctx: &mut Context<Self>,
+    ) {
+        let now = Instant::now();
+        let tracked = t.take().unwrap_or_else(|| Tracked {
+            attempts: 1,
+            first_failure: now,
+            first_failure_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64),
+            bytes: error.record.key.as_ref().map_or(0, Bytes::len)
+                + error.record.value.as_ref().map_or(0, Bytes::len),
+            error: error.clone(),
+        });
+        let tracked = Tracked { error, ..tracked };
+        let reason = if !self.policy.retry_on.matches(tracked.error.kind) {
+            Some(GiveUp::NotRetried)
+        } else if tracked.attempts >= self.policy.max_attempts {
+            Some(GiveUp::AttemptsExhausted)
+        } else if self
+            .policy
+            .deadline
+            .is_some_and(|d| now >= tracked.first_failure + d)
+        {
+            Some(GiveUp::DeadlineExceeded)
+        } else if self.held.len() >= self.policy.max_waiting_records
+            || self.waiting_bytes + tracked.bytes > self.policy.max_waiting_bytes
+        {
+            Some(GiveUp::WaitingFull)
+        } else {
+            None
+        };
+        if let Some(reason) = reason {
+            return self.give_up(tracked, reason, ctx);
+        }
+        let delay = self.policy.backoff(tracked.attempts - 1);
+        let id = self.next_id;
+        self.next_id += 1;
+        self.held.insert(id, tracked.error.record.clone());
+        self.waiting_bytes += tracked.bytes;
+        self.stats.waiting.store(self.held.len(), Ordering::Relaxed);
+        ctx.run_later(delay, move |act, ctx| act.attempt(id, tracked, ctx));
+    }
+
+    fn attempt(&mut self, id: u64, tracked: Tracked, ctx: &mut Context<Self>) {
+        self.stats.retried.fetch_add(1, Ordering::Relaxed);
+        let Some(record) = self.held.get(&id).cloned() else {
+            return;
+        };
+        let producer = self.producer.clone();
+        let fut = async move { producer.send(record).await };
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            if act.held.remove(&id).is_some() {
+                act.waiting_bytes -= tracked.bytes;
+            }
+            act.stats.waiting.store(act.held.len(), Ordering::Relaxed);
+            let tracked = Tracked {
+                attempts: tracked.attempts + 1,
+                ..tracked
+            };
+            match res {
+                Ok(delivered) => {
+                    act.stats.recovered.fetch_add(1, Ordering::Relaxed);
+                    act.emit(RetryOutcome::Delivered {
+                        delivered,
+                        attempts: tracked.attempts,
+                    });
+                }
+                Err(e) if e.kind == ErrorKind::Cancelled && e.attempts == 0 => {
+                    // The producer is closed: no point retrying.
+                    let tracked = Tracked {
+                        error: e,
+                        ..tracked
+                    };
+                    act.give_up(tracked, GiveUp::ProducerClosed, ctx);
+                }
+                Err(e) => act.on_failure(e, Some(tracked), ctx),
+            }
+        }));
+    }
+
+    fn give_up(&mut self, t: Tracked, reason: GiveUp, ctx: &mut Context<Self>) {
+        let Some(dlq) = self.policy.dead_letter_topic.clone() else {
+            self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+            return self.emit(RetryOutcome::Failed {
+                error: t.error,
+                reason,
+                attempts: t.attempts,
+                dead_letter_error: None,
+            });
+        };
+        let original = &t.error.record;
+        let mut headers = original.headers.clone();
+        let h = |k: &str, v: String| Header {
+            key: k.to_string(),
+            value: Some(Bytes::from(v)),
+        };
+        headers.push(h("courier.original.topic", original.topic.to_string()));
+        if let Some(p) = t.error.partition.or(original.partition) {
+            headers.push(h("courier.original.partition", p.to_string()));
+        }
+        headers.push(h("courier.error", t.error.to_string()));
+        headers.push(h("courier.attempts", t.attempts.to_string()));
+        headers.push(h(
+            "courier.first.failure.ms",
+            t.first_failure_ms.to_string(),
+        ));
+        let record = Record {
+            topic: dlq,
+            partition: None,
+            key: original.key.clone(),
+            value: original.value.clone(),
+            headers,
+            timestamp: original.timestamp,
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        self.held.insert(id, original.clone());
+        self.dead_letter(id, record, t, reason, 0, ctx);
+    }
+
+    /// Writes to the dead-letter topic, trying up to `DEAD_LETTER_TRIES`
+    /// times with the policy's backoff.
+    fn dead_letter(
+        &mut self,
+        id: u64,
+        record: Record,
+        t: Tracked,
+        reason: GiveUp,
+        tries: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        let producer = self.producer.clone();
+        let to_send = record.clone();
+        let fut = async move { producer.send(to_send).await };
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
+            Ok(dead_letter) => {
+                act.held.remove(&id);
+                act.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
+                act.emit(RetryOutcome::DeadLettered {
+                    error: t.error,
+                    reason,
+                    attempts: t.attempts,
+                    dead_letter,
+                });
+            }
+            Err(e) if tries + 1 < DEAD_LETTER_TRIES && e.attempts > 0 => {
+                let delay = act.policy.backoff(tries);
+                ctx.run_later(delay, move |act, ctx| {
+                    act.dead_letter(id, record, t, reason, tries + 1, ctx)
+                });
+            }
+            Err(e) => {
+                act.held.remove(&id);
+                act.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                act.emit(RetryOutcome::Failed {
+                    error: t.error,
+                    reason,
+                    attempts: t.attempts,
+                    dead_letter_error: Some(Box::new(e)),
+                });
+            }
+        }));
+    }
+}
+
+/// Attempts at a dead-letter write before the outcome is `Failed`.
+const DEAD_LETTER_TRIES: u32 = 3;
+
+impl Actor for RetryActor {
+    type Context = Context<Self>;
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.report_held();
+        if self.owns_system {
+            System::current().stop();
+        }
+    }
+}
+
+impl RetryActor {
+    /// Reports every held record `Stopped`: nothing the actor holds may
+    /// vanish with it.
+    fn report_held(&mut self) {
+        let ids: HashSet<u64> = self.held.keys().copied().collect();
+        for id in ids {
+            if let Some(record) = self.held.remove(&id) {
+                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+                self.emit(RetryOutcome::Failed {
+                    error: DeliveryError {
+                        kind: ErrorKind::Cancelled,
+                        message: "retry actor stopped before the record's next attempt".into(),
+                        partition: None,
+                        attempts: 0,
+                        record,
+                    },
+                    reason: GiveUp::Stopped,
+                    attempts: 0,
+                    dead_letter_error: None,
+                });
+            }
+        }
+        self.stats.waiting.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Drop for RetryActor {
+    fn drop(&mut self) {
+        // Also on a panic, which skips `stopped`.
+        self.report_held();
+    }
+}
+
+impl Handler<DeliveryReport> for RetryActor {
+    type Result = ();
+
+    fn handle(&mut self, report: DeliveryReport, ctx: &mut Context<Self>) {
+        match report {
+            DeliveryReport::Delivered(delivered) => self.emit(RetryOutcome::Delivered {
+                delivered,
+                attempts: 1,
+            }),
+            DeliveryReport::Failed(error) => self.on_failure(error, None, ctx),
+        }
+    }
+}
+
+/// Stop the retry actor (see [`RetryHandle::stop`]).
+#[derive(Debug, Clone, Copy)]
+struct StopRetry;
+
+impl Message for StopRetry {
+    type Result = ();
+}
+
+impl Handler<StopRetry> for RetryActor {
+    type Result = ();
+    fn handle(&mut self, _: StopRetry, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}

@@ -1,0 +1,408 @@
+//! Retry actors on librdkafka's mock cluster: injected errors cleared
+//! part-way (with two retry actors, one per topic, one of them
+//! dead-lettering), an outage longer than `delivery.timeout.ms`, and a
+//! subscriber that reads slowly. Every message gets exactly one final
+//! outcome, checked against the topics read back.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use courier::retry::{GiveUp, RetryActor, RetryOn, RetryOutcome, RetryPolicy};
+use courier::{Producer, Record};
+use futures::StreamExt;
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+
+type Mock = MockCluster<'static, DefaultProducerContext>;
+
+fn mock(topics: &[&str]) -> Mock {
+    let m = MockCluster::new(3).unwrap();
+    for t in topics {
+        m.create_topic(t, 3, 1).unwrap();
+    }
+    m
+}
+
+fn value(o: &RetryOutcome) -> String {
+    let r = match o {
+        RetryOutcome::Delivered { delivered, .. } => &delivered.record,
+        RetryOutcome::DeadLettered { error, .. } | RetryOutcome::Failed { error, .. } => {
+            &error.record
+        }
+    };
+    String::from_utf8(r.value.as_ref().unwrap().to_vec()).unwrap()
+}
+
+fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
+    let mut b = Producer::builder()
+        .bootstrap(bootstrap)
+        .set("linger.ms", "5")
+        .set("retry.backoff.ms", "20")
+        .set("reconnect.backoff.ms", "20")
+        .set("reconnect.backoff.max.ms", "200");
+    for (k, v) in extra {
+        b = b.set(k, v);
+    }
+    b.build().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
+    let m = mock(&["orders", "payments", "payments.dlq"]);
+    let p = producer(&m.bootstrap_servers(), &[]);
+    // Two retry actors on one producer: orders retries until delivered;
+    // payments does not retry and dead-letters.
+    let (orders, mut orders_out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .retry_on(RetryOn::All)
+            .max_attempts(20)
+            .backoff(Duration::from_millis(50), Duration::from_millis(500))
+            .build(),
+        10_000,
+    );
+    let (payments, mut payments_out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .max_attempts(1)
+            .dead_letter_topic("payments.dlq")
+            .build(),
+        10_000,
+    );
+    let n = 1000;
+    for i in 0..n {
+        if i == n / 2 {
+            // Non-retriable for the producer: only the retry actors save
+            // these. The next 6 Produce requests fail, then it clears.
+            m.request_errors(
+                RDKafkaApiKey::Produce,
+                &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED; 6],
+            );
+        }
+        orders
+            .produce(
+                Record::to("orders")
+                    .key(format!("o{i}"))
+                    .value(format!("o{i}")),
+            )
+            .await
+            .unwrap();
+        payments
+            .produce(
+                Record::to("payments")
+                    .key(format!("p{i}"))
+                    .value(format!("p{i}")),
+            )
+            .await
+            .unwrap();
+        if i % 50 == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    drop((orders.clone(), payments.clone()));
+    let mut got_orders = Vec::new();
+    while got_orders.len() < n {
+        got_orders.push(
+            tokio::time::timeout(Duration::from_secs(60), orders_out.next())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let mut got_payments = Vec::new();
+    while got_payments.len() < n {
+        got_payments.push(
+            tokio::time::timeout(Duration::from_secs(60), payments_out.next())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    // Exactly one outcome each.
+    let ov: HashSet<String> = got_orders.iter().map(value).collect();
+    let pv: HashSet<String> = got_payments.iter().map(value).collect();
+    assert_eq!((ov.len(), pv.len()), (n, n));
+    assert!(
+        got_orders.iter().all(RetryOutcome::is_delivered),
+        "orders retries until delivered"
+    );
+    assert!(
+        orders
+            .stats()
+            .recovered
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0,
+        "some orders needed a retry"
+    );
+    let mut dead = HashSet::new();
+    for o in &got_payments {
+        match o {
+            RetryOutcome::Delivered { .. } => {}
+            RetryOutcome::DeadLettered {
+                reason,
+                dead_letter,
+                ..
+            } => {
+                assert_eq!(*reason, GiveUp::AttemptsExhausted);
+                assert_eq!(&*dead_letter.topic, "payments.dlq");
+                dead.insert(value(o));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(
+        !dead.is_empty(),
+        "the injected errors dead-lettered some payments"
+    );
+    assert_eq!(
+        payments
+            .stats()
+            .dead_lettered
+            .load(std::sync::atomic::Ordering::Relaxed),
+        dead.len() as u64
+    );
+
+    // The topics, read back: each order once; each payment once in
+    // payments or in the dead-letter topic, with the headers.
+    let b = m.bootstrap_servers();
+    let orders_log = support::read_all(&b, "orders", 3, n);
+    let ol: Vec<String> = orders_log
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    assert_eq!(ol.iter().collect::<HashSet<_>>().len(), n);
+    let pay_log = support::read_all(&b, "payments", 3, n - dead.len());
+    let dlq_log = support::read_back(&b, "payments.dlq", 3, dead.len(), Duration::from_secs(30));
+    let mut where_: HashMap<String, &str> = HashMap::new();
+    for r in &pay_log {
+        assert!(where_
+            .insert(
+                String::from_utf8(r.value.clone().unwrap()).unwrap(),
+                "payments"
+            )
+            .is_none());
+    }
+    for r in &dlq_log {
+        let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+        assert!(
+            where_.insert(v.clone(), "dlq").is_none(),
+            "{v} in both places"
+        );
+        let h: HashMap<&str, String> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), String::from_utf8(v.clone().unwrap()).unwrap()))
+            .collect();
+        assert_eq!(h["courier.original.topic"], "payments");
+        assert!(h.contains_key("courier.original.partition"));
+        assert!(
+            h["courier.error"].contains("TopicAuthorizationFailed"),
+            "{}",
+            h["courier.error"]
+        );
+        assert_eq!(h["courier.attempts"], "1");
+        assert!(h["courier.first.failure.ms"].parse::<i64>().unwrap() > 0);
+    }
+    assert_eq!(where_.len(), n, "every payment is somewhere, once");
+    for v in &dead {
+        assert_eq!(where_[v], "dlq");
+    }
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_longer_than_the_delivery_timeout_is_ridden_out() {
+    let m = mock(&["outage"]);
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("delivery.timeout.ms", "1500"),
+            ("request.timeout.ms", "500"),
+        ],
+    );
+    let (retry, mut out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .max_attempts(50)
+            .backoff(Duration::from_millis(200), Duration::from_secs(1))
+            .deadline(Duration::from_secs(60))
+            .build(),
+        10_000,
+    );
+    p.send(Record::to("outage").value("warm")).await.unwrap();
+    for b in 1..=3 {
+        m.broker_down(b).unwrap();
+    }
+    let n = 300;
+    for i in 0..n {
+        retry
+            .produce(
+                Record::to("outage")
+                    .key(format!("{i}"))
+                    .value(format!("{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    // Down for twice the delivery timeout: the producer gives up on every
+    // record; the retry actor must not.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        retry
+            .stats()
+            .waiting
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+            || retry
+                .stats()
+                .retried
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > 0
+    );
+    for b in 1..=3 {
+        m.broker_up(b).unwrap();
+    }
+    let mut got = Vec::new();
+    while got.len() < n {
+        got.push(
+            tokio::time::timeout(Duration::from_secs(60), out.next())
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    assert!(
+        got.iter().all(RetryOutcome::is_delivered),
+        "{:?}",
+        got.iter().find(|o| !o.is_delivered())
+    );
+    let attempts: Vec<u32> = got
+        .iter()
+        .map(|o| match o {
+            RetryOutcome::Delivered { attempts, .. } => *attempts,
+            _ => 0,
+        })
+        .collect();
+    assert!(
+        attempts.iter().all(|a| *a >= 2),
+        "each record outlived one delivery timeout"
+    );
+    let log = support::read_all(&m.bootstrap_servers(), "outage", 3, n + 1);
+    let values: HashSet<_> = log.iter().map(|r| r.value.clone()).collect();
+    for i in 0..n {
+        assert!(
+            values.contains(&Some(i.to_string().into_bytes())),
+            "record {i} in the log"
+        );
+    }
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_bounds_memory_and_loses_nothing() {
+    let m = mock(&["slow-reader"]);
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let capacity = 50;
+    let (retry, mut out) =
+        RetryActor::start_with_stream(p.clone(), RetryPolicy::builder().build(), capacity);
+    let n = 2000;
+    let writer = {
+        let retry = retry.clone();
+        tokio::spawn(async move {
+            for i in 0..n {
+                retry
+                    .produce(Record::to("slow-reader").value(format!("{i}")))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    let mut got = HashSet::new();
+    let started = Instant::now();
+    while got.len() < n {
+        let o = tokio::time::timeout(Duration::from_secs(60), out.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(o.is_delivered());
+        assert!(got.insert(value(&o)), "one outcome per record");
+        if got.len() % 100 == 0 {
+            // Read slowly; the producer side must wait, not pile up.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let stats = p.stats();
+            assert!(
+                stats.in_flight <= capacity as u64,
+                "outstanding {} > bound {capacity}",
+                stats.in_flight
+            );
+        }
+    }
+    writer.await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(120));
+    p.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_retry_actor_reports_every_record_it_holds() {
+    let m = mock(&["stopped"]);
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("delivery.timeout.ms", "1000"),
+            ("request.timeout.ms", "500"),
+        ],
+    );
+    let (retry, mut out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .max_attempts(100)
+            .backoff(Duration::from_secs(5), Duration::from_secs(5))
+            .build(),
+        10_000,
+    );
+    p.send(Record::to("stopped").value("warm")).await.unwrap();
+    for b in 1..=3 {
+        m.broker_down(b).unwrap();
+    }
+    let n = 100;
+    for i in 0..n {
+        retry
+            .produce(Record::to("stopped").value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    // Wait until every record failed once and waits for its next attempt.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while retry
+        .stats()
+        .waiting
+        .load(std::sync::atomic::Ordering::Relaxed)
+        < n
+    {
+        assert!(
+            Instant::now() < deadline,
+            "records never reached the retry actor"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    retry.stop();
+    let mut got = HashSet::new();
+    while got.len() < n {
+        let o = tokio::time::timeout(Duration::from_secs(10), out.next())
+            .await
+            .unwrap()
+            .unwrap();
+        match &o {
+            RetryOutcome::Failed {
+                reason: GiveUp::Stopped,
+                ..
+            } => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(got.insert(value(&o)), "one outcome each");
+    }
+    p.close().await;
+}
