@@ -279,31 +279,13 @@ impl Connection {
     }
 
     async fn read_frame(&mut self) -> Result<bytes::Bytes, ConnectionError> {
-        loop {
-            if let Some(frame) = self
-                .decoder
-                .decode(&mut self.read_buf)
-                .map_err(|e| self.protocol(e))?
-            {
-                return Ok(frame);
-            }
-            if self.read_buf.capacity() - self.read_buf.len() < 4096 {
-                self.read_buf.reserve(64 * 1024);
-            }
-            let n = self
-                .stream
-                .read_buf(&mut self.read_buf)
-                .await
-                .map_err(|source| ConnectionError::Io {
-                    addr: self.addr.clone(),
-                    source,
-                })?;
-            if n == 0 {
-                return Err(ConnectionError::Closed {
-                    addr: self.addr.clone(),
-                });
-            }
-        }
+        read_frame(
+            &mut self.stream,
+            &mut self.read_buf,
+            &self.decoder,
+            &self.addr,
+        )
+        .await
     }
 
     fn check_correlation(&self, expected: i32, got: i32) -> Result<(), ConnectionError> {
@@ -334,33 +316,42 @@ pub struct FrameReader {
 impl FrameReader {
     /// The next whole response frame body.
     pub async fn next_frame(&mut self) -> Result<bytes::Bytes, ConnectionError> {
-        loop {
-            let decoded =
-                self.decoder
-                    .decode(&mut self.buf)
-                    .map_err(|source| ConnectionError::Protocol {
-                        addr: self.addr.clone(),
-                        source,
-                    })?;
-            if let Some(frame) = decoded {
-                return Ok(frame);
-            }
-            if self.buf.capacity() - self.buf.len() < 4096 {
-                self.buf.reserve(64 * 1024);
-            }
-            let n =
-                self.half
-                    .read_buf(&mut self.buf)
-                    .await
-                    .map_err(|source| ConnectionError::Io {
-                        addr: self.addr.clone(),
-                        source,
-                    })?;
-            if n == 0 {
-                return Err(ConnectionError::Closed {
-                    addr: self.addr.clone(),
-                });
-            }
+        read_frame(&mut self.half, &mut self.buf, &self.decoder, &self.addr).await
+    }
+}
+
+/// Reads until `buf` holds a whole frame and returns its body. The buffer
+/// grows by what arrives, never by what a length prefix claims.
+async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    decoder: &FrameDecoder,
+    addr: &str,
+) -> Result<bytes::Bytes, ConnectionError> {
+    loop {
+        let decoded = decoder
+            .decode(buf)
+            .map_err(|source| ConnectionError::Protocol {
+                addr: addr.to_string(),
+                source,
+            })?;
+        if let Some(frame) = decoded {
+            return Ok(frame);
+        }
+        if buf.capacity() - buf.len() < 4096 {
+            buf.reserve(64 * 1024);
+        }
+        let n = io
+            .read_buf(buf)
+            .await
+            .map_err(|source| ConnectionError::Io {
+                addr: addr.to_string(),
+                source,
+            })?;
+        if n == 0 {
+            return Err(ConnectionError::Closed {
+                addr: addr.to_string(),
+            });
         }
     }
 }

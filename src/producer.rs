@@ -35,7 +35,7 @@ use crate::metadata::MetadataSnapshot;
 use crate::partitioner::{DefaultPartitioner, Partitioner, TopicLayout};
 use crate::record::Record;
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
-use crate::report_router::{route, route_one, Outcome};
+use crate::report_router::{fail_unsent, route_one};
 use crate::stats::{Stats, StatsSnapshot};
 use crate::subscription::{ReportStream, SubscriptionShared};
 
@@ -261,18 +261,18 @@ impl Inner {
             });
             match result {
                 Ok(appended) => {
-                    for failed in closed.drain(..).filter_map(Result::err) {
-                        self.acc.batch_done(failed.id);
-                        route(
+                    for failed in closed.drain(..).filter(Result::is_err) {
+                        let reason = failed
+                            .as_ref()
+                            .err()
+                            .map(|f| f.reason.clone())
+                            .unwrap_or_default();
+                        fail_unsent(
+                            &self.acc,
                             &topic,
-                            failed.partition,
-                            failed.record_count,
-                            0,
-                            failed.owed,
-                            &Outcome::Failed {
-                                kind: ErrorKind::Compression,
-                                message: failed.reason,
-                            },
+                            failed,
+                            ErrorKind::Compression,
+                            |_| reason,
                             &self.stats,
                         );
                     }
@@ -850,23 +850,14 @@ pub(crate) fn cancel_queued(inner: &Inner) {
             batches.push(inner.acc.close(open, &q));
         }
         for b in batches {
-            let (id, partition, count, attempts, owed) = match b {
-                Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
-                Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
-            };
-            route(
+            fail_unsent(
+                &inner.acc,
                 &q.topic,
-                partition,
-                count,
-                attempts,
-                owed,
-                &Outcome::Failed {
-                    kind: ErrorKind::Cancelled,
-                    message: "producer closed or dropped before the record was sent".into(),
-                },
+                b,
+                ErrorKind::Cancelled,
+                |_| "producer closed or dropped before the record was sent".into(),
                 &inner.stats,
             );
-            inner.acc.batch_done(id);
         }
     }
 }

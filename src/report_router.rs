@@ -85,6 +85,33 @@ pub(crate) fn route(
     latencies.flush(&stats.latency_us);
 }
 
+/// Reports a batch that is not in flight (queued, open, or that failed to
+/// encode) as failed, and marks it done. `message` gets the attempts made.
+pub(crate) fn fail_unsent(
+    acc: &crate::accumulator::Accumulator,
+    topic: &Topic,
+    batch: Result<crate::accumulator::ProducerBatch, crate::accumulator::FailedBatch>,
+    kind: ErrorKind,
+    message: impl FnOnce(u32) -> String,
+    stats: &Stats,
+) {
+    let (id, partition, count, attempts, owed) = match batch {
+        Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
+        Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
+    };
+    let message = message(attempts);
+    route(
+        topic,
+        partition,
+        count,
+        attempts,
+        owed,
+        &Outcome::Failed { kind, message },
+        stats,
+    );
+    acc.batch_done(id);
+}
+
 /// Reports for records that never reached a batch (rejected before
 /// appending): one report, straight to its target.
 pub(crate) fn route_one(report: DeliveryReport, reply: crate::accumulator::ReplyTo, stats: &Stats) {

@@ -37,7 +37,7 @@ use crate::protocol::message::{decode_response, encode_request, request_frame_si
 use crate::protocol::record_batch::ProducerStamp;
 use crate::protocol::versions::ApiVersions;
 use crate::report::ErrorKind;
-use crate::report_router::{route, Outcome};
+use crate::report_router::{fail_unsent, route, Outcome};
 
 #[derive(Debug)]
 enum ConnState {
@@ -340,6 +340,21 @@ impl BrokerConnection {
         }
     }
 
+    /// The writer and versions of a live connection, or an error (after
+    /// starting a connect) for calls that cannot wait.
+    fn connected(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> Result<(mpsc::UnboundedSender<bytes::Bytes>, ApiVersions), String> {
+        match &self.state {
+            ConnState::Connected { tx, versions, .. } => Ok((tx.clone(), *versions)),
+            _ => {
+                self.ensure_connecting(ctx);
+                Err(format!("not connected to {}", self.addr))
+            }
+        }
+    }
+
     /// Sends a non-Produce request whose answer goes to the `Call` made by
     /// `make` from the version.
     fn call<R: kafka_protocol::protocol::Request>(
@@ -460,19 +475,15 @@ impl BrokerConnection {
                         }
                         Err(f) => {
                             drop(qi);
-                            route(
+                            let reason = f.reason.clone();
+                            fail_unsent(
+                                &inner.acc,
                                 &q.topic,
-                                f.partition,
-                                f.record_count,
-                                0,
-                                f.owed,
-                                &Outcome::Failed {
-                                    kind: ErrorKind::Compression,
-                                    message: f.reason,
-                                },
+                                Err(f),
+                                ErrorKind::Compression,
+                                |_| reason,
                                 &inner.stats,
                             );
-                            inner.acc.batch_done(f.id);
                             continue;
                         }
                     }
@@ -911,13 +922,9 @@ impl Handler<CancelInFlight> for BrokerConnection {
 impl Handler<FetchMetadata> for BrokerConnection {
     type Result = ResponseFuture<Result<MetadataResponse, String>>;
     fn handle(&mut self, msg: FetchMetadata, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, versions) = match &self.state {
-            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
-            _ => {
-                self.ensure_connecting(ctx);
-                let addr = self.addr.clone();
-                return Box::pin(async move { Err(format!("not connected to {addr}")) });
-            }
+        let (tx, versions) = match self.connected(ctx) {
+            Ok(c) => c,
+            Err(e) => return Box::pin(async move { Err(e) }),
         };
         let mut req = MetadataRequest::default().with_topics(Some(
             msg.topics
@@ -950,13 +957,9 @@ impl Handler<FetchMetadata> for BrokerConnection {
 impl Handler<InitProducer> for BrokerConnection {
     type Result = ResponseFuture<Result<(i64, i16), String>>;
     fn handle(&mut self, msg: InitProducer, ctx: &mut Context<Self>) -> Self::Result {
-        let (tx, versions) = match &self.state {
-            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
-            _ => {
-                self.ensure_connecting(ctx);
-                let addr = self.addr.clone();
-                return Box::pin(async move { Err(format!("not connected to {addr}")) });
-            }
+        let (tx, versions) = match self.connected(ctx) {
+            Ok(c) => c,
+            Err(e) => return Box::pin(async move { Err(e) }),
         };
         let Some(version) = versions.init_producer_id else {
             let addr = self.addr.clone();

@@ -21,7 +21,7 @@ use crate::accumulator::lock;
 use crate::accumulator::ReplyTo;
 use crate::producer::{cancel_queued, Inner, ProduceError};
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
-use crate::report_router::{route, Outcome};
+use crate::report_router::fail_unsent;
 
 /// The producer's root actor. Its address accepts [`Produce`] messages.
 pub struct ProducerSupervisor {
@@ -176,34 +176,25 @@ impl ProducerSupervisor {
                 }
             }
             for b in expired {
-                let (id, partition, count, attempts, owed) = match b {
-                    Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
-                    Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
-                };
-                let leader = self
-                    .inner
-                    .metadata
-                    .load()
+                let partition = b.as_ref().map_or_else(|f| f.partition, |b| b.partition);
+                let leader = snapshot
                     .topics
                     .get(q.topic.as_str())
                     .and_then(|t| t.leader(partition));
-                route(
+                let timeout_ms = self.inner.config.delivery_timeout.as_millis();
+                fail_unsent(
+                    &self.inner.acc,
                     &q.topic,
-                    partition,
-                    count,
-                    attempts,
-                    owed,
-                    &Outcome::Failed {
-                        kind: ErrorKind::Timeout,
-                        message: format!(
-                            "not acknowledged within delivery.timeout.ms ({} ms) after {attempts} attempt(s); leader: {}",
-                            self.inner.config.delivery_timeout.as_millis(),
+                    b,
+                    ErrorKind::Timeout,
+                    |attempts| {
+                        format!(
+                            "not acknowledged within delivery.timeout.ms ({timeout_ms} ms) after {attempts} attempt(s); leader: {}",
                             leader.map_or("none".to_string(), |l| l.to_string())
-                        ),
+                        )
                     },
                     &self.inner.stats,
                 );
-                self.inner.acc.batch_done(id);
             }
         }
         if leaderless {

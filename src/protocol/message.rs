@@ -23,6 +23,19 @@ pub fn api_key<R: Request>() -> ApiKey {
     ApiKey::try_from(R::KEY).expect("kafka-protocol request types have valid keys")
 }
 
+fn request_header<R: Request>(
+    correlation_id: i32,
+    client_id: Option<&StrBytes>,
+    version: i16,
+) -> RequestHeader {
+    let mut header = RequestHeader::default();
+    header.request_api_key = R::KEY;
+    header.request_api_version = version;
+    header.correlation_id = correlation_id;
+    header.client_id = client_id.cloned();
+    header
+}
+
 /// Appends one whole request frame (length prefix, header, body) to `buf`.
 ///
 /// ```
@@ -48,12 +61,7 @@ pub fn encode_request<R: Request>(
         version,
         reason: e.to_string(),
     };
-    let mut header = RequestHeader::default();
-    header.request_api_key = R::KEY;
-    header.request_api_version = version;
-    header.correlation_id = correlation_id;
-    header.client_id = client_id.cloned();
-
+    let header = request_header::<R>(correlation_id, client_id, version);
     let start = buf.len();
     buf.put_i32(0); // patched below, once the size is known
     header
@@ -83,10 +91,7 @@ pub fn request_frame_size<R: Request>(
         version,
         reason: e.to_string(),
     };
-    let mut header = RequestHeader::default();
-    header.request_api_key = R::KEY;
-    header.request_api_version = version;
-    header.client_id = client_id.cloned();
+    let header = request_header::<R>(0, client_id, version);
     let header_size = header
         .compute_size(R::header_version(version))
         .map_err(fail)?;
