@@ -276,13 +276,13 @@ impl BrokerConnection {
         let queue = self.inner.acc.queue(&batch.topic, batch.partition);
         if now >= batch.deadline {
             lock(&queue.inner).in_flight -= 1;
+            let attempts = batch.attempts;
             self.finish(
                 batch,
                 Outcome::Failed {
                     kind,
                     message: format!(
-                        "{message}; delivery.timeout.ms passed after {} attempt(s)",
-                        0
+                        "{message}; delivery.timeout.ms passed after {attempts} attempt(s)"
                     ),
                 },
             );
@@ -307,16 +307,6 @@ impl BrokerConnection {
             let q = self.inner.acc.queue(&batch.topic, batch.partition);
             lock(&q.inner).unacked.remove(&batch.id);
         }
-        let outcome = match outcome {
-            Outcome::Failed { kind, message } => Outcome::Failed {
-                kind,
-                message: message.replace(
-                    "after 0 attempt(s)",
-                    &format!("after {} attempt(s)", batch.attempts),
-                ),
-            },
-            ok => ok,
-        };
         route(
             &batch.topic,
             batch.partition,
