@@ -44,12 +44,22 @@ pub(crate) fn route(
     };
     let subscribers = std::mem::take(&mut owed.subscribers);
     let pending = std::mem::take(&mut owed.pending);
-    let mut per_subscriber: Vec<Vec<DeliveryReport>> =
-        subscribers.iter().map(|_| Vec::new()).collect();
+    // One lock per subscriber for the whole batch; reports go straight into
+    // its queue (no intermediate vector), and an errors-only subscriber's
+    // successes are never built.
+    let mut sinks: Vec<_> = subscribers.iter().map(|s| s.sink()).collect();
+    let wants: Vec<bool> = subscribers.iter().map(|s| s.wants_successes()).collect();
+    let delivered = matches!(outcome, Outcome::Delivered { .. });
     let mut latencies = LatencyBatch::default();
     for p in pending {
         let latency = now.saturating_duration_since(p.accepted);
         latencies.add(latency.as_micros() as u64);
+        if let Reply::Subscription(i) = p.reply {
+            if delivered && !wants[i as usize] {
+                sinks[i as usize].skip();
+                continue;
+            }
+        }
         let report = match outcome {
             Outcome::Delivered {
                 base_offset,
@@ -76,12 +86,10 @@ pub(crate) fn route(
                 let _ = tx.send(report);
             }
             Reply::Actor(r) => r.do_send(report),
-            Reply::Subscription(i) => per_subscriber[i as usize].push(report),
+            Reply::Subscription(i) => sinks[i as usize].push(report),
         }
     }
-    for (sub, reports) in subscribers.iter().zip(per_subscriber) {
-        sub.deliver(reports);
-    }
+    drop(sinks);
     latencies.flush(&stats.latency_us);
 }
 

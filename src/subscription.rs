@@ -81,6 +81,22 @@ impl SubscriptionShared {
         self.waker.wake();
     }
 
+    /// A sink for one batch's reports: one lock for the whole batch, one
+    /// wake when it is dropped, and successes not even built for an
+    /// errors-only subscription (`wants` says which reports to build).
+    pub(crate) fn sink(&self) -> Sink<'_> {
+        Sink {
+            shared: self,
+            queue: Some(lock(&self.queue)),
+            skipped: 0,
+        }
+    }
+
+    /// Whether this subscription wants reports of successes.
+    pub(crate) fn wants_successes(&self) -> bool {
+        self.mode == ReportMode::All
+    }
+
     pub(crate) fn add_handle(&self) {
         self.handles.fetch_add(1, Ordering::Relaxed);
     }
@@ -98,6 +114,37 @@ impl SubscriptionShared {
     fn finished(&self) -> bool {
         (self.handles.load(Ordering::Acquire) == 0 || self.producer_closed.load(Ordering::Acquire))
             && self.outstanding.available_permits() == self.capacity
+    }
+}
+
+/// See [`SubscriptionShared::sink`].
+pub(crate) struct Sink<'a> {
+    shared: &'a SubscriptionShared,
+    queue: Option<std::sync::MutexGuard<'a, VecDeque<DeliveryReport>>>,
+    skipped: usize,
+}
+
+impl Sink<'_> {
+    pub(crate) fn push(&mut self, report: DeliveryReport) {
+        if let Some(q) = self.queue.as_mut() {
+            q.push_back(report);
+        }
+    }
+
+    /// A report this subscription does not take (a success, errors-only):
+    /// no longer outstanding.
+    pub(crate) fn skip(&mut self) {
+        self.skipped += 1;
+    }
+}
+
+impl Drop for Sink<'_> {
+    fn drop(&mut self) {
+        drop(self.queue.take());
+        if self.skipped > 0 {
+            self.shared.outstanding.add_permits(self.skipped);
+        }
+        self.shared.waker.wake();
     }
 }
 

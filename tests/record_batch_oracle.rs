@@ -144,6 +144,15 @@ proptest! {
         // A restamp (epoch bump on retry) keeps the records and fixes the CRC.
         let bumped = ProducerStamp { producer_id: 42, producer_epoch: 7, base_sequence: 100 };
         check_decodes_to(&batch.restamp(bumped), &recs, bumped)?;
+        // In place: a shared batch is copied (the original keeps its stamp),
+        // an unshared one is patched without a copy.
+        let mut shared = batch.clone();
+        shared.set_stamp(bumped);
+        check_decodes_to(&shared, &recs, bumped)?;
+        check_decodes_to(&batch, &recs, stamp)?;
+        let mut unique = batch;
+        unique.set_stamp(bumped);
+        check_decodes_to(&unique, &recs, bumped)?;
     }
 
     /// Filling batches under a limit: every batch stays within `batch.size`

@@ -785,7 +785,7 @@ fn stamp_sequence(qi: &mut QueueInner, b: &mut ProducerBatch, id: i64, epoch: i1
     }
     let seq = qi.next_sequence;
     qi.next_sequence = increment_sequence(seq, b.record_count);
-    b.encoded = b.encoded.restamp(ProducerStamp {
+    b.encoded.set_stamp(ProducerStamp {
         producer_id: id,
         producer_epoch: epoch,
         base_sequence: seq,

@@ -290,9 +290,21 @@ impl EncodedBatch {
         }
     }
 
-    /// A copy with a new producer stamp, for a retry after an epoch bump or a
-    /// sequence reset. This copies the batch; the normal path stamps once, in
-    /// [`BatchBuilder::finish`].
+    /// Stamps the batch in place with a new producer identity (and fixes the
+    /// CRC). No copy when nothing else shares the bytes, which is the case
+    /// for a batch not yet sent; otherwise the bytes are copied first.
+    pub fn set_stamp(&mut self, stamp: ProducerStamp) {
+        let bytes = std::mem::take(&mut self.bytes);
+        let mut buf = match bytes.try_into_mut() {
+            Ok(unique) => unique,
+            Err(shared) => bytes::BytesMut::from(&shared[..]),
+        };
+        write_stamp(&mut buf, stamp);
+        self.bytes = buf.freeze();
+    }
+
+    /// A copy with a new producer stamp. Prefer [`set_stamp`](Self::set_stamp),
+    /// which does not copy an unshared batch.
     pub fn restamp(&self, stamp: ProducerStamp) -> EncodedBatch {
         let mut buf = self.bytes.to_vec();
         write_stamp(&mut buf, stamp);
