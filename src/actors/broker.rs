@@ -522,6 +522,12 @@ impl BrokerConnection {
         tx: &mpsc::UnboundedSender<bytes::Bytes>,
         version: i16,
     ) {
+        let _span = tracing::debug_span!(
+            "produce_request",
+            broker = self.node_id,
+            batches = batches.len()
+        )
+        .entered();
         let inner = self.inner.clone();
         let cfg = &inner.config;
         let build = |batches: &[ProducerBatch]| {
@@ -656,6 +662,14 @@ impl BrokerConnection {
             }
         };
         let now = Instant::now();
+        let _span = tracing::debug_span!(
+            "produce_response",
+            broker = self.node_id,
+            correlation_id,
+            batches = f.batches.len(),
+            round_trip_us = (now - f.sent_at).as_micros() as u64
+        )
+        .entered();
         self.inner
             .stats
             .record_request(self.node_id, now - f.sent_at);
