@@ -861,3 +861,18 @@ pub(crate) fn cancel_queued(inner: &Inner) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The README promises these can be shared across tasks and threads.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Producer>();
+        check::<Subscriber>();
+        fn send<T: Send>() {}
+        send::<crate::subscription::ReportStream>();
+    }
+}
