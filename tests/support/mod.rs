@@ -38,25 +38,9 @@ impl Tansu {
     pub fn kill9_and_restart(&mut self) {
         let _ = self.child.kill(); // SIGKILL on Unix
         let _ = self.child.wait();
-        let bin = tansu_bin();
         let url = format!("tcp://127.0.0.1:{}", self.port);
         for _ in 0..50 {
-            let out = std::fs::File::create(&self.log).expect("Tansu log");
-            self.child = Command::new(&bin)
-                .args([
-                    "broker",
-                    "--listener-url",
-                    &url,
-                    "--advertised-listener-url",
-                    &url,
-                ])
-                .args(["--storage-engine", "memory://tansu/"])
-                .env("RUST_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("respawn Tansu");
+            self.child = spawn_tansu(&url, &url, &self.log);
             if self.wait_ready(Duration::from_secs(5)) {
                 return;
             }
@@ -78,24 +62,9 @@ impl Tansu {
         for _attempt in 0..5 {
             let port = free_port();
             let log = std::env::temp_dir().join(format!("courier-tansu-{port}.log"));
-            let out = std::fs::File::create(&log).expect("create Tansu log");
             let url = format!("tcp://127.0.0.1:{port}");
             let advertised_url = advertised.map_or(url.clone(), |a| format!("tcp://{a}"));
-            let child = Command::new(&bin)
-                .args([
-                    "broker",
-                    "--listener-url",
-                    &url,
-                    "--advertised-listener-url",
-                    &advertised_url,
-                ])
-                .args(["--storage-engine", "memory://tansu/"])
-                .env("RUST_LOG", "warn")
-                .stdin(Stdio::null())
-                .stdout(out.try_clone().unwrap())
-                .stderr(out)
-                .spawn()
-                .expect("spawn Tansu");
+            let child = spawn_tansu(&url, &advertised_url, &log);
             let mut broker = Tansu { child, port, log };
             if broker.wait_ready(Duration::from_secs(15)) {
                 return broker;
@@ -137,6 +106,26 @@ impl Drop for Tansu {
         let _ = self.child.wait();
         let _ = std::fs::remove_file(&self.log);
     }
+}
+
+/// Starts a Tansu process with memory storage, logging to `log`.
+fn spawn_tansu(listener: &str, advertised: &str, log: &std::path::Path) -> Child {
+    let out = std::fs::File::create(log).expect("create Tansu log");
+    Command::new(tansu_bin())
+        .args([
+            "broker",
+            "--listener-url",
+            listener,
+            "--advertised-listener-url",
+            advertised,
+        ])
+        .args(["--storage-engine", "memory://tansu/"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn Tansu")
 }
 
 fn tansu_bin() -> PathBuf {
