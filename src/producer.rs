@@ -606,11 +606,12 @@ impl Producer {
     /// Produces `record` and waits for its delivery report.
     pub async fn send(&self, record: Record) -> Result<Delivered, DeliveryError> {
         let (tx, rx) = oneshot::channel();
-        if let Err(e) = self
-            .inner
-            .enqueue(record, Some(ReplyTo::Oneshot(tx)), true)
-            .await
-        {
+        // Boxed: the enqueue state machine is large (it can wait for
+        // metadata or memory) but usually finishes in its first poll. Boxing
+        // it keeps a `send` future that waits for its report small, which
+        // matters to callers holding many of them at once.
+        let enqueue = Box::pin(self.inner.enqueue(record, Some(ReplyTo::Oneshot(tx)), true));
+        if let Err(e) = enqueue.await {
             let message = e.to_string();
             return Err(DeliveryError {
                 kind: ErrorKind::Cancelled,
@@ -865,6 +866,20 @@ pub(crate) fn cancel_queued(inner: &Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A caller may hold a million `send` futures at once; each must stay
+    /// small (the enqueue state machine is boxed for its first poll only).
+    #[test]
+    fn a_pending_send_future_is_small() {
+        let p = Producer::builder()
+            .bootstrap("127.0.0.1:1")
+            .build()
+            .unwrap();
+        let fut = p.send(Record::to("t").value("v"));
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 512, "send future is {size} bytes");
+        drop(fut);
+    }
 
     /// The README promises these can be shared across tasks and threads.
     #[test]
