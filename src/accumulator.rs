@@ -22,6 +22,7 @@ use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
 use crate::protocol::record_batch::{
     single_record_batch_size, BatchBuilder, Compression, EncodedBatch, ProducerStamp,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::record::{Record, Topic};
 use crate::report::DeliveryReport;
@@ -251,6 +252,11 @@ pub(crate) struct TopicQueues {
     pub partitions: Box<[Arc<PartitionQueue>]>,
 }
 
+/// The most owed-report slots reserved up front for one batch (about
+/// 200 KiB): enough to skip most regrowth, small enough that many
+/// near-empty batches do not pin memory.
+const MAX_OWED_RESERVE: usize = 1024;
+
 /// All partition queues, and the memory pool.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
@@ -447,6 +453,11 @@ impl Accumulator {
             )
             .expect("an empty batch accepts any record");
         if let Some(reply) = reply {
+            // Size the owed list once per batch, from the first record, so
+            // it does not grow (and move every entry) a dozen times.
+            let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
+            let expected = (self.batch_size / per_record).clamp(1, MAX_OWED_RESERVE);
+            open.owed.pending.reserve(expected);
             open.owed.push(0, timestamp, accepted, record, reply);
         }
         q.open = Some(open);
