@@ -294,24 +294,25 @@ impl Accumulator {
         }
     }
 
-    /// Runs `f` on the queue for `topic`/`partition` (created on first use)
-    /// while holding only a shared map lock: no clone of the topic or of
-    /// the queue's `Arc`. This is the hot-path lookup.
+    /// Runs `f` on the queue for `record`'s topic and `partition` (created
+    /// on first use), handing the record over, while holding only a shared
+    /// map lock: no clone of the topic or of the queue's `Arc`. This is the
+    /// hot-path lookup.
     pub fn with_queue<R>(
         &self,
-        topic: &Topic,
+        record: Record,
         partition: i32,
-        f: impl FnOnce(&PartitionQueue) -> R,
+        f: impl FnOnce(&PartitionQueue, Record) -> R,
     ) -> R {
         let p = partition.max(0) as usize;
-        if let Some(t) = self.topics.get(topic.as_str()) {
+        if let Some(t) = self.topics.get(record.topic.as_str()) {
             if let Some(q) = t.partitions.get(p) {
-                return f(q);
+                return f(q, record);
             }
         }
-        self.grow(topic, p + 1);
-        let t = self.topics.get(topic.as_str()).expect("just grown");
-        f(&t.partitions[p])
+        self.grow(&record.topic, p + 1);
+        let t = self.topics.get(record.topic.as_str()).expect("just grown");
+        f(&t.partitions[p], record)
     }
 
     /// The queue for `topic`/`partition`, created on first use (cold paths).
@@ -386,7 +387,7 @@ impl Accumulator {
         record: Record,
         reply: Option<ReplyTo<'s>>,
         timestamp: i64,
-        accepted: Instant,
+        accepted: Option<Instant>,
         allow_new_batch: bool,
         memory: &mut Option<OwnedSemaphorePermit>,
         closed: &mut Vec<Result<ProducerBatch, FailedBatch>>,
@@ -408,6 +409,7 @@ impl Accumulator {
                 .is_ok()
             {
                 if let Some(reply) = reply {
+                    let accepted = accepted.unwrap_or_else(Instant::now);
                     open.owed.push(index, timestamp, accepted, record, reply);
                 }
                 q.appended += 1;
@@ -441,7 +443,7 @@ impl Accumulator {
             id,
             builder: BatchBuilder::new(self.batch_size, self.compression),
             owed: Owed::default(),
-            created: accepted,
+            created: accepted.unwrap_or_else(Instant::now),
             memory: permit,
         };
         open.builder
@@ -458,7 +460,7 @@ impl Accumulator {
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
             let expected = (self.batch_size / per_record).clamp(1, MAX_OWED_RESERVE);
             open.owed.pending.reserve(expected);
-            open.owed.push(0, timestamp, accepted, record, reply);
+            open.owed.push(0, timestamp, open.created, record, reply);
         }
         q.open = Some(open);
         q.appended += 1;

@@ -239,16 +239,17 @@ impl Inner {
         };
 
         let timestamp = record.timestamp.unwrap_or_else(now_millis);
-        let accepted = Instant::now();
+        // Only a record that owes a report needs its own clock reading (for
+        // its latency); a new batch reads the clock for its linger anyway.
+        let accepted = reply.is_some().then(Instant::now);
         let mut record = record;
         let mut reply = reply;
         let mut memory = None;
         let mut allow_new_batch = !sticky;
         let mut closed = Vec::new();
         loop {
-            let topic = record.topic.clone();
-            let result = self.acc.with_queue(&topic, partition, |queue| {
-                self.acc.append(
+            let result = self.acc.with_queue(record, partition, |queue, record| {
+                let r = self.acc.append(
                     queue,
                     record,
                     reply,
@@ -257,25 +258,27 @@ impl Inner {
                     allow_new_batch,
                     &mut memory,
                     &mut closed,
-                )
+                );
+                // A full batch that failed to encode (compression error).
+                for failed in closed.drain(..).filter(Result::is_err) {
+                    let reason = failed
+                        .as_ref()
+                        .err()
+                        .map(|f| f.reason.clone())
+                        .unwrap_or_default();
+                    fail_unsent(
+                        &self.acc,
+                        &queue.topic,
+                        failed,
+                        ErrorKind::Compression,
+                        |_| reason,
+                        &self.stats,
+                    );
+                }
+                r
             });
             match result {
                 Ok(appended) => {
-                    for failed in closed.drain(..).filter(Result::is_err) {
-                        let reason = failed
-                            .as_ref()
-                            .err()
-                            .map(|f| f.reason.clone())
-                            .unwrap_or_default();
-                        fail_unsent(
-                            &self.acc,
-                            &topic,
-                            failed,
-                            ErrorKind::Compression,
-                            |_| reason,
-                            &self.stats,
-                        );
-                    }
                     if appended == Appended::NewBatch {
                         if let Some(leader) = tm.leader(partition) {
                             self.wake_leader(leader);

@@ -163,24 +163,7 @@ pub fn read_back(
     expected: usize,
     limit: Duration,
 ) -> Vec<ReadRecord> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::{Headers, Message};
-    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "courier-test-reader")
-        .set("enable.auto.commit", "false")
-        .set("api.version.request", "true")
-        .set("log_level", "3")
-        .create()
-        .expect("create rdkafka consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .expect("add partition");
-    }
-    consumer.assign(&tpl).expect("assign");
+    let consumer = reader(bootstrap, topic, partitions);
     let deadline = Instant::now() + limit;
     let mut out = Vec::with_capacity(expected);
     while out.len() < expected {
@@ -192,28 +175,54 @@ pub fn read_back(
         match consumer.poll(Duration::from_millis(100)) {
             None => continue,
             Some(Err(e)) => panic!("consumer error: {e}"),
-            Some(Ok(m)) => {
-                let headers = m
-                    .headers()
-                    .map(|hs| {
-                        hs.iter()
-                            .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(ReadRecord {
-                    partition: m.partition(),
-                    offset: m.offset(),
-                    key: m.key().map(|k| k.to_vec()),
-                    value: m.payload().map(|v| v.to_vec()),
-                    headers,
-                    timestamp: m.timestamp().to_millis().unwrap_or(-1),
-                });
-            }
+            Some(Ok(m)) => out.push(ReadRecord::from_message(&m)),
         }
     }
     out.sort_by_key(|r| (r.partition, r.offset));
     out
+}
+
+/// An rdkafka consumer assigned to every partition of `topic`, from the
+/// beginning: the independent reader all the read-back helpers use.
+fn reader(bootstrap: &str, topic: &str, partitions: i32) -> rdkafka::consumer::BaseConsumer {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+    let consumer: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "courier-test-reader")
+        .set("enable.auto.commit", "false")
+        .set("log_level", "3")
+        .create()
+        .expect("create rdkafka consumer");
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .expect("add partition");
+    }
+    consumer.assign(&tpl).expect("assign");
+    consumer
+}
+
+impl ReadRecord {
+    fn from_message(m: &rdkafka::message::BorrowedMessage<'_>) -> ReadRecord {
+        use rdkafka::message::{Headers, Message};
+        let headers = m
+            .headers()
+            .map(|hs| {
+                hs.iter()
+                    .map(|h| (h.key.to_string(), h.value.map(|v| v.to_vec())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        ReadRecord {
+            partition: m.partition(),
+            offset: m.offset(),
+            key: m.key().map(|k| k.to_vec()),
+            value: m.payload().map(|v| v.to_vec()),
+            headers,
+            timestamp: m.timestamp().to_millis().unwrap_or(-1),
+        }
+    }
 }
 
 /// Creates `topic` through Courier's own connection (CreateTopics).
@@ -263,23 +272,8 @@ pub fn read_positions(
     wanted: std::collections::HashSet<(i32, i64)>,
     limit: Duration,
 ) -> std::collections::HashMap<(i32, i64), ReadRecord> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Message;
-    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "courier-test-positions")
-        .set("enable.auto.commit", "false")
-        .set("log_level", "3")
-        .create()
-        .expect("create rdkafka consumer");
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
+    let consumer = reader(bootstrap, topic, partitions);
     let deadline = Instant::now() + limit;
     let mut out = std::collections::HashMap::new();
     while out.len() < wanted.len() {
@@ -292,17 +286,7 @@ pub fn read_positions(
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
             let pos = (m.partition(), m.offset());
             if wanted.contains(&pos) {
-                out.insert(
-                    pos,
-                    ReadRecord {
-                        partition: m.partition(),
-                        offset: m.offset(),
-                        key: m.key().map(|k| k.to_vec()),
-                        value: m.payload().map(|v| v.to_vec()),
-                        headers: Vec::new(),
-                        timestamp: m.timestamp().to_millis().unwrap_or(-1),
-                    },
-                );
+                out.insert(pos, ReadRecord::from_message(&m));
             }
         }
     }
@@ -512,22 +496,7 @@ impl ProxiedTansu {
 /// arrives until the log has been quiet for two seconds (Tansu's reported
 /// high watermarks are not reliable enough to stop on).
 pub fn read_all(bootstrap: &str, topic: &str, partitions: i32, at_least: usize) -> Vec<ReadRecord> {
-    use rdkafka::consumer::{BaseConsumer, Consumer};
-    use rdkafka::message::Message;
-    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-    let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .set("group.id", "courier-test-read-all")
-        .set("enable.auto.commit", "false")
-        .set("log_level", "3")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning)
-            .unwrap();
-    }
-    consumer.assign(&tpl).unwrap();
+    let consumer = reader(bootstrap, topic, partitions);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = Instant::now();
     let mut out = Vec::new();
@@ -539,14 +508,7 @@ pub fn read_all(bootstrap: &str, topic: &str, partitions: i32, at_least: usize) 
         );
         if let Some(Ok(m)) = consumer.poll(Duration::from_millis(100)) {
             last = Instant::now();
-            out.push(ReadRecord {
-                partition: m.partition(),
-                offset: m.offset(),
-                key: m.key().map(|k| k.to_vec()),
-                value: m.payload().map(|v| v.to_vec()),
-                headers: Vec::new(),
-                timestamp: m.timestamp().to_millis().unwrap_or(-1),
-            });
+            out.push(ReadRecord::from_message(&m));
         }
     }
     out.sort_by_key(|r| (r.partition, r.offset));
