@@ -69,7 +69,12 @@ pub(crate) struct Pending {
     pub reply: Reply,
 }
 
-/// The reports owed for one batch.
+/// The reports owed for one batch, in chunks of at most [`CHUNK`] records.
+///
+/// Chunks never regrow (a full one is left as it is and a new one started),
+/// so an owed entry is moved once when it is pushed and not again while the
+/// batch fills. A chunk whose records all report to one subscription is
+/// handed to that subscription's stream whole, as one `Vec`.
 ///
 /// Owed reports are paid by `report_router::route`, which empties this.
 /// Dropping it with reports still owed is a bug; as a last line of defence
@@ -78,21 +83,43 @@ pub(crate) struct Pending {
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
     pub subscribers: Vec<Arc<SubscriptionShared>>,
-    pub pending: Vec<Pending>,
+    pub chunks: Vec<Chunk>,
+    /// Capacity of the first chunk (sized from the batch's first record).
+    first_capacity: usize,
+}
+
+/// Records per owed chunk, at most (about 50 KiB of entries).
+pub(crate) const CHUNK: usize = 256;
+
+/// Consecutive owed entries of one batch.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub entries: Vec<Pending>,
+    /// `Some(i)` while every entry reports to subscription `i`.
+    pub sole: Option<u32>,
+}
+
+impl Chunk {
+    fn with_capacity(n: usize) -> Chunk {
+        Chunk {
+            entries: Vec::with_capacity(n),
+            sole: None,
+        }
+    }
 }
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        if self.pending.is_empty() {
+        if self.chunks.iter().all(|c| c.entries.is_empty()) {
             return;
         }
         tracing::error!(
-            records = self.pending.len(),
+            records = self.len(),
             "batch dropped with reports owed; reporting them Cancelled"
         );
         let mut per_sub: Vec<Vec<DeliveryReport>> =
             self.subscribers.iter().map(|_| Vec::new()).collect();
-        for p in self.pending.drain(..) {
+        for p in self.chunks.drain(..).flat_map(|c| c.entries) {
             let report = DeliveryReport::Failed(crate::report::DeliveryError {
                 kind: crate::report::ErrorKind::Cancelled,
                 message: "internal error: the batch was dropped before it was reported".into(),
@@ -115,7 +142,12 @@ impl Drop for Owed {
 }
 
 impl Owed {
-    fn push(
+    /// Records owed.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.entries.len()).sum()
+    }
+
+    pub(crate) fn push(
         &mut self,
         index: u32,
         timestamp: i64,
@@ -123,9 +155,9 @@ impl Owed {
         record: Record,
         reply: ReplyTo,
     ) {
-        let reply = match reply {
-            ReplyTo::Oneshot(tx) => Reply::Oneshot(tx),
-            ReplyTo::Actor(r) => Reply::Actor(r),
+        let (reply, sub) = match reply {
+            ReplyTo::Oneshot(tx) => (Reply::Oneshot(tx), None),
+            ReplyTo::Actor(r) => (Reply::Actor(r), None),
             ReplyTo::Subscription(s) => {
                 let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, s)) {
                     Some(i) => i,
@@ -133,11 +165,28 @@ impl Owed {
                         self.subscribers.push(s.clone());
                         self.subscribers.len() - 1
                     }
-                };
-                Reply::Subscription(i as u32)
+                } as u32;
+                (Reply::Subscription(i), Some(i))
             }
         };
-        self.pending.push(Pending {
+        let chunk = match self.chunks.last_mut() {
+            Some(c) if c.entries.len() < c.entries.capacity() => c,
+            _ => {
+                let cap = if self.chunks.is_empty() {
+                    self.first_capacity.clamp(1, CHUNK)
+                } else {
+                    CHUNK
+                };
+                self.chunks.push(Chunk::with_capacity(cap));
+                self.chunks.last_mut().expect("just pushed")
+            }
+        };
+        if chunk.entries.is_empty() {
+            chunk.sole = sub;
+        } else if chunk.sole != sub {
+            chunk.sole = None;
+        }
+        chunk.entries.push(Pending {
             index,
             timestamp,
             accepted,
@@ -251,11 +300,6 @@ pub(crate) enum AppendError<'s> {
 pub(crate) struct TopicQueues {
     pub partitions: Box<[Arc<PartitionQueue>]>,
 }
-
-/// The most owed-report slots reserved up front for one batch (about
-/// 200 KiB): enough to skip most regrowth, small enough that many
-/// near-empty batches do not pin memory.
-const MAX_OWED_RESERVE: usize = 1024;
 
 /// All partition queues, and the memory pool.
 #[derive(Debug)]
@@ -455,11 +499,10 @@ impl Accumulator {
             )
             .expect("an empty batch accepts any record");
         if let Some(reply) = reply {
-            // Size the owed list once per batch, from the first record, so
-            // it does not grow (and move every entry) a dozen times.
+            // Size the first owed chunk from the first record, so a small
+            // batch does not reserve a whole chunk.
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
-            let expected = (self.batch_size / per_record).clamp(1, MAX_OWED_RESERVE);
-            open.owed.pending.reserve(expected);
+            open.owed.first_capacity = self.batch_size / per_record;
             open.owed.push(0, timestamp, open.created, record, reply);
         }
         q.open = Some(open);

@@ -268,7 +268,6 @@ impl Inner {
                         .unwrap_or_default();
                     fail_unsent(
                         &self.acc,
-                        &queue.topic,
                         failed,
                         ErrorKind::Compression,
                         |_| reason,
@@ -856,7 +855,6 @@ pub(crate) fn cancel_queued(inner: &Inner) {
         for b in batches {
             fail_unsent(
                 &inner.acc,
-                &q.topic,
                 b,
                 ErrorKind::Cancelled,
                 |_| "producer closed or dropped before the record was sent".into(),

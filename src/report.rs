@@ -12,8 +12,6 @@ use crate::record::{Record, Topic};
 /// A record the broker has (or, with `acks=0`, that was sent).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
-    /// The topic.
-    pub topic: Topic,
     /// The partition it was written to.
     pub partition: i32,
     /// Its offset; `None` with `acks=0`, where the broker does not say.
@@ -27,6 +25,13 @@ pub struct Delivered {
     pub latency: Duration,
     /// The record itself, handed back.
     pub record: Record,
+}
+
+impl Delivered {
+    /// The topic it was written to (the record's own).
+    pub fn topic(&self) -> &Topic {
+        &self.record.topic
+    }
 }
 
 /// Why a record could not be delivered.

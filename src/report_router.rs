@@ -3,12 +3,13 @@
 //! per subscription per batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
-use crate::accumulator::{Owed, Reply};
-use crate::record::Topic;
+use crate::accumulator::{Owed, Pending, Reply};
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
 use crate::stats::Stats;
+use crate::subscription::ReportChunk;
 
 /// How a batch ended.
 #[derive(Debug, Clone)]
@@ -23,70 +24,135 @@ pub(crate) enum Outcome {
     Failed { kind: ErrorKind, message: String },
 }
 
-/// Sends every report `owed` for a batch of `record_count` records.
-pub(crate) fn route(
-    topic: &Topic,
-    partition: i32,
-    record_count: i32,
-    attempts: u32,
-    mut owed: Owed,
-    outcome: &Outcome,
-    stats: &Stats,
-) {
-    let now = Instant::now();
-    match outcome {
-        Outcome::Delivered { .. } => stats
-            .delivered
-            .fetch_add(record_count as u64, Ordering::Relaxed),
-        Outcome::Failed { .. } => stats
-            .failed
-            .fetch_add(record_count as u64, Ordering::Relaxed),
-    };
-    let subscribers = std::mem::take(&mut owed.subscribers);
-    let pending = std::mem::take(&mut owed.pending);
-    // One lock per subscriber for the whole batch; reports go straight into
-    // its queue (no intermediate vector), and an errors-only subscriber's
-    // successes are never built.
-    let mut sinks: Vec<_> = subscribers.iter().map(|s| s.sink()).collect();
-    let wants: Vec<bool> = subscribers.iter().map(|s| s.wants_successes()).collect();
-    let delivered = matches!(outcome, Outcome::Delivered { .. });
-    let mut latencies = LatencyBatch::default();
-    for p in pending {
-        let latency = now.saturating_duration_since(p.accepted);
-        latencies.add(latency.as_micros() as u64);
-        if let Reply::Subscription(i) = p.reply {
-            if delivered && !wants[i as usize] {
-                sinks[i as usize].skip();
-                continue;
-            }
-        }
-        let report = match outcome {
+/// One batch's outcome, shared by every chunk of its reports. A report is
+/// built from this and one owed entry only when it is handed out: by the
+/// router for `send` and actor targets, by the stream for subscriptions.
+#[derive(Debug)]
+pub(crate) struct BatchResult {
+    pub partition: i32,
+    pub attempts: u32,
+    /// When the outcome was known: the end of every record's latency.
+    pub reported_at: Instant,
+    pub outcome: Outcome,
+}
+
+impl BatchResult {
+    fn delivered(&self) -> bool {
+        matches!(self.outcome, Outcome::Delivered { .. })
+    }
+
+    /// The report for one owed entry of this batch.
+    pub(crate) fn report(&self, p: Pending) -> DeliveryReport {
+        self.report_and_reply(p).0
+    }
+
+    /// The report for one owed entry, and where it goes.
+    pub(crate) fn report_and_reply(&self, p: Pending) -> (DeliveryReport, Reply) {
+        let report = match &self.outcome {
             Outcome::Delivered {
                 base_offset,
                 log_append_time,
             } => DeliveryReport::Delivered(Delivered {
-                topic: topic.clone(),
-                partition,
+                partition: self.partition,
                 offset: base_offset.map(|b| b + p.index as i64),
                 timestamp: log_append_time.unwrap_or(p.timestamp),
-                attempts,
-                latency,
+                attempts: self.attempts,
+                latency: self.reported_at.saturating_duration_since(p.accepted),
                 record: p.record,
             }),
             Outcome::Failed { kind, message } => DeliveryReport::Failed(DeliveryError {
                 kind: *kind,
                 message: message.clone(),
-                partition: Some(partition),
-                attempts,
+                partition: Some(self.partition),
+                attempts: self.attempts,
                 record: p.record,
             }),
         };
-        match p.reply {
-            Reply::Oneshot(tx) => {
-                let _ = tx.send(report);
+        (report, p.reply)
+    }
+}
+
+/// Sends every report `owed` for a batch of `record_count` records.
+///
+/// A chunk whose records all report to one subscription goes to that
+/// subscription whole (its reports are built as the stream is read); only
+/// `send` and actor targets, and chunks mixing targets, are split here.
+pub(crate) fn route(
+    partition: i32,
+    record_count: i32,
+    attempts: u32,
+    mut owed: Owed,
+    outcome: Outcome,
+    stats: &Stats,
+) {
+    let result = Arc::new(BatchResult {
+        partition,
+        attempts,
+        reported_at: Instant::now(),
+        outcome,
+    });
+    let delivered = result.delivered();
+    if delivered {
+        stats
+            .delivered
+            .fetch_add(record_count as u64, Ordering::Relaxed);
+    } else {
+        stats
+            .failed
+            .fetch_add(record_count as u64, Ordering::Relaxed);
+    }
+    let subscribers = std::mem::take(&mut owed.subscribers);
+    let chunks = std::mem::take(&mut owed.chunks);
+    // One lock per subscriber for the whole batch, and an errors-only
+    // subscriber's successes are never built.
+    let mut sinks: Vec<_> = subscribers.iter().map(|s| s.sink()).collect();
+    let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
+    let mut latencies = LatencyBatch::default();
+    for chunk in chunks {
+        for p in &chunk.entries {
+            latencies.add(
+                result
+                    .reported_at
+                    .saturating_duration_since(p.accepted)
+                    .as_micros() as u64,
+            );
+        }
+        if let Some(i) = chunk.sole {
+            let sink = &mut sinks[i as usize];
+            if takes(i) {
+                sink.push(ReportChunk::batch(result.clone(), chunk.entries));
+            } else {
+                sink.skip(chunk.entries.len());
             }
-            Reply::Actor(r) => r.do_send(report),
-            Reply::Subscription(i) => sinks[i as usize].push(report),
+            continue;
+        }
+        // Mixed targets: answer `send` and actors now, and gather each
+        // subscription's entries into a chunk of its own.
+        let mut per_sub: Vec<Vec<Pending>> = subscribers.iter().map(|_| Vec::new()).collect();
+        for p in chunk.entries {
+            match p.reply {
+                Reply::Subscription(i) => per_sub[i as usize].push(p),
+                Reply::Oneshot(_) | Reply::Actor(_) => {
+                    let (report, reply) = result.report_and_reply(p);
+                    match reply {
+                        Reply::Oneshot(tx) => {
+                            let _ = tx.send(report);
+                        }
+                        Reply::Actor(r) => r.do_send(report),
+                        Reply::Subscription(_) => unreachable!("matched above"),
+                    }
+                }
+            }
+        }
+        for (i, entries) in per_sub.into_iter().enumerate() {
+            if entries.is_empty() {
+                continue;
+            }
+            if takes(i as u32) {
+                sinks[i].push(ReportChunk::batch(result.clone(), entries));
+            } else {
+                sinks[i].skip(entries.len());
+            }
         }
     }
     drop(sinks);
@@ -97,7 +163,6 @@ pub(crate) fn route(
 /// encode) as failed, and marks it done. `message` gets the attempts made.
 pub(crate) fn fail_unsent(
     acc: &crate::accumulator::Accumulator,
-    topic: &Topic,
     batch: Result<crate::accumulator::ProducerBatch, crate::accumulator::FailedBatch>,
     kind: ErrorKind,
     message: impl FnOnce(u32) -> String,
@@ -109,12 +174,11 @@ pub(crate) fn fail_unsent(
     };
     let message = message(attempts);
     route(
-        topic,
         partition,
         count,
         attempts,
         owed,
-        &Outcome::Failed { kind, message },
+        Outcome::Failed { kind, message },
         stats,
     );
     acc.batch_done(id);
@@ -161,5 +225,99 @@ impl LatencyBatch {
                 shared[i].fetch_add(*n as u64, Ordering::Relaxed);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::accumulator::ReplyTo;
+    use crate::record::Record;
+    use crate::report::ReportMode;
+    use crate::subscription::{ReportStream, SubscriptionShared};
+    use futures::{FutureExt, StreamExt};
+    use std::sync::atomic::AtomicBool;
+
+    fn drain(stream: &mut ReportStream) -> Vec<DeliveryReport> {
+        std::iter::from_fn(|| stream.next().now_or_never().flatten()).collect()
+    }
+
+    /// A batch whose chunks mix targets (two subscriptions, one of them
+    /// errors-only, and a `send`), followed by chunks owned by one
+    /// subscription: everyone gets exactly their reports, with the offset
+    /// of their own record.
+    #[test]
+    fn mixed_and_sole_chunks_reach_exactly_their_targets() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let all = SubscriptionShared::new(ReportMode::All, 10_000, closed.clone());
+        let errors = SubscriptionShared::new(ReportMode::ErrorsOnly, 10_000, closed.clone());
+        let mut all_stream = ReportStream::new(all.clone());
+        let mut errors_stream = ReportStream::new(errors.clone());
+        let stats = Stats::default();
+        let route_batch = |outcome: Outcome| {
+            let (tx, mut rx) = tokio::sync::oneshot::channel();
+            let mut owed = Owed::default();
+            let now = Instant::now();
+            let rec = |i: u32| Record::to("t").value(i.to_string());
+            owed.push(0, 7, now, rec(0), ReplyTo::Subscription(&all));
+            owed.push(1, 7, now, rec(1), ReplyTo::Oneshot(tx));
+            owed.push(2, 7, now, rec(2), ReplyTo::Subscription(&errors));
+            for i in 3..700 {
+                owed.push(i, 7, now, rec(i), ReplyTo::Subscription(&all));
+            }
+            assert!(owed.chunks.len() >= 3, "several chunks");
+            route(4, 700, 1, owed, outcome, &stats);
+            rx.try_recv().expect("the send got its report")
+        };
+        let before = errors.outstanding.available_permits();
+        let sent = route_batch(Outcome::Delivered {
+            base_offset: Some(100),
+            log_append_time: None,
+        });
+        let DeliveryReport::Delivered(d) = sent else {
+            panic!("{sent:?}")
+        };
+        assert_eq!(
+            (d.offset, d.record.value.as_deref()),
+            (Some(101), Some(&b"1"[..]))
+        );
+        let got = drain(&mut all_stream);
+        assert_eq!(got.len(), 698);
+        for r in &got {
+            let DeliveryReport::Delivered(d) = r else {
+                panic!("{r:?}")
+            };
+            let i: i64 = std::str::from_utf8(d.record.value.as_deref().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert_ne!(i, 1);
+            assert_ne!(i, 2);
+            assert_eq!(d.offset, Some(100 + i));
+            assert_eq!((d.partition, d.timestamp, d.attempts), (4, 7, 1));
+        }
+        // The errors-only subscription's success was not queued, and is no
+        // longer outstanding.
+        assert!(drain(&mut errors_stream).is_empty());
+        assert_eq!(errors.outstanding.available_permits(), before + 1);
+
+        let failed = route_batch(Outcome::Failed {
+            kind: ErrorKind::Timeout,
+            message: "late".into(),
+        });
+        assert!(!failed.is_delivered());
+        assert_eq!(drain(&mut all_stream).len(), 698);
+        let errs = drain(&mut errors_stream);
+        assert_eq!(errs.len(), 1);
+        match &errs[0] {
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::Timeout);
+                assert_eq!(e.record.value.as_deref(), Some(&b"2"[..]));
+            }
+            other => panic!("{other:?}"),
+        }
+        let s = &stats;
+        assert_eq!(s.delivered.load(Ordering::Relaxed), 700);
+        assert_eq!(s.failed.load(Ordering::Relaxed), 700);
     }
 }

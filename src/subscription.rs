@@ -9,10 +9,11 @@
 //! that many are outstanding, so a subscriber that stops reading stops its
 //! own producing instead of growing memory; no report is ever dropped.
 //!
-//! Reports arrive per batch: the report router pushes all of a batch's
-//! reports for one subscription under one lock and wakes the stream once.
-//! The stream swaps the whole queue into a local buffer, so reading costs
-//! one lock per chunk, not per report.
+//! Reports arrive per batch: the report router pushes a batch's owed
+//! entries for one subscription as whole chunks (`Vec`s moved, not their
+//! entries) under one lock, and wakes the stream once. The stream swaps the
+//! whole queue into a local buffer, so reading costs one lock per refill,
+//! not per report, and builds each report only as it is read.
 
 use crate::accumulator::lock;
 use std::collections::VecDeque;
@@ -25,13 +26,49 @@ use futures::task::AtomicWaker;
 use futures::Stream;
 use tokio::sync::Semaphore;
 
+use crate::accumulator::Pending;
 use crate::report::{DeliveryReport, ReportMode};
+use crate::report_router::BatchResult;
+
+/// Reports queued for a stream: a run of one batch's owed entries (built
+/// into reports as they are read), or reports already built.
+#[derive(Debug)]
+pub(crate) enum ReportChunk {
+    Batch {
+        result: Arc<BatchResult>,
+        entries: std::vec::IntoIter<Pending>,
+    },
+    Built(std::vec::IntoIter<DeliveryReport>),
+}
+
+impl ReportChunk {
+    pub(crate) fn batch(result: Arc<BatchResult>, entries: Vec<Pending>) -> ReportChunk {
+        ReportChunk::Batch {
+            result,
+            entries: entries.into_iter(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            ReportChunk::Batch { entries, .. } => entries.len(),
+            ReportChunk::Built(r) => r.len(),
+        }
+    }
+
+    fn next_report(&mut self) -> Option<DeliveryReport> {
+        match self {
+            ReportChunk::Batch { result, entries } => entries.next().map(|p| result.report(p)),
+            ReportChunk::Built(r) => r.next(),
+        }
+    }
+}
 
 /// Shared between the handle, the stream and the report router.
 #[derive(Debug)]
 pub(crate) struct SubscriptionShared {
     pub(crate) mode: ReportMode,
-    queue: Mutex<VecDeque<DeliveryReport>>,
+    queue: Mutex<VecDeque<ReportChunk>>,
     waker: AtomicWaker,
     /// One permit per report that may still be outstanding.
     pub(crate) outstanding: Semaphore,
@@ -76,7 +113,7 @@ impl SubscriptionShared {
             self.outstanding.add_permits(dropped);
         }
         if !kept.is_empty() {
-            lock(&self.queue).extend(kept);
+            lock(&self.queue).push_back(ReportChunk::Built(kept.into_iter()));
         }
         self.waker.wake();
     }
@@ -120,21 +157,21 @@ impl SubscriptionShared {
 /// See [`SubscriptionShared::sink`].
 pub(crate) struct Sink<'a> {
     shared: &'a SubscriptionShared,
-    queue: Option<std::sync::MutexGuard<'a, VecDeque<DeliveryReport>>>,
+    queue: Option<std::sync::MutexGuard<'a, VecDeque<ReportChunk>>>,
     skipped: usize,
 }
 
 impl Sink<'_> {
-    pub(crate) fn push(&mut self, report: DeliveryReport) {
+    pub(crate) fn push(&mut self, chunk: ReportChunk) {
         if let Some(q) = self.queue.as_mut() {
-            q.push_back(report);
+            q.push_back(chunk);
         }
     }
 
-    /// A report this subscription does not take (a success, errors-only):
+    /// `n` reports this subscription does not take (successes, errors-only):
     /// no longer outstanding.
-    pub(crate) fn skip(&mut self) {
-        self.skipped += 1;
+    pub(crate) fn skip(&mut self, n: usize) {
+        self.skipped += n;
     }
 }
 
@@ -155,7 +192,7 @@ impl Drop for Sink<'_> {
 #[derive(Debug)]
 pub struct ReportStream {
     shared: Arc<SubscriptionShared>,
-    local: VecDeque<DeliveryReport>,
+    local: VecDeque<ReportChunk>,
 }
 
 impl ReportStream {
@@ -173,8 +210,20 @@ impl ReportStream {
         }
         std::mem::swap(&mut *q, &mut self.local);
         drop(q);
-        self.shared.outstanding.add_permits(self.local.len());
+        let n = self.local.iter().map(ReportChunk::len).sum();
+        self.shared.outstanding.add_permits(n);
         true
+    }
+
+    /// The next report already received, if any.
+    fn pop_local(&mut self) -> Option<DeliveryReport> {
+        while let Some(chunk) = self.local.front_mut() {
+            if let Some(r) = chunk.next_report() {
+                return Some(r);
+            }
+            self.local.pop_front();
+        }
+        None
     }
 }
 
@@ -182,20 +231,20 @@ impl Stream for ReportStream {
     type Item = DeliveryReport;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
-        if let Some(r) = self.local.pop_front() {
+        if let Some(r) = self.pop_local() {
             return Poll::Ready(Some(r));
         }
         if self.refill() {
-            return Poll::Ready(self.local.pop_front());
+            return Poll::Ready(self.pop_local());
         }
         self.shared.waker.register(cx.waker());
         if self.refill() {
-            return Poll::Ready(self.local.pop_front());
+            return Poll::Ready(self.pop_local());
         }
         if self.shared.finished() {
             // A report may have landed between the check and `finished`.
             if self.refill() {
-                return Poll::Ready(self.local.pop_front());
+                return Poll::Ready(self.pop_local());
             }
             return Poll::Ready(None);
         }

@@ -42,7 +42,7 @@ async fn send_reports_partition_offset_timestamp_and_attempts() {
         offsets[d.partition as usize] += 1;
         assert_eq!(d.timestamp, 1_700_000_000_000 + i as i64);
         assert_eq!(d.attempts, 1);
-        assert_eq!(&*d.topic, "send");
+        assert_eq!(d.topic().as_str(), "send");
     }
     producer.close().await;
 }

@@ -147,7 +147,7 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
                 ..
             } => {
                 assert_eq!(*reason, GiveUp::AttemptsExhausted);
-                assert_eq!(&*dead_letter.topic, "payments.dlq");
+                assert_eq!(dead_letter.topic().as_str(), "payments.dlq");
                 dead.insert(value(o));
             }
             other => panic!("{other:?}"),

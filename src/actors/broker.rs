@@ -308,12 +308,11 @@ impl BrokerConnection {
             lock(&q.inner).unacked.remove(&batch.id);
         }
         route(
-            &batch.topic,
             batch.partition,
             batch.record_count,
             batch.attempts,
             batch.owed,
-            &outcome,
+            outcome,
             &self.inner.stats,
         );
         self.inner.acc.batch_done(batch.id);
@@ -468,7 +467,6 @@ impl BrokerConnection {
                             let reason = f.reason.clone();
                             fail_unsent(
                                 &inner.acc,
-                                &q.topic,
                                 Err(f),
                                 ErrorKind::Compression,
                                 |_| reason,

@@ -184,7 +184,6 @@ impl ProducerSupervisor {
                 let timeout_ms = self.inner.config.delivery_timeout.as_millis();
                 fail_unsent(
                     &self.inner.acc,
-                    &q.topic,
                     b,
                     ErrorKind::Timeout,
                     |attempts| {
