@@ -203,7 +203,25 @@ pub(crate) struct OpenBatch {
     builder: BatchBuilder,
     owed: Owed,
     pub created: Instant,
+    /// The wall clock at `created`, in ms since the epoch: records' create
+    /// times are derived from it and their own monotonic reading, so a
+    /// record costs one clock reading, not two.
+    created_wall_ms: i64,
     memory: OwnedSemaphorePermit,
+}
+
+impl OpenBatch {
+    /// Create time for a record accepted at `accepted`.
+    #[inline]
+    fn timestamp_at(&self, accepted: Instant) -> i64 {
+        self.created_wall_ms + accepted.saturating_duration_since(self.created).as_millis() as i64
+    }
+}
+
+fn wall_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// A closed, encoded batch: queued, in flight, or waiting to retry.
@@ -306,7 +324,7 @@ pub(crate) struct TopicQueues {
 pub(crate) struct Accumulator {
     /// Looked up by `&str` (`Topic: Borrow<str>`), so the hot path clones
     /// neither the topic nor a queue's `Arc`.
-    topics: DashMap<Topic, TopicQueues>,
+    topics: DashMap<Topic, TopicQueues, crate::record::TopicHasher>,
     closed: Arc<std::sync::atomic::AtomicBool>,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
@@ -326,7 +344,7 @@ impl Accumulator {
         closed: Arc<std::sync::atomic::AtomicBool>,
     ) -> Self {
         Accumulator {
-            topics: DashMap::new(),
+            topics: DashMap::default(),
             closed,
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
@@ -349,13 +367,13 @@ impl Accumulator {
         f: impl FnOnce(&PartitionQueue, Record) -> R,
     ) -> R {
         let p = partition.max(0) as usize;
-        if let Some(t) = self.topics.get(record.topic.as_str()) {
+        if let Some(t) = self.topics.get(&record.topic) {
             if let Some(q) = t.partitions.get(p) {
                 return f(q, record);
             }
         }
         self.grow(&record.topic, p + 1);
-        let t = self.topics.get(record.topic.as_str()).expect("just grown");
+        let t = self.topics.get(&record.topic).expect("just grown");
         f(&t.partitions[p], record)
     }
 
@@ -424,14 +442,17 @@ impl Accumulator {
     /// `allow_new_batch` false makes a full open batch an error instead of
     /// a reason to open another (KIP-480's "abort on new batch").
     /// `memory` is a reservation made after an earlier `NeedMemory`.
+    /// `accepted` is when the producer took the record: its latency starts
+    /// there, and a record without a timestamp gets that time as its create
+    /// time.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     pub fn append<'s>(
         &self,
         queue: &PartitionQueue,
         record: Record,
         reply: Option<ReplyTo<'s>>,
-        timestamp: i64,
-        accepted: Option<Instant>,
+        accepted: Instant,
         allow_new_batch: bool,
         memory: &mut Option<OwnedSemaphorePermit>,
         closed: &mut Vec<Result<ProducerBatch, FailedBatch>>,
@@ -442,6 +463,9 @@ impl Accumulator {
         }
         if let Some(open) = q.open.as_mut() {
             let index = open.builder.record_count() as u32;
+            let timestamp = record
+                .timestamp
+                .unwrap_or_else(|| open.timestamp_at(accepted));
             if open
                 .builder
                 .try_append(
@@ -453,7 +477,6 @@ impl Accumulator {
                 .is_ok()
             {
                 if let Some(reply) = reply {
-                    let accepted = accepted.unwrap_or_else(Instant::now);
                     open.owed.push(index, timestamp, accepted, record, reply);
                 }
                 q.appended += 1;
@@ -487,9 +510,11 @@ impl Accumulator {
             id,
             builder: BatchBuilder::new(self.batch_size, self.compression),
             owed: Owed::default(),
-            created: accepted.unwrap_or_else(Instant::now),
+            created: accepted,
+            created_wall_ms: wall_clock_ms(),
             memory: permit,
         };
+        let timestamp = record.timestamp.unwrap_or(open.created_wall_ms);
         open.builder
             .try_append(
                 timestamp,

@@ -37,7 +37,7 @@ pub struct MetadataSnapshot {
     /// Broker id to `host:port`.
     pub brokers: HashMap<i32, String>,
     /// Topics we have asked about and that exist.
-    pub topics: HashMap<Topic, TopicMetadata>,
+    pub topics: HashMap<Topic, TopicMetadata, crate::record::TopicHasher>,
     /// Topics the cluster said do not exist, with the error code.
     pub missing: HashMap<Topic, i16>,
     /// When this was fetched; `None` before the first fetch.

@@ -106,7 +106,7 @@ pub fn partition_for_key(key: &[u8], partition_count: i32) -> i32 {
 /// topic, changed only when that partition's batch closes.
 #[derive(Debug, Default)]
 pub struct StickyPartitioner {
-    current: DashMap<String, i32>,
+    current: DashMap<String, i32, crate::record::TopicHasher>,
 }
 
 impl StickyPartitioner {

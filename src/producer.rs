@@ -16,7 +16,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use actix::Addr;
 use arc_swap::ArcSwap;
@@ -66,6 +66,15 @@ impl ProduceError {
     }
 }
 
+/// What a record's first produce try must wait for.
+pub(crate) enum Slow<'s> {
+    /// The topic's metadata.
+    Metadata(Record, Option<ReplyTo<'s>>),
+    /// This many bytes of `buffer.memory` (the record was headed for this
+    /// partition).
+    Memory(Record, Option<ReplyTo<'s>>, usize, i32),
+}
+
 /// State shared by handles and actors. Lives as long as any of them.
 pub(crate) struct Inner {
     pub config: ProducerConfig,
@@ -103,12 +112,6 @@ impl std::fmt::Debug for Inner {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-fn now_millis() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl Inner {
@@ -156,14 +159,108 @@ impl Inner {
     /// batch opens. Every accepted record gets exactly one report through
     /// `reply` (none when `reply` is `None`). `Err` hands the record back
     /// unaccepted; it then gets no report.
+    ///
+    /// With `wait`, waits for the topic's metadata and for room in
+    /// `buffer.memory`; without, those are `MetadataNotReady` and
+    /// `QueueFull`.
     pub(crate) async fn enqueue(
         &self,
         record: Record,
         reply: Option<ReplyTo<'_>>,
         wait: bool,
     ) -> Result<(), ProduceError> {
+        match self.enqueue_now(record, reply, wait, false, &mut None) {
+            Ok(r) => r,
+            Err(slow) => self.enqueue_slow(slow).await,
+        }
+    }
+
+    /// The waiting part of [`enqueue`](Self::enqueue), for a record whose
+    /// first try needs metadata or memory. Boxed, so that the futures of
+    /// produce calls, which almost never get here, stay small.
+    pub(crate) fn enqueue_slow<'a>(
+        &'a self,
+        slow: Slow<'a>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ProduceError>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            let mut memory = None;
+            let mut metadata_awaited = false;
+            let mut slow = slow;
+            loop {
+                let (record, reply) = match slow {
+                    Slow::Metadata(record, reply) => {
+                        let Some(p) = self.partitioner_addr.get() else {
+                            return Err(ProduceError::Closed(record));
+                        };
+                        let ensured = p
+                            .send(EnsureTopic {
+                                topic: record.topic.clone(),
+                            })
+                            .await;
+                        match ensured {
+                            Ok(Ok(())) => metadata_awaited = true,
+                            Ok(Err(kind)) => {
+                                let msg = format!(
+                                    "no metadata for topic {:?} within max.block.ms ({} ms)",
+                                    record.topic.as_str(),
+                                    self.config.max_block.as_millis()
+                                );
+                                self.reject(record, reply, kind, msg, None);
+                                return Ok(());
+                            }
+                            Err(_) => return Err(ProduceError::Closed(record)),
+                        }
+                        (record, reply)
+                    }
+                    Slow::Memory(record, reply, bytes, partition) => {
+                        let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
+                        match tokio::time::timeout(self.config.max_block, acquire).await {
+                            Ok(Ok(permit)) => memory = Some(permit),
+                            Ok(Err(_)) => return Err(ProduceError::Closed(record)),
+                            Err(_) => {
+                                let msg = format!(
+                                    "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
+                                    self.config.buffer_memory,
+                                    self.config.max_block.as_millis()
+                                );
+                                self.reject(
+                                    record,
+                                    reply,
+                                    ErrorKind::Timeout,
+                                    msg,
+                                    Some(partition),
+                                );
+                                return Ok(());
+                            }
+                        }
+                        (record, reply)
+                    }
+                };
+                match self.enqueue_now(record, reply, true, metadata_awaited, &mut memory) {
+                    Ok(r) => return r,
+                    Err(next) => slow = next,
+                }
+            }
+        })
+    }
+
+    /// One synchronous try at accepting a record: the whole produce path
+    /// when metadata is known and `buffer.memory` has room. `Err` says what
+    /// to wait for (only with `wait`; without it, `Ok(Err(..))` hands the
+    /// record back). `metadata_awaited` turns missing metadata into an
+    /// `UnknownTopic` report instead of another wait.
+    #[inline]
+    pub(crate) fn enqueue_now<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        wait: bool,
+        metadata_awaited: bool,
+        memory: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         if self.closed.load(Ordering::Acquire) {
-            return Err(ProduceError::Closed(record));
+            return Ok(Err(ProduceError::Closed(record)));
         }
         let needed = crate::protocol::record_batch::single_record_batch_size(
             record.key.as_deref(),
@@ -177,43 +274,26 @@ impl Inner {
                 self.config.max_request_size
             );
             self.reject(record, reply, ErrorKind::RecordTooLarge, msg, None);
-            return Ok(());
+            return Ok(Ok(()));
         }
 
-        let mut snapshot = self.metadata.load();
-        if !snapshot.topics.contains_key(record.topic.as_str()) {
-            let Some(p) = self.partitioner_addr.get() else {
-                return Err(ProduceError::Closed(record));
-            };
+        let snapshot = self.metadata.load();
+        let Some(tm) = snapshot.topics.get(&record.topic) else {
+            if metadata_awaited {
+                let msg = format!("topic {:?} has no metadata", record.topic.as_str());
+                self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
+                return Ok(Ok(()));
+            }
             if !wait {
+                let Some(p) = self.partitioner_addr.get() else {
+                    return Ok(Err(ProduceError::Closed(record)));
+                };
                 p.do_send(EnsureTopic {
                     topic: record.topic.clone(),
                 });
-                return Err(ProduceError::MetadataNotReady(record));
+                return Ok(Err(ProduceError::MetadataNotReady(record)));
             }
-            match p
-                .send(EnsureTopic {
-                    topic: record.topic.clone(),
-                })
-                .await
-            {
-                Ok(Ok(())) => snapshot = self.metadata.load(),
-                Ok(Err(kind)) => {
-                    let msg = format!(
-                        "no metadata for topic {:?} within max.block.ms ({} ms)",
-                        record.topic.as_str(),
-                        self.config.max_block.as_millis()
-                    );
-                    self.reject(record, reply, kind, msg, None);
-                    return Ok(());
-                }
-                Err(_) => return Err(ProduceError::Closed(record)),
-            }
-        }
-        let Some(tm) = snapshot.topics.get(record.topic.as_str()) else {
-            let msg = format!("topic {:?} has no metadata", record.topic.as_str());
-            self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
-            return Ok(());
+            return Err(Slow::Metadata(record, reply));
         };
         let layout = TopicLayout {
             partition_count: tm.partition_count,
@@ -228,7 +308,7 @@ impl Inner {
                         tm.partition_count
                     );
                     self.reject(record, reply, ErrorKind::UnknownPartition, msg, Some(p));
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
                 (p, false)
             }
@@ -238,13 +318,11 @@ impl Inner {
             ),
         };
 
-        let timestamp = record.timestamp.unwrap_or_else(now_millis);
-        // Only a record that owes a report needs its own clock reading (for
-        // its latency); a new batch reads the clock for its linger anyway.
-        let accepted = reply.is_some().then(Instant::now);
+        // One clock reading per record: its latency starts here, and its
+        // create time (unless it brought one) is derived from it.
+        let accepted = Instant::now();
         let mut record = record;
         let mut reply = reply;
-        let mut memory = None;
         let mut allow_new_batch = !sticky;
         let mut closed = Vec::new();
         loop {
@@ -253,10 +331,9 @@ impl Inner {
                     queue,
                     record,
                     reply,
-                    timestamp,
                     accepted,
                     allow_new_batch,
-                    &mut memory,
+                    memory,
                     &mut closed,
                 );
                 // A full batch that failed to encode (compression error).
@@ -283,9 +360,9 @@ impl Inner {
                             self.wake_leader(leader);
                         }
                     }
-                    return Ok(());
+                    return Ok(Ok(()));
                 }
-                Err(AppendError::Closed(r)) => return Err(ProduceError::Closed(r)),
+                Err(AppendError::Closed(r)) => return Ok(Err(ProduceError::Closed(r))),
                 Err(AppendError::WouldOpenNewBatch(r, rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
                     // before opening a new one.
@@ -297,24 +374,9 @@ impl Inner {
                 }
                 Err(AppendError::NeedMemory(r, rp, bytes)) => {
                     if !wait {
-                        return Err(ProduceError::QueueFull(r));
+                        return Ok(Err(ProduceError::QueueFull(r)));
                     }
-                    let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
-                    match tokio::time::timeout(self.config.max_block, acquire).await {
-                        Ok(Ok(permit)) => memory = Some(permit),
-                        Ok(Err(_)) => return Err(ProduceError::Closed(r)),
-                        Err(_) => {
-                            let msg = format!(
-                                "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
-                                self.config.buffer_memory,
-                                self.config.max_block.as_millis()
-                            );
-                            self.reject(r, rp, ErrorKind::Timeout, msg, Some(partition));
-                            return Ok(());
-                        }
-                    }
-                    record = r;
-                    reply = rp;
+                    return Err(Slow::Memory(r, rp, bytes, partition));
                 }
             }
         }
@@ -608,12 +670,18 @@ impl Producer {
     /// Produces `record` and waits for its delivery report.
     pub async fn send(&self, record: Record) -> Result<Delivered, DeliveryError> {
         let (tx, rx) = oneshot::channel();
-        // Boxed: the enqueue state machine is large (it can wait for
-        // metadata or memory) but usually finishes in its first poll. Boxing
-        // it keeps a `send` future that waits for its report small, which
-        // matters to callers holding many of them at once.
-        let enqueue = Box::pin(self.inner.enqueue(record, Some(ReplyTo::Oneshot(tx)), true));
-        if let Err(e) = enqueue.await {
+        // The waiting part of enqueue is boxed (`enqueue_slow`), so a `send`
+        // future waiting for its report stays small, which matters to
+        // callers holding many of them at once.
+        let accepted =
+            match self
+                .inner
+                .enqueue_now(record, Some(ReplyTo::Oneshot(tx)), true, false, &mut None)
+            {
+                Ok(r) => r,
+                Err(slow) => self.inner.enqueue_slow(slow).await,
+            };
+        if let Err(e) = accepted {
             let message = e.to_string();
             return Err(DeliveryError {
                 kind: ErrorKind::Cancelled,
@@ -641,14 +709,12 @@ impl Producer {
     /// `QueueFull`, unknown metadata is `MetadataNotReady`; the record is
     /// handed back either way.
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
-        use std::future::Future;
-        let fut = self.inner.enqueue(record, None, false);
-        let mut fut = std::pin::pin!(fut);
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(r) => r,
-            std::task::Poll::Pending => unreachable!("enqueue with wait=false never awaits"),
+        match self
+            .inner
+            .enqueue_now(record, None, false, false, &mut None)
+        {
+            Ok(r) => r,
+            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
         }
     }
 
@@ -779,18 +845,25 @@ impl Subscriber {
     /// Produces `record`; its report goes to this subscription's stream.
     /// Waits while the subscription's outstanding-report bound is reached.
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
-        let Ok(permit) = self.shared.outstanding.acquire().await else {
-            return Err(ProduceError::Closed(record));
+        use tokio::sync::TryAcquireError;
+        let permit = match self.shared.outstanding.try_acquire() {
+            Ok(p) => p,
+            Err(TryAcquireError::Closed) => return Err(ProduceError::Closed(record)),
+            Err(TryAcquireError::NoPermits) => match self.shared.outstanding.acquire().await {
+                Ok(p) => p,
+                Err(_) => return Err(ProduceError::Closed(record)),
+            },
         };
         permit.forget();
         // Until the record is accepted, the permit is ours to give back,
         // also if this future is dropped mid-way.
         let guard = OutstandingGuard(&self.shared);
-        let r = self
-            .producer
-            .inner
-            .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), true)
-            .await;
+        let inner = &self.producer.inner;
+        let reply = Some(ReplyTo::Subscription(&self.shared));
+        let r = match inner.enqueue_now(record, reply, true, false, &mut None) {
+            Ok(r) => r,
+            Err(slow) => inner.enqueue_slow(slow).await,
+        };
         if r.is_ok() {
             std::mem::forget(guard);
         }
@@ -800,22 +873,19 @@ impl Subscriber {
     /// Like [`produce`](Self::produce) but never waits; `QueueFull` when
     /// the subscription's bound or `buffer.memory` is reached.
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
-        use std::future::Future;
         let Ok(permit) = self.shared.outstanding.try_acquire() else {
             return Err(ProduceError::QueueFull(record));
         };
         permit.forget();
         let guard = OutstandingGuard(&self.shared);
-        let fut =
-            self.producer
-                .inner
-                .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), false);
-        let mut fut = std::pin::pin!(fut);
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        let r = match fut.as_mut().poll(&mut cx) {
-            std::task::Poll::Ready(r) => r,
-            std::task::Poll::Pending => unreachable!("enqueue with wait=false never awaits"),
+        let reply = Some(ReplyTo::Subscription(&self.shared));
+        let r = match self
+            .producer
+            .inner
+            .enqueue_now(record, reply, false, false, &mut None)
+        {
+            Ok(r) => r,
+            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
         };
         if r.is_ok() {
             std::mem::forget(guard);

@@ -10,17 +10,59 @@ use std::ops::Deref;
 
 use bytes::Bytes;
 
-/// A topic name: UTF-8 held in [`Bytes`], so clones never copy the text and a
-/// `'static` name never allocates.
+/// The hasher of the hot-path maps keyed by topic (metadata, partition
+/// queues, sticky partitions): topic names are short and chosen by the
+/// application, so a fast hash beats SipHash's flooding resistance here.
+pub(crate) type TopicHasher = foldhash::fast::RandomState;
+
+/// A topic name.
+///
+/// Names are interned: each distinct name is allocated once per process
+/// and kept for its life, so cloning or dropping a `Topic` costs nothing
+/// (no reference count), and two `Topic`s of one name share their text.
+/// Kafka topic names are few and bounded by the cluster, so the table
+/// stays small.
 ///
 /// ```
 /// use courier::record::Topic;
 /// let t = Topic::from_static("orders");
 /// assert_eq!(&*t, "orders");
 /// assert_eq!(Topic::from(String::from("orders")), t);
+/// assert_eq!(Topic::from("orders").as_str().as_ptr(), Topic::from("orders").as_str().as_ptr());
 /// ```
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Eq, PartialOrd, Ord)]
 pub struct Topic(Bytes);
+
+impl PartialEq for Topic {
+    fn eq(&self, other: &Topic) -> bool {
+        // Interned names of one topic share their text.
+        (self.0.as_ptr() == other.0.as_ptr() && self.0.len() == other.0.len()) || self.0 == other.0
+    }
+}
+
+/// The interned text of `name`.
+fn intern(name: &str) -> &'static str {
+    use std::collections::HashSet;
+    use std::sync::{OnceLock, RwLock};
+    static NAMES: OnceLock<RwLock<HashSet<&'static str, TopicHasher>>> = OnceLock::new();
+    let names = NAMES.get_or_init(Default::default);
+    let read = names
+        .read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(n) = read.get(name) {
+        return n;
+    }
+    drop(read);
+    let mut write = names
+        .write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(n) = write.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.into());
+    write.insert(n);
+    n
+}
 
 // Hash as `str` does, so maps keyed by `Topic` can be searched with `&str`
 // (`Borrow<str>` requires equal hashes).
@@ -31,7 +73,7 @@ impl std::hash::Hash for Topic {
 }
 
 impl Topic {
-    /// A topic from a static string; no allocation.
+    /// A topic from a static string; no allocation and no table lookup.
     pub const fn from_static(name: &'static str) -> Self {
         Topic(Bytes::from_static(name.as_bytes()))
     }
@@ -64,13 +106,13 @@ impl std::borrow::Borrow<str> for Topic {
 
 impl From<String> for Topic {
     fn from(s: String) -> Self {
-        Topic(Bytes::from(s.into_bytes()))
+        Topic::from(s.as_str())
     }
 }
 
 impl From<&str> for Topic {
     fn from(s: &str) -> Self {
-        Topic(Bytes::copy_from_slice(s.as_bytes()))
+        Topic::from_static(intern(s))
     }
 }
 
