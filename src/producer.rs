@@ -673,23 +673,26 @@ impl Producer {
         // The waiting part of enqueue is boxed (`enqueue_slow`), so a `send`
         // future waiting for its report stays small, which matters to
         // callers holding many of them at once.
-        let accepted =
+        let cancelled = |e: ProduceError| DeliveryError {
+            kind: ErrorKind::Cancelled,
+            message: e.to_string(),
+            partition: None,
+            attempts: 0,
+            record: e.into_record(),
+        };
+        // Only a 16-byte box is held across the await, not the first try's
+        // result (which holds a record).
+        let slow =
             match self
                 .inner
                 .enqueue_now(record, Some(ReplyTo::Oneshot(tx)), true, false, &mut None)
             {
-                Ok(r) => r,
-                Err(slow) => self.inner.enqueue_slow(slow).await,
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => return Err(cancelled(e)),
+                Err(slow) => Some(self.inner.enqueue_slow(slow)),
             };
-        if let Err(e) = accepted {
-            let message = e.to_string();
-            return Err(DeliveryError {
-                kind: ErrorKind::Cancelled,
-                message,
-                partition: None,
-                attempts: 0,
-                record: e.into_record(),
-            });
+        if let Some(slow) = slow {
+            slow.await.map_err(cancelled)?;
         }
         match rx.await {
             Ok(report) => report.into_result(),
@@ -860,10 +863,16 @@ impl Subscriber {
         let guard = OutstandingGuard(&self.shared);
         let inner = &self.producer.inner;
         let reply = Some(ReplyTo::Subscription(&self.shared));
-        let r = match inner.enqueue_now(record, reply, true, false, &mut None) {
-            Ok(r) => r,
-            Err(slow) => inner.enqueue_slow(slow).await,
+        let slow = match inner.enqueue_now(record, reply, true, false, &mut None) {
+            Ok(r) => {
+                if r.is_ok() {
+                    std::mem::forget(guard);
+                }
+                return r;
+            }
+            Err(slow) => inner.enqueue_slow(slow),
         };
+        let r = slow.await;
         if r.is_ok() {
             std::mem::forget(guard);
         }
