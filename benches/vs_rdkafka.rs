@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 const CLIENTS: &[&str] = &[
     "courier-stream",
+    "courier-stream-batch",
     "courier-errors-only",
     "courier-no-reports",
     "courier-send",
@@ -496,7 +497,7 @@ async fn courier_client(
     let value = bytes::Bytes::copy_from_slice(payload);
     let key_of = |i: usize| keys.key(i).map(bytes::Bytes::from);
     let record = |i: usize| Record {
-        topic: topic.clone(),
+        topic,
         partition: None,
         key: key_of(i),
         value: Some(value.clone()),
@@ -504,7 +505,7 @@ async fn courier_client(
         timestamp: None,
     };
     // Metadata first, outside the timing, as rdkafka's clients also fetch it before producing.
-    let _ = producer.send(Record::to(topic.clone()).value("warm")).await;
+    let _ = producer.send(Record::to(topic).value("warm")).await;
     let start = Instant::now();
     let delivered = match client {
         "courier-stream" | "courier-errors-only" => {
@@ -535,6 +536,33 @@ async fn courier_client(
             } else {
                 n - failed
             }
+        }
+        "courier-stream-batch" => {
+            // The batch APIs: records handed over 1,000 at a time, reports
+            // read a batch at a time. Every report is still consumed.
+            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let reader = tokio::spawn(async move {
+                let mut ok = 0usize;
+                while let Some(batch) = stream.next_batch().await {
+                    for r in batch {
+                        if r.is_delivered() {
+                            ok += 1;
+                        }
+                    }
+                }
+                ok
+            });
+            let mut i = 0;
+            while i < n {
+                let end = (i + 1000).min(n);
+                sub.produce_batch((i..end).map(record).collect())
+                    .await
+                    .unwrap();
+                i = end;
+            }
+            drop(sub);
+            producer.flush().await;
+            reader.await.unwrap()
         }
         "courier-no-reports" => {
             for i in 0..n {

@@ -20,6 +20,7 @@ use actix::Recipient;
 use dashmap::DashMap;
 use tokio::sync::{oneshot, Notify, OwnedSemaphorePermit, Semaphore};
 
+use crate::clock::Mono;
 use crate::protocol::record_batch::{
     single_record_batch_size, BatchBuilder, Compression, EncodedBatch, ProducerStamp,
     RECORD_BATCH_OVERHEAD,
@@ -64,7 +65,7 @@ pub(crate) struct Pending {
     /// Offset delta within the batch.
     pub index: u32,
     pub timestamp: i64,
-    pub accepted: Instant,
+    pub accepted: Mono,
     pub record: Record,
     pub reply: Reply,
 }
@@ -147,11 +148,12 @@ impl Owed {
         self.chunks.iter().map(|c| c.entries.len()).sum()
     }
 
+    #[inline(always)]
     pub(crate) fn push(
         &mut self,
         index: u32,
         timestamp: i64,
-        accepted: Instant,
+        accepted: Mono,
         record: Record,
         reply: ReplyTo,
     ) {
@@ -203,6 +205,8 @@ pub(crate) struct OpenBatch {
     builder: BatchBuilder,
     owed: Owed,
     pub created: Instant,
+    /// `created` on the per-record clock.
+    created_mono: Mono,
     /// The wall clock at `created`, in ms since the epoch: records' create
     /// times are derived from it and their own monotonic reading, so a
     /// record costs one clock reading, not two.
@@ -213,8 +217,8 @@ pub(crate) struct OpenBatch {
 impl OpenBatch {
     /// Create time for a record accepted at `accepted`.
     #[inline]
-    fn timestamp_at(&self, accepted: Instant) -> i64 {
-        self.created_wall_ms + accepted.saturating_duration_since(self.created).as_millis() as i64
+    fn timestamp_at(&self, accepted: Mono) -> i64 {
+        self.created_wall_ms + accepted.millis_since(self.created_mono)
     }
 }
 
@@ -360,6 +364,7 @@ impl Accumulator {
     /// on first use), handing the record over, while holding only a shared
     /// map lock: no clone of the topic or of the queue's `Arc`. This is the
     /// hot-path lookup.
+    #[inline(always)]
     pub fn with_queue<R>(
         &self,
         record: Record,
@@ -367,14 +372,79 @@ impl Accumulator {
         f: impl FnOnce(&PartitionQueue, Record) -> R,
     ) -> R {
         let p = partition.max(0) as usize;
-        if let Some(t) = self.topics.get(&record.topic) {
-            if let Some(q) = t.partitions.get(p) {
-                return f(q, record);
+        // One call of `f`, so that it is inlined here.
+        let t = match self.topics.get(&record.topic) {
+            Some(t) if t.partitions.len() > p => t,
+            found => {
+                drop(found);
+                self.grow(&record.topic, p + 1);
+                self.topics.get(&record.topic).expect("just grown")
             }
-        }
-        self.grow(&record.topic, p + 1);
-        let t = self.topics.get(&record.topic).expect("just grown");
+        };
         f(&t.partitions[p], record)
+    }
+
+    /// Appends to the open batch of `topic`/`partition`, under one lock,
+    /// the records at the front of `rest` that `fits` accepts, while the
+    /// batch has room and `budget` lasts; returns how many. Reports go to
+    /// `sub`, or nowhere. Records that do not fit, or find the batch full,
+    /// stay in `rest` for the one-record path (which opens batches).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_open_run(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        rest: &mut std::vec::IntoIter<Record>,
+        sub: Option<&Arc<SubscriptionShared>>,
+        accepted: Mono,
+        budget: usize,
+        fits: impl Fn(&Record) -> bool,
+    ) -> usize {
+        let Some(t) = self.topics.get(topic) else {
+            return 0;
+        };
+        let Some(queue) = t.partitions.get(partition.max(0) as usize) else {
+            return 0;
+        };
+        let mut q = lock(&queue.inner);
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return 0;
+        }
+        let Some(open) = q.open.as_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        let now = open.timestamp_at(accepted);
+        while n < budget {
+            let Some(next) = rest.as_slice().first() else {
+                break;
+            };
+            if !fits(next) {
+                break;
+            }
+            let timestamp = next.timestamp.unwrap_or(now);
+            let index = open.builder.record_count() as u32;
+            if open
+                .builder
+                .try_append(
+                    timestamp,
+                    next.key.as_deref(),
+                    next.value.as_deref(),
+                    &next.headers,
+                )
+                .is_err()
+            {
+                break;
+            }
+            let record = rest.next().expect("peeked above");
+            if let Some(s) = sub {
+                open.owed
+                    .push(index, timestamp, accepted, record, ReplyTo::Subscription(s));
+            }
+            n += 1;
+        }
+        q.appended += n as u64;
+        n
     }
 
     /// The queue for `topic`/`partition`, created on first use (cold paths).
@@ -398,19 +468,16 @@ impl Accumulator {
     /// Makes room for at least `count` partitions of `topic`, keeping the
     /// existing queues (partitions are only ever added).
     fn grow(&self, topic: &Topic, count: usize) {
-        let mut entry = self
-            .topics
-            .entry(topic.clone())
-            .or_insert_with(|| TopicQueues {
-                partitions: Box::new([]),
-            });
+        let mut entry = self.topics.entry(*topic).or_insert_with(|| TopicQueues {
+            partitions: Box::new([]),
+        });
         if entry.partitions.len() >= count {
             return;
         }
         let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
         for p in v.len()..count {
             v.push(Arc::new(PartitionQueue {
-                topic: topic.clone(),
+                topic: *topic,
                 partition: p as i32,
                 inner: Mutex::new(QueueInner::default()),
             }));
@@ -446,13 +513,13 @@ impl Accumulator {
     /// there, and a record without a timestamp gets that time as its create
     /// time.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
+    #[inline(always)]
     pub fn append<'s>(
         &self,
         queue: &PartitionQueue,
         record: Record,
         reply: Option<ReplyTo<'s>>,
-        accepted: Instant,
+        accepted: Mono,
         allow_new_batch: bool,
         memory: &mut Option<OwnedSemaphorePermit>,
         closed: &mut Vec<Result<ProducerBatch, FailedBatch>>,
@@ -510,7 +577,8 @@ impl Accumulator {
             id,
             builder: BatchBuilder::new(self.batch_size, self.compression),
             owed: Owed::default(),
-            created: accepted,
+            created: Instant::now(),
+            created_mono: accepted,
             created_wall_ms: wall_clock_ms(),
             memory: permit,
         };
@@ -528,7 +596,7 @@ impl Accumulator {
             // batch does not reserve a whole chunk.
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
             open.owed.first_capacity = self.batch_size / per_record;
-            open.owed.push(0, timestamp, open.created, record, reply);
+            open.owed.push(0, timestamp, accepted, record, reply);
         }
         q.open = Some(open);
         q.appended += 1;
@@ -545,7 +613,7 @@ impl Accumulator {
         match open.builder.finish(ProducerStamp::NONE) {
             Ok(encoded) => Ok(ProducerBatch {
                 id: open.id,
-                topic: queue.topic.clone(),
+                topic: queue.topic,
                 partition: queue.partition,
                 encoded,
                 owed: open.owed,
@@ -606,7 +674,7 @@ mod tests {
         owed.push(
             0,
             1,
-            Instant::now(),
+            Mono::now(),
             Record::to("t").value("v"),
             ReplyTo::Oneshot(tx),
         );

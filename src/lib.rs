@@ -18,6 +18,7 @@
 mod accumulator;
 pub mod actors;
 pub mod admin;
+mod clock;
 pub mod config;
 pub mod connection;
 mod idempotence;
@@ -36,8 +37,8 @@ pub mod subscription;
 pub use actors::msgs::Produce;
 pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
-pub use producer::{ProduceError, Producer, ProducerBuilder, Subscriber};
+pub use producer::{BatchRejected, ProduceError, Producer, ProducerBuilder, Subscriber};
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
 pub use stats::StatsSnapshot;
-pub use subscription::ReportStream;
+pub use subscription::{ReportBatch, ReportStream};

@@ -30,13 +30,17 @@ pub(crate) type TopicHasher = foldhash::fast::RandomState;
 /// assert_eq!(Topic::from(String::from("orders")), t);
 /// assert_eq!(Topic::from("orders").as_str().as_ptr(), Topic::from("orders").as_str().as_ptr());
 /// ```
-#[derive(Clone, Eq, PartialOrd, Ord)]
-pub struct Topic(Bytes);
+///
+/// A `Topic` is two words (the interned text), so a [`Record`] stays small
+/// enough to be moved without a `memcpy` call.
+#[derive(Clone, Copy, Eq, PartialOrd, Ord)]
+pub struct Topic(&'static str);
 
 impl PartialEq for Topic {
+    #[inline]
     fn eq(&self, other: &Topic) -> bool {
         // Interned names of one topic share their text.
-        (self.0.as_ptr() == other.0.as_ptr() && self.0.len() == other.0.len()) || self.0 == other.0
+        std::ptr::eq(self.0, other.0) || self.0 == other.0
     }
 }
 
@@ -75,19 +79,17 @@ impl std::hash::Hash for Topic {
 impl Topic {
     /// A topic from a static string; no allocation and no table lookup.
     pub const fn from_static(name: &'static str) -> Self {
-        Topic(Bytes::from_static(name.as_bytes()))
+        Topic(name)
     }
 
     /// The name.
-    pub fn as_str(&self) -> &str {
-        // SAFETY: every constructor takes a `str` or `String`, so the bytes
-        // are valid UTF-8.
-        unsafe { std::str::from_utf8_unchecked(&self.0) }
+    pub fn as_str(&self) -> &'static str {
+        self.0
     }
 
-    /// The name as bytes, sharing the allocation.
-    pub fn as_bytes(&self) -> &Bytes {
-        &self.0
+    /// The name as [`Bytes`], without a copy.
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from_static(self.0.as_bytes())
     }
 }
 

@@ -4,9 +4,12 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
+
+use crate::clock::Mono;
 
 use crate::accumulator::{Owed, Pending, Reply};
+use crate::record::Record;
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
 use crate::stats::Stats;
 use crate::subscription::ReportChunk;
@@ -32,7 +35,7 @@ pub(crate) struct BatchResult {
     pub partition: i32,
     pub attempts: u32,
     /// When the outcome was known: the end of every record's latency.
-    pub reported_at: Instant,
+    pub reported_at: Mono,
     pub outcome: Outcome,
 }
 
@@ -41,34 +44,56 @@ impl BatchResult {
         matches!(self.outcome, Outcome::Delivered { .. })
     }
 
-    /// The report for one owed entry of this batch.
-    pub(crate) fn report(&self, p: Pending) -> DeliveryReport {
-        self.report_and_reply(p).0
+    /// The report for one owed entry of this batch. `last` caches the
+    /// latency of the previous entry: records taken together share their
+    /// accepted instant, so it is measured once for them.
+    #[inline(always)]
+    pub(crate) fn report(&self, p: Pending, last: &mut Option<(Mono, Duration)>) -> DeliveryReport {
+        let latency = match *last {
+            Some((at, latency)) if at == p.accepted => latency,
+            _ => {
+                let latency = self.reported_at.since(p.accepted);
+                *last = Some((p.accepted, latency));
+                latency
+            }
+        };
+        self.build(p.index, p.timestamp, latency, p.record)
     }
 
     /// The report for one owed entry, and where it goes.
     pub(crate) fn report_and_reply(&self, p: Pending) -> (DeliveryReport, Reply) {
-        let report = match &self.outcome {
+        let latency = self.reported_at.since(p.accepted);
+        (self.build(p.index, p.timestamp, latency, p.record), p.reply)
+    }
+
+    #[inline(always)]
+    fn build(
+        &self,
+        index: u32,
+        timestamp: i64,
+        latency: Duration,
+        record: Record,
+    ) -> DeliveryReport {
+        match &self.outcome {
             Outcome::Delivered {
                 base_offset,
                 log_append_time,
             } => DeliveryReport::Delivered(Delivered {
                 partition: self.partition,
-                offset: base_offset.map(|b| b + p.index as i64),
-                timestamp: log_append_time.unwrap_or(p.timestamp),
+                offset: base_offset.map(|b| b + index as i64),
+                timestamp: log_append_time.unwrap_or(timestamp),
                 attempts: self.attempts,
-                latency: self.reported_at.saturating_duration_since(p.accepted),
-                record: p.record,
+                latency,
+                record,
             }),
             Outcome::Failed { kind, message } => DeliveryReport::Failed(DeliveryError {
                 kind: *kind,
                 message: message.clone(),
                 partition: Some(self.partition),
                 attempts: self.attempts,
-                record: p.record,
+                record,
             }),
-        };
-        (report, p.reply)
+        }
     }
 }
 
@@ -88,7 +113,7 @@ pub(crate) fn route(
     let result = Arc::new(BatchResult {
         partition,
         attempts,
-        reported_at: Instant::now(),
+        reported_at: Mono::now(),
         outcome,
     });
     let delivered = result.delivered();
@@ -108,14 +133,19 @@ pub(crate) fn route(
     let mut sinks: Vec<_> = subscribers.iter().map(|s| s.sink()).collect();
     let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
     let mut latencies = LatencyBatch::default();
+    let mut last: Option<(Mono, u64)> = None;
     for chunk in chunks {
         for p in &chunk.entries {
-            latencies.add(
-                result
-                    .reported_at
-                    .saturating_duration_since(p.accepted)
-                    .as_micros() as u64,
-            );
+            // Records taken together share their instant: measure once.
+            let micros = match last {
+                Some((at, us)) if at == p.accepted => us,
+                _ => {
+                    let us = result.reported_at.since(p.accepted).as_micros() as u64;
+                    last = Some((p.accepted, us));
+                    us
+                }
+            };
+            latencies.add(micros);
         }
         if let Some(i) = chunk.sole {
             let sink = &mut sinks[i as usize];
@@ -257,7 +287,7 @@ mod tests {
         let route_batch = |outcome: Outcome| {
             let (tx, mut rx) = tokio::sync::oneshot::channel();
             let mut owed = Owed::default();
-            let now = Instant::now();
+            let now = Mono::now();
             let rec = |i: u32| Record::to("t").value(i.to_string());
             owed.push(0, 7, now, rec(0), ReplyTo::Subscription(&all));
             owed.push(1, 7, now, rec(1), ReplyTo::Oneshot(tx));

@@ -521,7 +521,7 @@ impl RetryActor {
     }
 
     fn give_up(&mut self, t: Tracked, reason: GiveUp, ctx: &mut Context<Self>) {
-        let Some(dlq) = self.policy.dead_letter_topic.clone() else {
+        let Some(dlq) = self.policy.dead_letter_topic else {
             self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
             return self.emit(RetryOutcome::Failed {
                 error: t.error,

@@ -37,6 +37,8 @@ pub(crate) enum ReportChunk {
     Batch {
         result: Arc<BatchResult>,
         entries: std::vec::IntoIter<Pending>,
+        /// The last latency measured, by accepted instant.
+        last: Option<(crate::clock::Mono, std::time::Duration)>,
     },
     Built(std::vec::IntoIter<DeliveryReport>),
 }
@@ -46,6 +48,7 @@ impl ReportChunk {
         ReportChunk::Batch {
             result,
             entries: entries.into_iter(),
+            last: None,
         }
     }
 
@@ -56,9 +59,14 @@ impl ReportChunk {
         }
     }
 
+    #[inline(always)]
     fn next_report(&mut self) -> Option<DeliveryReport> {
         match self {
-            ReportChunk::Batch { result, entries } => entries.next().map(|p| result.report(p)),
+            ReportChunk::Batch {
+                result,
+                entries,
+                last,
+            } => entries.next().map(|p| result.report(p, last)),
             ReportChunk::Built(r) => r.next(),
         }
     }
@@ -226,6 +234,68 @@ impl ReportStream {
         None
     }
 }
+
+impl ReportStream {
+    /// Every report that has arrived and not been read yet, as one batch,
+    /// waiting for at least one; `None` when the stream has ended.
+    ///
+    /// Reading a batch at a time is cheaper than report by report: one
+    /// wake-up and one lock per batch, and each report is built straight
+    /// into the caller's hands.
+    pub async fn next_batch(&mut self) -> Option<ReportBatch> {
+        futures::future::poll_fn(|cx| self.poll_next_batch(cx)).await
+    }
+
+    /// The polling form of [`next_batch`](Self::next_batch).
+    pub fn poll_next_batch(&mut self, cx: &mut Context<'_>) -> Poll<Option<ReportBatch>> {
+        let batch = |s: &mut Self| ReportBatch {
+            chunks: std::mem::take(&mut s.local),
+        };
+        if !self.local.is_empty() || self.refill() {
+            return Poll::Ready(Some(batch(self)));
+        }
+        self.shared.waker.register(cx.waker());
+        if self.refill() {
+            return Poll::Ready(Some(batch(self)));
+        }
+        if self.shared.finished() {
+            if self.refill() {
+                return Poll::Ready(Some(batch(self)));
+            }
+            return Poll::Ready(None);
+        }
+        Poll::Pending
+    }
+}
+
+/// Reports read together by [`ReportStream::next_batch`]; iterate it for
+/// the reports, in the order the stream would have given them.
+#[derive(Debug)]
+pub struct ReportBatch {
+    chunks: VecDeque<ReportChunk>,
+}
+
+impl Iterator for ReportBatch {
+    type Item = DeliveryReport;
+
+    #[inline]
+    fn next(&mut self) -> Option<DeliveryReport> {
+        while let Some(chunk) = self.chunks.front_mut() {
+            if let Some(r) = chunk.next_report() {
+                return Some(r);
+            }
+            self.chunks.pop_front();
+        }
+        None
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.chunks.iter().map(ReportChunk::len).sum();
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for ReportBatch {}
 
 impl Stream for ReportStream {
     type Item = DeliveryReport;

@@ -545,8 +545,7 @@ impl BrokerConnection {
                     None => req.topic_data.push(
                         TopicProduceData::default()
                             .with_name(TopicName(
-                                StrBytes::from_utf8(b.topic.as_bytes().clone())
-                                    .expect("topics are UTF-8"),
+                                StrBytes::from_utf8(b.topic.to_bytes()).expect("topics are UTF-8"),
                             ))
                             .with_partition_data(vec![pd]),
                     ),
@@ -555,12 +554,13 @@ impl BrokerConnection {
             req
         };
         let mut req = build(&batches);
+        let frame_size = |req: &ProduceRequest| {
+            request_frame_size(Some(&self.inner.client_id), version, req).unwrap_or(usize::MAX)
+        };
         // Exact size check: a request never exceeds max.request.size. Extra
         // batches go back to the front of their queues.
-        while batches.len() > 1
-            && request_frame_size(Some(&self.inner.client_id), version, &req).unwrap_or(usize::MAX)
-                > cfg.max_request_size
-        {
+        let mut size = frame_size(&req);
+        while batches.len() > 1 && size > cfg.max_request_size {
             let b = batches.pop().expect("more than one");
             let q = self.inner.acc.queue(&b.topic, b.partition);
             let mut qi = lock(&q.inner);
@@ -568,9 +568,11 @@ impl BrokerConnection {
             qi.requeue(b);
             drop(qi);
             req = build(&batches);
+            size = frame_size(&req);
         }
         let correlation_id = self.next_correlation_id();
-        let mut buf = BytesMut::new();
+        // Sized once: the encoder then never regrows (and recopies) it.
+        let mut buf = BytesMut::with_capacity(size.min(cfg.max_request_size.saturating_add(1024)));
         if let Err(e) = encode_request(
             &mut buf,
             correlation_id,
@@ -933,7 +935,7 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 .iter()
                 .map(|t| {
                     MetadataRequestTopic::default().with_name(Some(TopicName(
-                        StrBytes::from_utf8(t.as_bytes().clone()).expect("UTF-8"),
+                        StrBytes::from_utf8(t.to_bytes()).expect("UTF-8"),
                     )))
                 })
                 .collect(),

@@ -162,7 +162,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
         let (tx, rx) = oneshot::channel();
         let max_block = self.inner.config.max_block;
         self.waiters
-            .entry(msg.topic.clone())
+            .entry(msg.topic)
             .or_default()
             .push((Instant::now() + max_block, tx));
         self.topics.insert(msg.topic);

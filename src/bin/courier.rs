@@ -343,7 +343,7 @@ async fn perf(a: Args) -> ExitCode {
             }
         }
         let record = courier::Record {
-            topic: topic_name.clone(),
+            topic: topic_name,
             partition: None,
             key: None,
             value: Some(payload.clone()),

@@ -1,0 +1,167 @@
+//! The batch APIs on Tansu: `Subscriber::produce_batch` with reports read
+//! through `ReportStream::next_batch`, and `Producer::produce_batch` with
+//! no reports.
+//!
+//! Checked: exactly one report per record (an oversized record in each
+//! batch fails alone, handed back); the log holds exactly the reported
+//! records at the reported positions; keyed records sit on the Java
+//! partition and explicit partitions are kept; within a partition, records
+//! are in produce order; a batch refused part-way hands back what it did
+//! not take.
+
+mod support;
+
+use std::collections::{HashMap, HashSet};
+
+use courier::partitioner::partition_for_key;
+use courier::{DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode};
+use support::{read_all, Tansu};
+
+const CALLS: usize = 20;
+const PER_CALL: usize = 1000;
+
+/// Record `i` of the run: mostly keyless to `batch-a`, some keyed, some to
+/// an explicit partition of `batch-b`, and one too large for a request.
+fn record(i: usize) -> Record {
+    let value = format!("v{i}");
+    match i % 10 {
+        3 => Record::to("batch-a")
+            .key(format!("k{}", i % 97))
+            .value(value),
+        7 => Record::to("batch-b").partition((i % 3) as i32).value(value),
+        9 if i % PER_CALL == 999 => Record::to("batch-a").value(vec![b'x'; 2 << 20]),
+        _ => Record::to("batch-a").value(value),
+    }
+}
+
+fn index_of(r: &Record) -> Option<usize> {
+    let v = std::str::from_utf8(r.value.as_deref()?).ok()?;
+    v.strip_prefix('v')?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscriber_batches_report_every_record_once_in_partition_order() {
+    let tansu = Tansu::start();
+    support::create_topic(&tansu.bootstrap(), "batch-a", 6).await;
+    support::create_topic(&tansu.bootstrap(), "batch-b", 3).await;
+    let producer = Producer::builder()
+        .bootstrap(&tansu.bootstrap())
+        .set("linger.ms", "5")
+        .set("batch.size", "16384")
+        .build()
+        .unwrap();
+    // A bound well under one call's records: produce_batch must wait for
+    // the reader part-way through each call.
+    let (sub, mut reports) = producer.subscribe_with_capacity(ReportMode::All, 500);
+    let produce = async move {
+        for c in 0..CALLS {
+            let batch = (c * PER_CALL..(c + 1) * PER_CALL).map(record).collect();
+            sub.produce_batch(batch).await.expect("every record taken");
+        }
+    };
+    let collect = async {
+        let mut got = Vec::new();
+        let mut batches = 0;
+        while let Some(batch) = reports.next_batch().await {
+            let n = batch.len();
+            assert!(n > 0, "a batch is never empty");
+            let before = got.len();
+            got.extend(batch);
+            assert_eq!(got.len() - before, n, "len() matches what iterates");
+            batches += 1;
+        }
+        (got, batches)
+    };
+    let ((), (got, batches)) = tokio::join!(produce, collect);
+    producer.close().await;
+
+    assert_eq!(got.len(), CALLS * PER_CALL, "exactly one report per record");
+    assert!(batches < got.len(), "reports arrive several to a batch");
+    let mut placed: HashMap<(String, i32, i64), usize> = HashMap::new();
+    let mut seen = HashSet::new();
+    let mut too_large = 0;
+    for r in &got {
+        match r {
+            DeliveryReport::Delivered(d) => {
+                let i = index_of(&d.record).expect("a numbered record");
+                assert!(seen.insert(i), "two reports for record {i}");
+                if let Some(k) = &d.record.key {
+                    assert_eq!(d.partition, partition_for_key(k, 6), "record {i}");
+                }
+                if let Some(p) = d.record.partition {
+                    assert_eq!(d.partition, p, "record {i}");
+                }
+                let at = (d.topic().to_string(), d.partition, d.offset.unwrap());
+                assert!(placed.insert(at, i).is_none(), "two records at one offset");
+            }
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::RecordTooLarge, "{e}");
+                assert_eq!(e.record.value.as_ref().map(|v| v.len()), Some(2 << 20));
+                too_large += 1;
+            }
+        }
+    }
+    assert_eq!(too_large, CALLS, "one oversized record per call");
+
+    for (topic, partitions) in [("batch-a", 6), ("batch-b", 3)] {
+        let expected = placed.keys().filter(|k| k.0 == topic).count();
+        let log = read_all(&tansu.bootstrap(), topic, partitions, expected);
+        assert_eq!(
+            log.len(),
+            expected,
+            "{topic}: the log holds what was reported"
+        );
+        let mut last: HashMap<i32, usize> = HashMap::new();
+        for rec in &log {
+            let i = placed[&(topic.to_string(), rec.partition, rec.offset)];
+            assert_eq!(rec.value.as_deref(), Some(format!("v{i}").as_bytes()));
+            let prev = last.insert(rec.partition, i);
+            assert!(
+                prev.is_none_or(|p| p < i),
+                "{topic}/{}: record {i} after {prev:?}, out of produce order",
+                rec.partition
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_batches_without_reports_and_refusals_hand_back_the_rest() {
+    let tansu = Tansu::start();
+    support::create_topic(&tansu.bootstrap(), "batch-quiet", 4).await;
+    let producer = Producer::builder()
+        .bootstrap(&tansu.bootstrap())
+        .set("linger.ms", "5")
+        .build()
+        .unwrap();
+    for c in 0..10 {
+        let batch = (c * 1000..(c + 1) * 1000)
+            .map(|i| Record::to("batch-quiet").value(format!("v{i}")))
+            .collect();
+        producer.produce_batch(batch).await.expect("taken");
+    }
+    producer.flush().await;
+    let stats = producer.stats();
+    assert_eq!((stats.delivered, stats.failed), (10_000, 0));
+    let log = read_all(&tansu.bootstrap(), "batch-quiet", 4, 10_000);
+    let values: HashSet<_> = log.iter().map(|r| r.value.clone().unwrap()).collect();
+    assert_eq!((log.len(), values.len()), (10_000, 10_000));
+
+    let (sub, _reports) = producer.subscribe(ReportMode::All);
+    producer.close().await;
+    let batch = (0..5)
+        .map(|i| Record::to("batch-quiet").value(format!("late{i}")))
+        .collect();
+    let refused = sub.produce_batch(batch).await.expect_err("closed");
+    assert_eq!(refused.accepted, 0);
+    let ProduceError::Closed(first) = &refused.reason else {
+        panic!("{:?}", refused.reason)
+    };
+    assert_eq!(first.value.as_deref(), Some(&b"late0"[..]));
+    let rest: Vec<_> = refused
+        .rest
+        .iter()
+        .map(|r| r.value.as_deref().unwrap().to_vec())
+        .collect();
+    assert_eq!(rest, [b"late1", b"late2", b"late3", b"late4"]);
+}
