@@ -1,25 +1,33 @@
-//! Courier side by side with rust-rdkafka (librdkafka), in one run, on one
+//! Courier side by side with rust-rdkafka (librdkafka), in one run, on a
 //! Tansu broker that this bench starts itself.
 //!
 //! ```text
-//! cargo bench --bench vs_rdkafka                 # the main comparison, 5 alternating runs each
+//! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
-//! cargo bench --bench vs_rdkafka -- --smoke      # seconds; what CI runs (no timing claims)
+//! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
+//! cargo bench --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
 //!
 //! Each client runs in a child process (this binary with `--child`), so
 //! CPU time is the whole client's (user + sys, from `wait4`'s rusage) and
 //! peak RSS is the child's own (`VmHWM`, which it reports at exit).
 //! Clients alternate A B C … A B C … so drift on a noisy machine spreads
-//! over all of them. Tansu's own CPU per run is read from /proc. Every
-//! client's delivered count comes from its success reports; the first run
-//! of each client is read back with the rdkafka consumer and a client that
-//! lost records is flagged, not just timed. Results: a markdown table and
-//! an SVG chart in `docs/benchmarks/`.
+//! over all of them. Each workload gets a fresh broker (Tansu's memory
+//! storage keeps every record), whose own CPU per run is read from /proc.
+//! Every client's delivered count comes from its success reports; the first
+//! run of each client is read back with the rdkafka consumer and a client
+//! that lost records is flagged, not just timed.
+//!
+//! Latency runs are open loop: each client produces at a fixed rate, half
+//! of its own median throughput in the `linger.ms=5` workload, and a
+//! record's latency runs from the instant it was due (written into its
+//! value) to its delivery report, so a client that falls behind is charged
+//! for it. Results: a markdown table and an SVG chart in `docs/benchmarks/`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 const CLIENTS: &[&str] = &[
@@ -31,6 +39,17 @@ const CLIENTS: &[&str] = &[
     "rdkafka-base",
     "rdkafka-future",
 ];
+
+/// Clients of the open-loop latency runs.
+const LATENCY_CLIENTS: &[&str] = &[
+    "courier-stream",
+    "courier-send",
+    "rdkafka-base",
+    "rdkafka-future",
+];
+
+/// Seconds of load per latency run.
+const LATENCY_SECONDS: f64 = 3.0;
 
 #[derive(Clone, Debug)]
 struct Workload {
@@ -76,6 +95,68 @@ impl Keys {
     }
 }
 
+/// The name of the workload whose throughputs set the latency runs' rates.
+const LINGER5: &str = "linger 5 ms";
+
+/// The workload matrix: a baseline (100 B, 6 partitions, no keys, linger
+/// 100 ms, acks=all, no compression) and one change at a time from it,
+/// then the seed's own benchmark.
+fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
+    let base = Workload {
+        name: String::new(),
+        records,
+        size: 100,
+        partitions: 6,
+        linger_ms: 100,
+        acks: "all",
+        compression: "none",
+        keys: Keys::None,
+    };
+    let with = |name: &str, f: &dyn Fn(&mut Workload)| {
+        let mut w = base.clone();
+        f(&mut w);
+        w.name = format!(
+            "{name}: {} x {} B, {} partition(s), keys {}, linger {} ms, acks={}, {}",
+            w.records,
+            w.size,
+            w.partitions,
+            w.keys.name(),
+            w.linger_ms,
+            w.acks,
+            w.compression
+        );
+        w
+    };
+    let mut all = vec![
+        with("baseline", &|_| {}),
+        with("keys", &|w| w.keys = Keys::Thousand),
+        with(LINGER5, &|w| w.linger_ms = 5),
+    ];
+    if smoke {
+        return all;
+    }
+    all.extend([
+        with("10 B", &|w| w.size = 10),
+        // 1 KB records: a fifth as many, so one run stays near 200 MB.
+        with("1 KB", &|w| {
+            w.size = 1000;
+            w.records = (records / 5).max(1)
+        }),
+        with("1 partition", &|w| w.partitions = 1),
+        with("acks 1", &|w| w.acks = "1"),
+        with("lz4", &|w| w.compression = "lz4"),
+        with("zstd", &|w| w.compression = "zstd"),
+    ]);
+    let mut seed = with("seed", &|w| {
+        w.records = 100_000;
+        w.size = 0;
+        w.keys = Keys::Yow
+    });
+    seed.name = "seed: 100000 records, key yow, empty values, linger 100 ms (reports on: courier-stream; off: courier-no-reports)".into();
+    all.push(seed);
+    all
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("--child") {
@@ -97,63 +178,35 @@ fn main() {
     let records: usize = value("--records")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 20_000 } else { 1_000_000 });
+    let only = value("--only");
 
-    let mut workloads = vec![
-        Workload {
-            name: format!("{records} x 100 B, 6 partitions, no keys, linger 100 ms, acks=all"),
-            records,
-            size: 100,
-            partitions: 6,
-            linger_ms: 100,
-            acks: "all",
-            compression: "none",
-            keys: Keys::None,
-        },
-        Workload {
-            name: format!(
-                "{records} x 100 B, 6 partitions, keys k0..k999, linger 100 ms, acks=all"
-            ),
-            records,
-            size: 100,
-            partitions: 6,
-            linger_ms: 100,
-            acks: "all",
-            compression: "none",
-            keys: Keys::Thousand,
-        },
-    ];
-    if !smoke {
-        workloads.push(Workload {
-            name: "seed: 100000 records, key yow, linger 100 ms".into(),
-            records: 100_000,
-            size: 0,
-            partitions: 6,
-            linger_ms: 100,
-            acks: "all",
-            compression: "none",
-            keys: Keys::Yow,
-        });
-    }
-
-    let tansu = Broker::start();
     let mut table: Vec<(String, String, Stats)> = Vec::new();
-    for (wi, w) in workloads.iter().enumerate() {
+    for (wi, w) in workloads(records, smoke).iter().enumerate() {
+        if only.as_ref().is_some_and(|o| !w.name.contains(o.as_str())) {
+            continue;
+        }
         eprintln!("== {}", w.name);
+        // A fresh broker per workload: its memory storage keeps everything.
+        let tansu = Broker::start();
         let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
         for run in 0..runs {
             for client in CLIENTS {
                 let topic = format!("bench-{wi}-{client}-{run}");
                 create_topic(&tansu.addr, &topic, w.partitions);
                 let broker_cpu_before = tansu.cpu();
-                let s = run_child(&tansu.addr, &topic, client, w);
-                let broker_cpu = tansu.cpu() - broker_cpu_before;
-                let mut s = s;
-                s.broker_cpu = broker_cpu;
+                let mut s = run_child(&tansu.addr, &topic, client, w, 0.0);
+                s.broker_cpu = tansu.cpu() - broker_cpu_before;
                 if run == 0 {
-                    s.verified = Some(count_in_log(&tansu.addr, &topic, w.partitions, w.records));
+                    s.verified = Some(count_in_log(
+                        &tansu.addr,
+                        &topic,
+                        w.partitions,
+                        w.records,
+                        client.starts_with("courier"),
+                    ));
                 }
                 eprintln!(
-                    "  run {run} {client:<20} {:>9.0} msg/s  cpu {:>6.3} µs/msg  rss {:>5} MiB  delivered {}{}",
+                    "  run {run} {client:<21} {:>9.0} msg/s  cpu {:>6.3} µs/msg  rss {:>5} MiB  delivered {}{}",
                     s.rate(w.records),
                     s.cpu_us_per_msg(w.records),
                     s.max_rss_kib / 1024,
@@ -168,19 +221,110 @@ fn main() {
             table.push((w.name.clone(), client.to_string(), stats));
         }
     }
-    drop(tansu);
+
+    let latency = if flag("--no-latency") {
+        Vec::new()
+    } else {
+        latency_runs(&table, runs, smoke)
+    };
+
     if smoke {
         // Only that every client ran and none lost records: no timing claims.
         for (w, c, s) in &table {
             assert!(s.lost == 0, "{c} lost records in {w}");
         }
+        for l in &latency {
+            assert!(l.lost == 0, "{} lost records in its latency run", l.client);
+            assert!(l.p50.0 > 0.0, "{}: no latencies measured", l.client);
+        }
         println!(
-            "vs_rdkafka smoke: {} client runs, all delivered",
-            table.len()
+            "vs_rdkafka smoke: {} client runs and {} latency runs, all delivered",
+            table.len(),
+            latency.len()
         );
         return;
     }
-    write_results(&table, runs);
+    write_results(&table, &latency, runs);
+}
+
+/// One client's open-loop latency results.
+#[derive(Debug)]
+struct Latency {
+    client: String,
+    rate: f64,
+    records: usize,
+    p50: (f64, f64, f64),
+    p99: (f64, f64, f64),
+    p999: (f64, f64, f64),
+    lost: usize,
+}
+
+/// Open-loop runs at half of each client's median throughput in the
+/// `linger.ms=5` workload, with `linger.ms=5`.
+fn latency_runs(table: &[(String, String, Stats)], runs: usize, smoke: bool) -> Vec<Latency> {
+    let Some((lw, _, _)) = table.iter().find(|(w, _, _)| w.starts_with(LINGER5)) else {
+        eprintln!("(no latency runs: the {LINGER5:?} workload was not run)");
+        return Vec::new();
+    };
+    let rate_of = |client: &str| {
+        table
+            .iter()
+            .find(|(w, c, _)| w == lw && c == client)
+            .map(|(_, _, s)| s.rate.0 / 2.0)
+    };
+    let mut w = workloads(0, true)
+        .into_iter()
+        .find(|w| w.name.starts_with(LINGER5))
+        .expect("the linger-5 workload");
+    let tansu = Broker::start();
+    let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
+    let mut sized: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    eprintln!("== latency, open loop at half of each client's linger-5 throughput");
+    for run in 0..runs {
+        for client in LATENCY_CLIENTS {
+            let Some(mut rate) = rate_of(client) else {
+                continue;
+            };
+            if smoke {
+                rate = rate.min(20_000.0);
+            }
+            let n = if smoke {
+                2_000
+            } else {
+                (rate * LATENCY_SECONDS) as usize
+            };
+            w.records = n;
+            sized.insert(client, (rate, n));
+            let topic = format!("latency-{client}-{run}");
+            create_topic(&tansu.addr, &topic, w.partitions);
+            let s = run_child(&tansu.addr, &topic, client, &w, rate);
+            eprintln!(
+                "  run {run} {client:<21} {rate:>9.0} msg/s offered  p50 {:>8.0} µs  p99 {:>8.0} µs  p99.9 {:>8.0} µs  delivered {}/{n}",
+                s.latency_us[0], s.latency_us[1], s.latency_us[2], s.delivered
+            );
+            samples.entry(client).or_default().push(s);
+        }
+    }
+    samples
+        .into_iter()
+        .map(|(client, s)| {
+            let (rate, records) = sized[client];
+            let pick = |i: usize| med_min_max(s.iter().map(|x| x.latency_us[i]).collect());
+            Latency {
+                client: client.to_string(),
+                rate,
+                records,
+                p50: pick(0),
+                p99: pick(1),
+                p999: pick(2),
+                lost: s
+                    .iter()
+                    .map(|x| records.saturating_sub(x.delivered))
+                    .max()
+                    .unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 #[derive(Clone, Debug, Default)]
@@ -191,6 +335,8 @@ struct Sample {
     delivered: usize,
     verified: Option<usize>,
     broker_cpu: f64,
+    /// p50, p99, p99.9 in µs (open-loop runs only).
+    latency_us: [f64; 3],
 }
 
 impl Sample {
@@ -234,7 +380,7 @@ impl Stats {
     }
 }
 
-fn write_results(table: &[(String, String, Stats)], runs: usize) {
+fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: usize) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
@@ -245,8 +391,13 @@ fn write_results(table: &[(String, String, Stats)], runs: usize) {
         .unwrap_or_default();
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
-         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage) on the same machine; rdkafka 0.38 (librdkafka 2.12.1).\n\
-         Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak.\n\n",
+         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage, a fresh one per workload) on the same machine; rdkafka 0.38 (librdkafka 2.12.1).\n\
+         Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak.\n\n\
+         Clients: `courier-stream` produces with `Subscriber::produce` one record at a time and reads every report from the `ReportStream`; \
+         `courier-stream-batch` hands records over with `Subscriber::produce_batch`, 1,000 at a time, and reads reports with `next_batch`; \
+         `courier-errors-only` is a subscription in `ReportMode::ErrorsOnly`; `courier-no-reports` uses `Producer::produce`; \
+         `courier-send` keeps one `send().await` future per record; `rdkafka-base` is a `BaseProducer` with a counting delivery callback, \
+         polled; `rdkafka-future` keeps one `FutureProducer::send` future per record.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model()
     ));
@@ -254,15 +405,30 @@ fn write_results(table: &[(String, String, Stats)], runs: usize) {
     for (w, c, s) in table {
         if *w != current {
             current = w.clone();
-            md.push_str(&format!("\n## {w}\n\n| client | msgs/s | client CPU µs/msg | peak RSS MiB | broker CPU s/run | lost |\n|---|---|---|---|---|---|\n"));
+            md.push_str(&format!("\n## {w}\n\n| client | msgs/s | MB/s | client CPU µs/msg | peak RSS MiB | broker CPU s/run | lost |\n|---|---|---|---|---|---|---|\n"));
         }
+        let size = workload_size(w);
         md.push_str(&format!(
-            "| {c} | {:.0} ({:.0}–{:.0}) | {:.3} ({:.3}–{:.3}) | {:.0} ({:.0}–{:.0}) | {:.2} | {} |\n",
-            s.rate.0, s.rate.1, s.rate.2, s.cpu_us.0, s.cpu_us.1, s.cpu_us.2, s.rss_mib.0, s.rss_mib.1, s.rss_mib.2, s.broker_cpu, s.lost
+            "| {c} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.3} ({:.3}–{:.3}) | {:.0} ({:.0}–{:.0}) | {:.2} | {} |\n",
+            s.rate.0,
+            s.rate.1,
+            s.rate.2,
+            s.rate.0 * size as f64 / 1e6,
+            s.cpu_us.0,
+            s.cpu_us.1,
+            s.cpu_us.2,
+            s.rss_mib.0,
+            s.rss_mib.1,
+            s.rss_mib.2,
+            s.broker_cpu,
+            s.lost
         ));
     }
-    // Ratios against rdkafka's BaseProducer, per workload.
-    md.push_str("\n## Ratios (median / median)\n\n| workload | courier-stream ÷ rdkafka-base msgs/s | courier-stream ÷ rdkafka-base CPU | courier-send ÷ rdkafka-future msgs/s | courier-stream ÷ courier-no-reports msgs/s |\n|---|---|---|---|---|\n");
+    // Ratios against rdkafka, per workload.
+    md.push_str("\n## Ratios (median / median)\n\n\
+        `stream` is courier-stream, `batch` courier-stream-batch, `base` rdkafka-base. \
+        The goals: throughput ≥ 2× base, CPU ≤ 0.5× base, RSS ≤ base, reporting cost (1 − stream ÷ no-reports) ≤ 5 %, send ≥ 3× future.\n\n\
+        | workload | stream ÷ base msgs/s | batch ÷ base msgs/s | stream ÷ base CPU | batch ÷ base CPU | stream ÷ base RSS | batch ÷ base RSS | send ÷ future msgs/s | reporting cost (stream vs no-reports) |\n|---|---|---|---|---|---|---|---|---|\n");
     let find = |w: &str, c: &str| {
         table
             .iter()
@@ -275,8 +441,9 @@ fn write_results(table: &[(String, String, Stats)], runs: usize) {
             continue;
         }
         seen.push(w.clone());
-        let (Some(cs), Some(rb), Some(cf), Some(rf), Some(cn)) = (
+        let (Some(cs), Some(cb), Some(rb), Some(cf), Some(rf), Some(cn)) = (
             find(w, "courier-stream"),
+            find(w, "courier-stream-batch"),
             find(w, "rdkafka-base"),
             find(w, "courier-send"),
             find(w, "rdkafka-future"),
@@ -284,13 +451,41 @@ fn write_results(table: &[(String, String, Stats)], runs: usize) {
         ) else {
             continue;
         };
+        let short = w.split(':').next().unwrap_or(w);
         md.push_str(&format!(
-            "| {w} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            "| {short} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} % |\n",
             cs.rate.0 / rb.rate.0,
+            cb.rate.0 / rb.rate.0,
             cs.cpu_us.0 / rb.cpu_us.0,
+            cb.cpu_us.0 / rb.cpu_us.0,
+            cs.rss_mib.0 / rb.rss_mib.0,
+            cb.rss_mib.0 / rb.rss_mib.0,
             cf.rate.0 / rf.rate.0,
-            cs.rate.0 / cn.rate.0
+            100.0 * (1.0 - cs.rate.0 / cn.rate.0)
         ));
+    }
+    if !latency.is_empty() {
+        md.push_str(&format!(
+            "\n## Delivery latency, open loop\n\n\
+            Each client produces at half of its own median throughput in the `{LINGER5}` workload, with `linger.ms=5`, \
+            for {LATENCY_SECONDS} s; a record's latency runs from when it was due to its delivery report. µs; medians of the runs' percentiles, with min–max.\n\n\
+            | client | offered msgs/s | records | p50 µs | p99 µs | p99.9 µs | lost |\n|---|---|---|---|---|---|---|\n"
+        ));
+        for l in latency {
+            md.push_str(&format!(
+                "| {} | {:.0} | {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {} |\n",
+                l.client, l.rate, l.records, l.p50.0, l.p50.1, l.p50.2, l.p99.0, l.p99.1, l.p99.2, l.p999.0, l.p999.1, l.p999.2, l.lost
+            ));
+        }
+        let of = |c: &str| latency.iter().find(|l| l.client == c);
+        if let (Some(cs), Some(rb)) = (of("courier-stream"), of("rdkafka-base")) {
+            md.push_str(&format!(
+                "\ncourier-stream ÷ rdkafka-base: p50 {:.2}, p99 {:.2}, p99.9 {:.2} (goal: p50 and p99 ≤ 1).\n",
+                cs.p50.0 / rb.p50.0,
+                cs.p99.0 / rb.p99.0,
+                cs.p999.0 / rb.p999.0
+            ));
+        }
     }
     std::fs::write(dir.join("results.md"), &md).unwrap();
     std::fs::write(dir.join("throughput.svg"), svg(table)).unwrap();
@@ -298,10 +493,19 @@ fn write_results(table: &[(String, String, Stats)], runs: usize) {
     eprintln!("wrote docs/benchmarks/results.md and throughput.svg");
 }
 
+/// The record size a workload name states.
+fn workload_size(name: &str) -> usize {
+    name.split(" B,")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
 /// A plain SVG bar chart of median throughput, one group per workload.
 fn svg(table: &[(String, String, Stats)]) -> String {
     let max = table.iter().map(|(_, _, s)| s.rate.0).fold(1.0, f64::max);
-    let bar_h = 16.0;
+    let bar_h = 14.0;
     let mut y = 30.0;
     let mut body = String::new();
     let mut current = String::new();
@@ -310,30 +514,30 @@ fn svg(table: &[(String, String, Stats)]) -> String {
             current = w.clone();
             y += 14.0;
             body.push_str(&format!(
-                "<text x=\"10\" y=\"{y}\" font-size=\"13\" font-weight=\"bold\">{}</text>\n",
+                "<text x=\"10\" y=\"{y}\" font-size=\"12\" font-weight=\"bold\">{}</text>\n",
                 esc(w)
             ));
-            y += 8.0;
+            y += 6.0;
         }
-        let width = 520.0 * s.rate.0 / max;
+        let width = 500.0 * s.rate.0 / max;
         let color = if c.starts_with("courier") {
             "#2b6cb0"
         } else {
             "#c05621"
         };
         body.push_str(&format!(
-            "<text x=\"10\" y=\"{}\" font-size=\"12\">{c}</text><rect x=\"170\" y=\"{}\" width=\"{width:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\">{:.0} msg/s</text>\n",
-            y + 12.0,
+            "<text x=\"10\" y=\"{}\" font-size=\"11\">{c}</text><rect x=\"170\" y=\"{}\" width=\"{width:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"10\">{:.0} msg/s</text>\n",
+            y + 11.0,
             y,
             bar_h - 3.0,
             175.0 + width,
-            y + 11.0,
+            y + 10.0,
             s.rate.0
         ));
         y += bar_h;
     }
     format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"820\" height=\"{}\" font-family=\"sans-serif\">\n<text x=\"10\" y=\"20\" font-size=\"15\">Median throughput, every report consumed (Courier blue, rdkafka orange)</text>\n{body}</svg>\n",
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"20\" font-size=\"15\">Median throughput, every report consumed (Courier blue, rdkafka orange)</text>\n{body}</svg>\n",
         y + 20.0
     )
 }
@@ -355,10 +559,11 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-/// Runs one client in a child process; its CPU time from wait4.
+/// Runs one client in a child process; its CPU time from wait4. `rate` > 0
+/// makes it an open-loop latency run at that many records a second.
 // The child is reaped by `libc::wait4` (for its rusage), not `Child::wait`.
 #[allow(clippy::zombie_processes)]
-fn run_child(addr: &str, topic: &str, client: &str, w: &Workload) -> Sample {
+fn run_child(addr: &str, topic: &str, client: &str, w: &Workload, rate: f64) -> Sample {
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
     let child = Command::new(exe)
@@ -369,6 +574,7 @@ fn run_child(addr: &str, topic: &str, client: &str, w: &Workload) -> Sample {
             w.linger_ms.to_string(),
         ])
         .args([w.acks, w.compression, w.keys.name()])
+        .arg(rate.to_string())
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn bench child");
@@ -387,74 +593,110 @@ fn run_child(addr: &str, topic: &str, client: &str, w: &Workload) -> Sample {
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "{client} failed: {out}"
     );
-    let mut fields = out.split_whitespace();
-    let wall: f64 = fields
-        .next()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(wall_outer);
-    let delivered: usize = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
-    let hwm_kib: i64 = fields.next().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let f: Vec<f64> = out
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Sample {
-        wall,
+        wall: if field(0) > 0.0 { field(0) } else { wall_outer },
         cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
-        max_rss_kib: hwm_kib,
-        delivered,
+        max_rss_kib: field(2) as i64,
+        delivered: field(1) as usize,
         verified: None,
         broker_cpu: 0.0,
+        latency_us: [field(3), field(4), field(5)],
     }
 }
 
-/// Child: produce and consume every report; print "wall_seconds delivered".
+/// What a child runs.
+struct Job {
+    client: String,
+    addr: String,
+    topic: String,
+    n: usize,
+    size: usize,
+    linger: String,
+    acks: String,
+    compression: String,
+    keys: Keys,
+    /// Records a second for an open-loop run; 0 for closed loop.
+    rate: f64,
+}
+
+/// What a child measured.
+struct Outcome {
+    wall: f64,
+    delivered: usize,
+    /// Open loop: each delivered record's latency in µs.
+    latencies: Vec<u64>,
+}
+
+/// The instant every child measures from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// An open-loop record's value: when it was due, then padding.
+fn due_value(due: Instant, size: usize) -> Vec<u8> {
+    let mut v = vec![b'x'; size.max(8)];
+    v[..8].copy_from_slice(&(due - epoch()).as_nanos().to_le_bytes()[..8]);
+    v
+}
+
+/// Microseconds from a record's due instant (read from its value) to now.
+fn latency_of(value: Option<&[u8]>) -> Option<u64> {
+    let v = value?.get(..8)?;
+    let due = u64::from_le_bytes(v.try_into().ok()?);
+    let now = (Instant::now() - epoch()).as_nanos() as u64;
+    Some(now.saturating_sub(due) / 1000)
+}
+
+/// When record `i` of an open-loop run is due.
+fn due(start: Instant, i: usize, rate: f64) -> Instant {
+    start + Duration::from_secs_f64(i as f64 / rate)
+}
+
+fn percentiles(mut v: Vec<u64>) -> [f64; 3] {
+    if v.is_empty() {
+        return [0.0; 3];
+    }
+    v.sort_unstable();
+    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64;
+    [at(0.5), at(0.99), at(0.999)]
+}
+
+/// Child: produce and consume every report; print
+/// "wall_seconds delivered peak_rss_kib p50_us p99_us p999_us".
 fn child(args: &[String]) {
-    let client = args[0].as_str();
-    let addr = args[1].clone();
-    let topic = args[2].clone();
-    let n: usize = args[3].parse().unwrap();
-    let size: usize = args[4].parse().unwrap();
-    let linger = args[5].clone();
-    let acks = args[6].clone();
-    let compression = args[7].clone();
-    let keys = Keys::parse(&args[8]);
-    let payload = vec![b'x'; size];
+    epoch();
+    let job = Job {
+        client: args[0].clone(),
+        addr: args[1].clone(),
+        topic: args[2].clone(),
+        n: args[3].parse().unwrap(),
+        size: args[4].parse().unwrap(),
+        linger: args[5].clone(),
+        acks: args[6].clone(),
+        compression: args[7].clone(),
+        keys: Keys::parse(&args[8]),
+        rate: args.get(9).and_then(|r| r.parse().ok()).unwrap_or(0.0),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .unwrap();
-    let (wall, delivered) = match client {
-        c if c.starts_with("courier") => rt.block_on(courier_client(
-            c,
-            &addr,
-            &topic,
-            n,
-            &payload,
-            &linger,
-            &acks,
-            &compression,
-            keys,
-        )),
-        "rdkafka-base" => rdkafka_base(
-            &addr,
-            &topic,
-            n,
-            &payload,
-            &linger,
-            &acks,
-            &compression,
-            keys,
-        ),
-        "rdkafka-future" => rt.block_on(rdkafka_future(
-            &addr,
-            &topic,
-            n,
-            &payload,
-            &linger,
-            &acks,
-            &compression,
-            keys,
-        )),
-        other => panic!("unknown client {other}"),
+    let out = match (job.client.as_str(), job.rate > 0.0) {
+        (c, false) if c.starts_with("courier") => rt.block_on(courier_client(&job)),
+        (c, true) if c.starts_with("courier") => rt.block_on(courier_open_loop(&job)),
+        ("rdkafka-base", false) => rdkafka_base(&job),
+        ("rdkafka-base", true) => rdkafka_base_open_loop(&job),
+        ("rdkafka-future", false) => rt.block_on(rdkafka_future(&job)),
+        ("rdkafka-future", true) => rt.block_on(rdkafka_future_open_loop(&job)),
+        (other, _) => panic!("unknown client {other}"),
     };
     // Peak RSS of this process's own memory since exec. (wait4's
     // ru_maxrss is no good here: Linux carries the parent's peak across
@@ -467,39 +709,37 @@ fn child(args: &[String]) {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
         .unwrap_or(0);
-    println!("{wall} {delivered} {hwm_kib}");
+    let [p50, p99, p999] = percentiles(out.latencies);
+    println!(
+        "{} {} {hwm_kib} {p50} {p99} {p999}",
+        out.wall, out.delivered
+    );
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn courier_client(
-    client: &str,
-    addr: &str,
-    topic: &str,
-    n: usize,
-    payload: &[u8],
-    linger: &str,
-    acks: &str,
-    compression: &str,
-    keys: Keys,
-) -> (f64, usize) {
-    use courier::{DeliveryReport, Producer, Record, ReportMode, Topic};
-    use futures::StreamExt;
-    let producer = Producer::builder()
-        .bootstrap(addr)
-        .set("linger.ms", linger)
-        .set("acks", acks)
-        .set("compression.type", compression)
+fn courier_producer(job: &Job) -> courier::Producer {
+    courier::Producer::builder()
+        .bootstrap(&job.addr)
+        .set("linger.ms", &job.linger)
+        .set("acks", &job.acks)
+        .set("compression.type", &job.compression)
         .set("batch.size", "1000000")
         .set("buffer.memory", "268435456")
         .build()
-        .unwrap();
-    let topic = Topic::from(topic);
-    let value = bytes::Bytes::copy_from_slice(payload);
-    let key_of = |i: usize| keys.key(i).map(bytes::Bytes::from);
+        .unwrap()
+}
+
+async fn courier_client(job: &Job) -> Outcome {
+    use courier::{DeliveryReport, Record, ReportMode, Topic};
+    use futures::StreamExt;
+    let producer = courier_producer(job);
+    let n = job.n;
+    let topic = Topic::from(job.topic.as_str());
+    let value = bytes::Bytes::from(vec![b'x'; job.size]);
+    let keys = job.keys;
     let record = |i: usize| Record {
         topic,
         partition: None,
-        key: key_of(i),
+        key: keys.key(i).map(bytes::Bytes::from),
         value: Some(value.clone()),
         headers: Vec::new(),
         timestamp: None,
@@ -507,9 +747,9 @@ async fn courier_client(
     // Metadata first, outside the timing, as rdkafka's clients also fetch it before producing.
     let _ = producer.send(Record::to(topic).value("warm")).await;
     let start = Instant::now();
-    let delivered = match client {
+    let delivered = match job.client.as_str() {
         "courier-stream" | "courier-errors-only" => {
-            let mode = if client == "courier-stream" {
+            let mode = if job.client == "courier-stream" {
                 ReportMode::All
             } else {
                 ReportMode::ErrorsOnly
@@ -583,7 +823,78 @@ async fn courier_client(
     };
     let wall = start.elapsed().as_secs_f64();
     producer.close().await;
-    (wall, delivered)
+    Outcome {
+        wall,
+        delivered,
+        latencies: Vec::new(),
+    }
+}
+
+/// Courier at a fixed rate: `courier-stream` (a subscription) or
+/// `courier-send` (a task per `send`).
+async fn courier_open_loop(job: &Job) -> Outcome {
+    use courier::{Record, ReportMode, Topic};
+    use futures::StreamExt;
+    let producer = courier_producer(job);
+    let topic = Topic::from(job.topic.as_str());
+    let _ = producer.send(Record::to(topic).value("warm")).await;
+    let start = Instant::now();
+    let record = |i: usize| Record::to(topic).value(due_value(due(start, i, job.rate), job.size));
+    let pace = |i: usize| {
+        let at = due(start, i, job.rate);
+        async move {
+            if Instant::now() < at {
+                tokio::time::sleep_until(at.into()).await;
+            }
+        }
+    };
+    let latencies = match job.client.as_str() {
+        "courier-stream" => {
+            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let reader = tokio::spawn(async move {
+                let mut lat = Vec::new();
+                while let Some(r) = stream.next().await {
+                    if let Ok(d) = r.into_result() {
+                        lat.extend(latency_of(d.record.value.as_deref()));
+                    }
+                }
+                lat
+            });
+            for i in 0..job.n {
+                pace(i).await;
+                sub.produce(record(i)).await.unwrap();
+            }
+            drop(sub);
+            reader.await.unwrap()
+        }
+        "courier-send" => {
+            let mut tasks = Vec::with_capacity(job.n);
+            for i in 0..job.n {
+                pace(i).await;
+                let p = producer.clone();
+                let r = record(i);
+                tasks.push(tokio::spawn(async move {
+                    p.send(r)
+                        .await
+                        .ok()
+                        .and_then(|d| latency_of(d.record.value.as_deref()))
+                }));
+            }
+            let mut lat = Vec::with_capacity(job.n);
+            for t in tasks {
+                lat.extend(t.await.unwrap());
+            }
+            lat
+        }
+        other => panic!("no open-loop mode for {other}"),
+    };
+    let wall = start.elapsed().as_secs_f64();
+    producer.close().await;
+    Outcome {
+        wall,
+        delivered: latencies.len(),
+        latencies,
+    }
 }
 
 fn rdkafka_config(
@@ -603,84 +914,130 @@ fn rdkafka_config(
     c
 }
 
-#[allow(clippy::too_many_arguments)]
-fn rdkafka_base(
-    addr: &str,
-    topic: &str,
-    n: usize,
-    payload: &[u8],
-    linger: &str,
-    acks: &str,
-    compression: &str,
-    keys: Keys,
-) -> (f64, usize) {
-    use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    struct Count(AtomicUsize);
-    impl rdkafka::ClientContext for Count {}
-    impl ProducerContext for Count {
-        type DeliveryOpaque = ();
-        fn delivery(&self, r: &DeliveryResult<'_>, _: ()) {
-            if r.is_ok() {
-                self.0.fetch_add(1, Ordering::Relaxed);
+/// The rdkafka delivery callback's state: a count of successes, and in
+/// open-loop runs each one's latency.
+struct Count {
+    ok: std::sync::atomic::AtomicUsize,
+    latencies: Option<std::sync::Mutex<Vec<u64>>>,
+}
+
+impl rdkafka::ClientContext for Count {}
+
+impl rdkafka::producer::ProducerContext for Count {
+    type DeliveryOpaque = ();
+    fn delivery(&self, r: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        use rdkafka::message::Message;
+        if let Ok(m) = r {
+            self.ok.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let Some(l) = &self.latencies {
+                l.lock().unwrap().extend(latency_of(m.payload()));
             }
         }
     }
-    let p: BaseProducer<Count> = rdkafka_config(addr, linger, acks, compression)
-        .create_with_context(Count(AtomicUsize::new(0)))
-        .unwrap();
+}
+
+fn base_producer(job: &Job, latencies: bool) -> rdkafka::producer::BaseProducer<Count> {
+    use rdkafka::producer::Producer;
+    let p: rdkafka::producer::BaseProducer<Count> =
+        rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
+            .create_with_context(Count {
+                ok: Default::default(),
+                latencies: latencies.then(Default::default),
+            })
+            .unwrap();
     let _ = p
         .client()
-        .fetch_metadata(Some(topic), Duration::from_secs(10));
-    let start = Instant::now();
-    for i in 0..n {
-        let key = keys.key(i);
-        let mut rec = BaseRecord::to(topic).payload(payload);
-        if let Some(k) = &key {
-            rec = rec.key(k.as_str());
-        }
-        loop {
-            match p.send(rec) {
-                Ok(()) => break,
-                Err((_, back)) => {
-                    p.poll(Duration::from_millis(1));
-                    rec = back;
-                }
+        .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
+    p
+}
+
+/// Sends one record, polling (which serves delivery callbacks) while the
+/// queue is full.
+fn base_send(
+    p: &rdkafka::producer::BaseProducer<Count>,
+    topic: &str,
+    key: Option<&str>,
+    payload: &[u8],
+) {
+    let mut rec = rdkafka::producer::BaseRecord::to(topic).payload(payload);
+    if let Some(k) = key {
+        rec = rec.key(k);
+    }
+    loop {
+        match p.send(rec) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                p.poll(Duration::from_millis(1));
+                rec = back;
             }
         }
+    }
+}
+
+fn rdkafka_base(job: &Job) -> Outcome {
+    use rdkafka::producer::Producer;
+    let p = base_producer(job, false);
+    let payload = vec![b'x'; job.size];
+    let start = Instant::now();
+    for i in 0..job.n {
+        base_send(&p, &job.topic, job.keys.key(i).as_deref(), &payload);
         if i % 1000 == 0 {
             p.poll(Duration::ZERO);
         }
     }
     p.flush(Duration::from_secs(120)).unwrap();
-    let wall = start.elapsed().as_secs_f64();
-    (wall, p.context().0.load(Ordering::Relaxed))
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered: p.context().ok.load(std::sync::atomic::Ordering::Relaxed),
+        latencies: Vec::new(),
+    }
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn rdkafka_future(
-    addr: &str,
-    topic: &str,
-    n: usize,
-    payload: &[u8],
-    linger: &str,
-    acks: &str,
-    compression: &str,
-    keys: Keys,
-) -> (f64, usize) {
+fn rdkafka_base_open_loop(job: &Job) -> Outcome {
+    use rdkafka::producer::Producer;
+    let p = base_producer(job, true);
+    let start = Instant::now();
+    for i in 0..job.n {
+        let at = due(start, i, job.rate);
+        // Wait for the due instant in polls, so reports are served while
+        // waiting, as a real application's poll loop would.
+        loop {
+            let now = Instant::now();
+            if now >= at {
+                break;
+            }
+            p.poll((at - now).min(Duration::from_millis(1)));
+        }
+        base_send(&p, &job.topic, None, &due_value(at, job.size));
+        if i % 100 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    p.flush(Duration::from_secs(120)).unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    let latencies = std::mem::take(&mut *p.context().latencies.as_ref().unwrap().lock().unwrap());
+    Outcome {
+        wall,
+        delivered: latencies.len(),
+        latencies,
+    }
+}
+
+async fn rdkafka_future(job: &Job) -> Outcome {
     use futures::StreamExt;
     use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-    let p: FutureProducer = rdkafka_config(addr, linger, acks, compression)
+    let p: FutureProducer = rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
         .create()
         .unwrap();
     let _ = p
         .client()
-        .fetch_metadata(Some(topic), Duration::from_secs(10));
+        .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
+    let payload = vec![b'x'; job.size];
     let start = Instant::now();
-    let keys_v: Vec<Option<String>> = (0..n).map(|i| keys.key(i)).collect();
-    let futs: futures::stream::FuturesUnordered<_> = (0..n)
+    let keys_v: Vec<Option<String>> = (0..job.n).map(|i| job.keys.key(i)).collect();
+    let futs: futures::stream::FuturesUnordered<_> = (0..job.n)
         .map(|i| {
-            let mut rec = FutureRecord::<str, [u8]>::to(topic).payload(payload);
+            let mut rec = FutureRecord::<str, [u8]>::to(&job.topic).payload(&payload);
             if let Some(k) = &keys_v[i] {
                 rec = rec.key(k.as_str());
             }
@@ -691,8 +1048,56 @@ async fn rdkafka_future(
         .filter(|r| futures::future::ready(r.is_ok()))
         .count()
         .await;
-    let wall = start.elapsed().as_secs_f64();
-    (wall, ok)
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered: ok,
+        latencies: Vec::new(),
+    }
+}
+
+/// A task per record awaiting its `DeliveryFuture`, at a fixed rate.
+async fn rdkafka_future_open_loop(job: &Job) -> Outcome {
+    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+    let p: FutureProducer = rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
+        .create()
+        .unwrap();
+    let _ = p
+        .client()
+        .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(job.n);
+    for i in 0..job.n {
+        let at = due(start, i, job.rate);
+        if Instant::now() < at {
+            tokio::time::sleep_until(at.into()).await;
+        }
+        let value = due_value(at, job.size);
+        let mut rec = FutureRecord::<str, [u8]>::to(&job.topic).payload(&value);
+        let delivery = loop {
+            match p.send_result(rec) {
+                Ok(d) => break d,
+                Err((_, back)) => {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                    rec = back;
+                }
+            }
+        };
+        tasks.push(tokio::spawn(async move {
+            match delivery.await {
+                Ok(Ok(_)) => latency_of(Some(&value)),
+                _ => None,
+            }
+        }));
+    }
+    let mut latencies = Vec::with_capacity(job.n);
+    for t in tasks {
+        latencies.extend(t.await.unwrap());
+    }
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered: latencies.len(),
+        latencies,
+    }
 }
 
 /// A Tansu broker for the whole bench.
@@ -772,7 +1177,7 @@ fn create_topic(addr: &str, topic: &str, partitions: i32) {
 
 /// Records in the topic, read back with the rdkafka consumer (the warm-up
 /// record of Courier's clients excluded).
-fn count_in_log(addr: &str, topic: &str, partitions: i32, expected: usize) -> usize {
+fn count_in_log(addr: &str, topic: &str, partitions: i32, expected: usize, courier: bool) -> usize {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::message::Message;
     let c: BaseConsumer = rdkafka::ClientConfig::new()
@@ -787,12 +1192,17 @@ fn count_in_log(addr: &str, topic: &str, partitions: i32, expected: usize) -> us
             .unwrap();
     }
     c.assign(&tpl).unwrap();
-    let mut n = 0;
+    let (mut n, mut warm) = (0, 0);
     let mut last = Instant::now();
-    while last.elapsed() < Duration::from_secs(3) && n < expected + 1 {
+    // Until every record (and, for Courier's clients, the warm-up record)
+    // is in, or the log has been quiet for 3 s.
+    let done = |n: usize, warm: usize| n > expected || (n == expected && (warm == 1 || !courier));
+    while last.elapsed() < Duration::from_secs(3) && !done(n, warm) {
         if let Some(Ok(m)) = c.poll(Duration::from_millis(100)) {
             last = Instant::now();
-            if m.payload() != Some(b"warm".as_slice()) {
+            if m.payload() == Some(b"warm".as_slice()) {
+                warm += 1;
+            } else {
                 n += 1;
             }
         }
