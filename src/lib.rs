@@ -18,6 +18,9 @@
 mod accumulator;
 pub mod actors;
 pub mod admin;
+#[cfg(feature = "bench-internals")]
+#[doc(hidden)]
+pub mod bench_internals;
 mod clock;
 pub mod config;
 pub mod connection;
