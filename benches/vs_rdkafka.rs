@@ -392,7 +392,9 @@ fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: u
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
          Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage, a fresh one per workload) on the same machine; rdkafka 0.38 (librdkafka 2.12.1).\n\
-         Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak.\n\n\
+         Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
+         Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608`; rdkafka with its defaults plus \
+         `queue.buffering.max.messages=2000000`, `queue.buffering.max.kbytes=1048576` and `partitioner=murmur2_random` (Java-compatible keys).\n\n\
          Clients: `courier-stream` produces with `Subscriber::produce` one record at a time and reads every report from the `ReportStream`; \
          `courier-stream-batch` hands records over with `Subscriber::produce_batch`, 1,000 at a time, and reads reports with `next_batch`; \
          `courier-errors-only` is a subscription in `ReportMode::ErrorsOnly`; `courier-no-reports` uses `Producer::produce`; \
@@ -722,8 +724,16 @@ fn courier_producer(job: &Job) -> courier::Producer {
         .set("linger.ms", &job.linger)
         .set("acks", &job.acks)
         .set("compression.type", &job.compression)
+        // librdkafka's batch.size default.
         .set("batch.size", "1000000")
-        .set("buffer.memory", "268435456")
+        // 8 MiB: Courier outruns the broker here, so buffer.memory is what
+        // sets its peak RSS (batches, plus the owed-report entries of their
+        // records); more buffer buys no throughput on this machine.
+        // BENCH_BUFFER_MEMORY overrides it for experiments.
+        .set(
+            "buffer.memory",
+            &std::env::var("BENCH_BUFFER_MEMORY").unwrap_or_else(|_| "8388608".into()),
+        )
         .build()
         .unwrap()
 }

@@ -364,6 +364,46 @@ pub struct FrameWriter {
 }
 
 impl FrameWriter {
+    /// Writes `parts` back to back, with vectored writes: a Produce
+    /// request's header bytes and its batches' own bytes go out without
+    /// being copied together first.
+    pub async fn write_parts(&mut self, parts: &[bytes::Bytes]) -> Result<(), ConnectionError> {
+        use std::io::IoSlice;
+        let io = |source| ConnectionError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        // Position: part `i`, `off` bytes into it.
+        let (mut i, mut off) = (0, 0);
+        while i < parts.len() {
+            let slices: Vec<IoSlice<'_>> = std::iter::once(&parts[i][off..])
+                .chain(parts[i + 1..].iter().map(|p| &p[..]))
+                .filter(|s| !s.is_empty())
+                .take(64)
+                .map(IoSlice::new)
+                .collect();
+            if slices.is_empty() {
+                break;
+            }
+            let mut n = self.half.write_vectored(&slices).await.map_err(io)?;
+            if n == 0 {
+                return Err(io(std::io::ErrorKind::WriteZero.into()));
+            }
+            while n > 0 || (i < parts.len() && parts[i].len() == off) {
+                let left = parts[i].len() - off;
+                if n >= left {
+                    n -= left;
+                    i += 1;
+                    off = 0;
+                } else {
+                    off += n;
+                    n = 0;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes one or more whole request frames.
     pub async fn write(&mut self, frames: &[u8]) -> Result<(), ConnectionError> {
         self.half

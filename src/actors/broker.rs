@@ -18,7 +18,6 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use bytes::BytesMut;
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
     InitProducerIdRequest, InitProducerIdResponse, MetadataRequest, MetadataResponse,
     ProduceRequest, ProducerId, TopicName,
@@ -33,7 +32,8 @@ use crate::kafka_error::classify;
 use crate::kafka_error::ResponseError;
 use crate::producer::Inner;
 use crate::protocol::frame::peek_correlation_id;
-use crate::protocol::message::{decode_response, encode_request, request_frame_size};
+use crate::protocol::message::{decode_response, encode_request};
+use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 use crate::protocol::record_batch::ProducerStamp;
 use crate::protocol::versions::ApiVersions;
 use crate::report::ErrorKind;
@@ -44,7 +44,7 @@ enum ConnState {
     Idle,
     Connecting,
     Connected {
-        tx: mpsc::UnboundedSender<bytes::Bytes>,
+        tx: mpsc::UnboundedSender<Vec<bytes::Bytes>>,
         reader: actix::SpawnHandle,
         versions: ApiVersions,
     },
@@ -155,15 +155,15 @@ impl BrokerConnection {
         let (mut reader, mut writer, versions, next_id) = conn.into_pipelined();
         self.next_correlation_id = next_id;
         self.reconnect_attempts = 0;
-        let (tx, mut rx) = mpsc::unbounded_channel::<bytes::Bytes>();
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<bytes::Bytes>>();
         // Weak addresses: the I/O tasks must not keep a retired actor alive
         // (actix's Supervisor restarts an actor while strong addresses exist).
         let me = ctx.address().downgrade();
         let me2 = me.clone();
         // Writer: ends when the actor drops `tx` or the socket fails.
         actix::spawn(async move {
-            while let Some(frame) = rx.recv().await {
-                if let Err(e) = writer.write(&frame).await {
+            while let Some(parts) = rx.recv().await {
+                if let Err(e) = writer.write_parts(&parts).await {
                     if let Some(a) = me2.upgrade() {
                         a.do_send(ConnectionLost {
                             generation,
@@ -334,7 +334,7 @@ impl BrokerConnection {
     fn connected(
         &mut self,
         ctx: &mut Context<Self>,
-    ) -> Result<(mpsc::UnboundedSender<bytes::Bytes>, ApiVersions), String> {
+    ) -> Result<(mpsc::UnboundedSender<Vec<bytes::Bytes>>, ApiVersions), String> {
         match &self.state {
             ConnState::Connected { tx, versions, .. } => Ok((tx.clone(), *versions)),
             _ => {
@@ -348,7 +348,7 @@ impl BrokerConnection {
     /// `make` from the version.
     fn call<R: kafka_protocol::protocol::Request>(
         &mut self,
-        tx: &mpsc::UnboundedSender<bytes::Bytes>,
+        tx: &mpsc::UnboundedSender<Vec<bytes::Bytes>>,
         version: i16,
         req: &R,
         make: impl FnOnce(i16) -> Call,
@@ -364,7 +364,7 @@ impl BrokerConnection {
         )
         .map_err(|e| e.to_string())?;
         self.calls.insert(correlation_id, make(version));
-        let _ = tx.send(buf.freeze());
+        let _ = tx.send(vec![buf.freeze()]);
         Ok(())
     }
 
@@ -517,7 +517,7 @@ impl BrokerConnection {
     fn send_produce(
         &mut self,
         mut batches: Vec<ProducerBatch>,
-        tx: &mpsc::UnboundedSender<bytes::Bytes>,
+        tx: &mpsc::UnboundedSender<Vec<bytes::Bytes>>,
         version: i16,
     ) {
         let _span = tracing::debug_span!(
@@ -528,85 +528,59 @@ impl BrokerConnection {
         .entered();
         let inner = self.inner.clone();
         let cfg = &inner.config;
-        let build = |batches: &[ProducerBatch]| {
-            let mut req = ProduceRequest::default();
-            req.acks = cfg.acks.wire();
-            req.timeout_ms = cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32;
-            for b in batches {
-                let pd = PartitionProduceData::default()
-                    .with_index(b.partition)
-                    .with_records(Some(b.encoded.bytes().clone()));
-                match req
-                    .topic_data
-                    .iter_mut()
-                    .find(|t| t.name.0.as_str() == b.topic.as_str())
-                {
-                    Some(t) => t.partition_data.push(pd),
-                    None => req.topic_data.push(
-                        TopicProduceData::default()
-                            .with_name(TopicName(
-                                StrBytes::from_utf8(b.topic.to_bytes()).expect("topics are UTF-8"),
-                            ))
-                            .with_partition_data(vec![pd]),
-                    ),
-                }
-            }
-            req
-        };
-        let mut req = build(&batches);
-        let frame_size = |req: &ProduceRequest| {
-            request_frame_size(Some(&self.inner.client_id), version, req).unwrap_or(usize::MAX)
+        // The request is written around the batches' own bytes
+        // (protocol::produce), so no batch is copied into a request buffer.
+        let topics = topic_data;
+        let mut header = ProduceHeader {
+            version,
+            correlation_id: 0,
+            client_id: Some(inner.client_id.as_str()),
+            acks: cfg.acks.wire(),
+            timeout_ms: cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32,
         };
         // Exact size check: a request never exceeds max.request.size. Extra
         // batches go back to the front of their queues.
-        let mut size = frame_size(&req);
-        while batches.len() > 1 && size > cfg.max_request_size {
+        while batches.len() > 1 && frame_size(&header, &topics(&batches)) > cfg.max_request_size {
             let b = batches.pop().expect("more than one");
             let q = self.inner.acc.queue(&b.topic, b.partition);
             let mut qi = lock(&q.inner);
             qi.in_flight -= 1;
             qi.requeue(b);
             drop(qi);
-            req = build(&batches);
-            size = frame_size(&req);
         }
-        let correlation_id = self.next_correlation_id();
-        // Sized once: the encoder then never regrows (and recopies) it.
-        let mut buf = BytesMut::with_capacity(size.min(cfg.max_request_size.saturating_add(1024)));
-        if let Err(e) = encode_request(
-            &mut buf,
-            correlation_id,
-            Some(&self.inner.client_id),
-            version,
-            &req,
-        ) {
-            // Cannot happen with well-formed batches; fail them rather than loop.
-            for b in batches {
-                let q = self.inner.acc.queue(&b.topic, b.partition);
-                lock(&q.inner).in_flight -= 1;
-                self.finish(
-                    b,
-                    Outcome::Failed {
-                        kind: ErrorKind::Compression,
-                        message: e.to_string(),
-                    },
-                );
+        header.correlation_id = self.next_correlation_id();
+        let correlation_id = header.correlation_id;
+        let frame = match encode(&header, &topics(&batches)) {
+            Ok(frame) => frame,
+            Err(e) => {
+                // Cannot happen with well-formed batches; fail them rather than loop.
+                for b in batches {
+                    let q = self.inner.acc.queue(&b.topic, b.partition);
+                    lock(&q.inner).in_flight -= 1;
+                    self.finish(
+                        b,
+                        Outcome::Failed {
+                            kind: ErrorKind::Compression,
+                            message: e.to_string(),
+                        },
+                    );
+                }
+                return;
             }
-            return;
-        }
+        };
         let records: i32 = batches.iter().map(|b| b.record_count).sum();
         tracing::debug!(
             broker = self.node_id,
             correlation_id,
             batches = batches.len(),
             records,
-            bytes = buf.len(),
+            bytes = frame.len,
             "produce request"
         );
         for b in &mut batches {
             b.attempts += 1;
         }
-        let _ = tx.send(buf.freeze());
+        let _ = tx.send(frame.parts);
         if cfg.acks.wire() == 0 {
             // No response will come: "sent, offset unknown".
             for b in batches {
@@ -805,6 +779,26 @@ fn stamp_sequence(qi: &mut QueueInner, b: &mut ProducerBatch, id: i64, epoch: i1
         base_sequence: seq,
     });
     qi.unacked.insert(b.id);
+}
+
+/// `batches` grouped by topic, in the order they come, for a Produce
+/// request.
+fn topic_data(batches: &[ProducerBatch]) -> Vec<TopicData<'_>> {
+    let mut topics: Vec<TopicData<'_>> = Vec::new();
+    for b in batches {
+        let pd = PartitionData {
+            partition: b.partition,
+            records: b.encoded.bytes(),
+        };
+        match topics.iter_mut().find(|t| t.name == b.topic.as_str()) {
+            Some(t) => t.partitions.push(pd),
+            None => topics.push(TopicData {
+                name: b.topic.as_str(),
+                partitions: vec![pd],
+            }),
+        }
+    }
+    topics
 }
 
 /// Sequences wrap from `i32::MAX` to 0 (Java's

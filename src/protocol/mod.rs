@@ -9,6 +9,8 @@
 //! - [`frame`]: length prefixes and correlation ids.
 //! - [`message`]: request headers and bodies out, response headers and bodies
 //!   in, using the `kafka-protocol` crate's schema types.
+//! - [`produce`]: the Produce request written around the batches' own bytes
+//!   (no copy of a batch into a request buffer).
 //! - [`versions`]: the API versions we implement and the negotiation with a
 //!   broker's ApiVersions answer.
 //! - [`record_batch`]: the hand-written RecordBatch v2 encoder, the one piece of
@@ -21,6 +23,7 @@
 
 pub mod frame;
 pub mod message;
+pub mod produce;
 pub mod record_batch;
 pub mod versions;
 
