@@ -86,12 +86,24 @@ impl Keys {
             _ => Keys::None,
         }
     }
-    fn key(self, i: usize) -> Option<String> {
-        match self {
-            Keys::None => None,
-            Keys::Thousand => Some(format!("k{}", i % 1000)),
-            Keys::Yow => Some("yow".into()),
-        }
+    /// Record `i`'s key, written into `buf`: no allocation, so each client
+    /// pays only for what its own API makes it do with a key (rdkafka
+    /// copies it into its message; a Courier record owns it as `Bytes`).
+    fn key(self, i: usize, buf: &mut [u8; 8]) -> Option<&str> {
+        use std::io::Write;
+        let n = match self {
+            Keys::None => return None,
+            Keys::Thousand => {
+                let mut w = &mut buf[..];
+                write!(w, "k{}", i % 1000).expect("fits");
+                8 - w.len()
+            }
+            Keys::Yow => {
+                buf[..3].copy_from_slice(b"yow");
+                3
+            }
+        };
+        std::str::from_utf8(&buf[..n]).ok()
     }
 }
 
@@ -393,7 +405,7 @@ fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: u
         "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
          Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage, a fresh one per workload) on the same machine; rdkafka 0.38 (librdkafka 2.12.1).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
-         Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608`; rdkafka with its defaults plus \
+         Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608` (256 MiB for `courier-send`, whose million futures all wait at once); rdkafka with its defaults plus \
          `queue.buffering.max.messages=2000000`, `queue.buffering.max.kbytes=1048576` and `partitioner=murmur2_random` (Java-compatible keys).\n\n\
          Clients: `courier-stream` produces with `Subscriber::produce` one record at a time and reads every report from the `ReportStream`; \
          `courier-stream-batch` hands records over with `Subscriber::produce_batch`, 1,000 at a time, and reads reports with `next_batch`; \
@@ -728,11 +740,21 @@ fn courier_producer(job: &Job) -> courier::Producer {
         .set("batch.size", "1000000")
         // 8 MiB: Courier outruns the broker here, so buffer.memory is what
         // sets its peak RSS (batches, plus the owed-report entries of their
-        // records); more buffer buys no throughput on this machine.
-        // BENCH_BUFFER_MEMORY overrides it for experiments.
+        // records); more buffer buys no throughput on this machine. The
+        // one-future-per-record client gets 256 MiB instead: it creates all
+        // its futures up front, and a future waiting for buffer room holds
+        // its record and a timer, which costs more memory than a buffered
+        // record does (as rdkafka's FutureProducer gets a 1 GiB queue).
+        // BENCH_BUFFER_MEMORY overrides both for experiments.
         .set(
             "buffer.memory",
-            &std::env::var("BENCH_BUFFER_MEMORY").unwrap_or_else(|_| "8388608".into()),
+            &std::env::var("BENCH_BUFFER_MEMORY").unwrap_or_else(|_| {
+                if job.client == "courier-send" {
+                    "268435456".into()
+                } else {
+                    "8388608".into()
+                }
+            }),
         )
         .build()
         .unwrap()
@@ -749,7 +771,9 @@ async fn courier_client(job: &Job) -> Outcome {
     let record = |i: usize| Record {
         topic,
         partition: None,
-        key: keys.key(i).map(bytes::Bytes::from),
+        key: keys
+            .key(i, &mut [0; 8])
+            .map(|k| bytes::Bytes::copy_from_slice(k.as_bytes())),
         value: Some(value.clone()),
         headers: Vec::new(),
         timestamp: None,
@@ -990,7 +1014,7 @@ fn rdkafka_base(job: &Job) -> Outcome {
     let payload = vec![b'x'; job.size];
     let start = Instant::now();
     for i in 0..job.n {
-        base_send(&p, &job.topic, job.keys.key(i).as_deref(), &payload);
+        base_send(&p, &job.topic, job.keys.key(i, &mut [0; 8]), &payload);
         if i % 1000 == 0 {
             p.poll(Duration::ZERO);
         }
@@ -1044,7 +1068,9 @@ async fn rdkafka_future(job: &Job) -> Outcome {
         .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
     let payload = vec![b'x'; job.size];
     let start = Instant::now();
-    let keys_v: Vec<Option<String>> = (0..job.n).map(|i| job.keys.key(i)).collect();
+    let keys_v: Vec<Option<String>> = (0..job.n)
+        .map(|i| job.keys.key(i, &mut [0; 8]).map(str::to_string))
+        .collect();
     let futs: futures::stream::FuturesUnordered<_> = (0..job.n)
         .map(|i| {
             let mut rec = FutureRecord::<str, [u8]>::to(&job.topic).payload(&payload);

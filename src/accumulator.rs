@@ -102,10 +102,37 @@ pub(crate) struct Chunk {
 
 impl Chunk {
     fn with_capacity(n: usize) -> Chunk {
+        let spare = if n == CHUNK {
+            lock(&SPARE_CHUNKS).pop()
+        } else {
+            None
+        };
         Chunk {
-            entries: Vec::with_capacity(n),
+            entries: spare.unwrap_or_else(|| Vec::with_capacity(n)),
             sole: None,
         }
+    }
+}
+
+/// Full-size owed chunks that report streams have emptied, for
+/// `Owed::push` to fill again: a busy producer then does not allocate (and
+/// fault in) a fresh 45 KiB chunk for every 256 records, and the reader's
+/// thread does not free memory the producer's thread allocated.
+static SPARE_CHUNKS: Mutex<Vec<Vec<Pending>>> = Mutex::new(Vec::new());
+
+/// Spare chunks kept at most (about 3 MiB).
+const MAX_SPARE_CHUNKS: usize = 64;
+
+/// Gives an owed chunk's allocation back for reuse (its entries, if any
+/// are left, are dropped).
+pub(crate) fn recycle_chunk(mut entries: Vec<Pending>) {
+    if entries.capacity() != CHUNK {
+        return;
+    }
+    entries.clear();
+    let mut spare = lock(&SPARE_CHUNKS);
+    if spare.len() < MAX_SPARE_CHUNKS {
+        spare.push(entries);
     }
 }
 

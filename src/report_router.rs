@@ -153,6 +153,7 @@ pub(crate) fn route(
                 sink.push(ReportChunk::batch(result.clone(), chunk.entries));
             } else {
                 sink.skip(chunk.entries.len());
+                crate::accumulator::recycle_chunk(chunk.entries);
             }
             continue;
         }

@@ -36,18 +36,27 @@ use crate::report_router::BatchResult;
 pub(crate) enum ReportChunk {
     Batch {
         result: Arc<BatchResult>,
-        entries: std::vec::IntoIter<Pending>,
+        entries: VecDeque<Pending>,
         /// The last latency measured, by accepted instant.
         last: Option<(crate::clock::Mono, std::time::Duration)>,
     },
     Built(std::vec::IntoIter<DeliveryReport>),
 }
 
+impl Drop for ReportChunk {
+    fn drop(&mut self) {
+        if let ReportChunk::Batch { entries, .. } = self {
+            entries.clear();
+            crate::accumulator::recycle_chunk(Vec::from(std::mem::take(entries)));
+        }
+    }
+}
+
 impl ReportChunk {
     pub(crate) fn batch(result: Arc<BatchResult>, entries: Vec<Pending>) -> ReportChunk {
         ReportChunk::Batch {
             result,
-            entries: entries.into_iter(),
+            entries: VecDeque::from(entries),
             last: None,
         }
     }
@@ -66,7 +75,7 @@ impl ReportChunk {
                 result,
                 entries,
                 last,
-            } => entries.next().map(|p| result.report(p, last)),
+            } => entries.pop_front().map(|p| result.report(p, last)),
             ReportChunk::Built(r) => r.next(),
         }
     }
