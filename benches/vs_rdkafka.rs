@@ -668,6 +668,24 @@ fn latency_of(value: Option<&[u8]>) -> Option<u64> {
     Some(now.saturating_sub(due) / 1000)
 }
 
+/// Waits until `at`: sleeping while it is more than 2 ms away (tokio's
+/// timer has 1 ms ticks), then spinning, so records go out on time rather
+/// than in bursts at the next tick (rdkafka-base's loop polls with a zero
+/// timeout for the last millisecond, which spins the same way).
+async fn pace(at: Instant) {
+    loop {
+        let now = Instant::now();
+        if now >= at {
+            return;
+        }
+        if at - now > Duration::from_millis(2) {
+            tokio::time::sleep_until((at - Duration::from_millis(1)).into()).await;
+        } else {
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
 /// When record `i` of an open-loop run is due.
 fn due(start: Instant, i: usize, rate: f64) -> Instant {
     start + Duration::from_secs_f64(i as f64 / rate)
@@ -874,14 +892,7 @@ async fn courier_open_loop(job: &Job) -> Outcome {
     let _ = producer.send(Record::to(topic).value("warm")).await;
     let start = Instant::now();
     let record = |i: usize| Record::to(topic).value(due_value(due(start, i, job.rate), job.size));
-    let pace = |i: usize| {
-        let at = due(start, i, job.rate);
-        async move {
-            if Instant::now() < at {
-                tokio::time::sleep_until(at.into()).await;
-            }
-        }
-    };
+    let pace = |i: usize| pace(due(start, i, job.rate));
     let latencies = match job.client.as_str() {
         "courier-stream" => {
             let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
@@ -1104,9 +1115,7 @@ async fn rdkafka_future_open_loop(job: &Job) -> Outcome {
     let mut tasks = Vec::with_capacity(job.n);
     for i in 0..job.n {
         let at = due(start, i, job.rate);
-        if Instant::now() < at {
-            tokio::time::sleep_until(at.into()).await;
-        }
+        pace(at).await;
         let value = due_value(at, job.size);
         let mut rec = FutureRecord::<str, [u8]>::to(&job.topic).payload(&value);
         let delivery = loop {

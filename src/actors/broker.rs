@@ -447,8 +447,12 @@ impl BrokerConnection {
                     }
                     qi.ready.pop_front()
                 } else if let Some(open) = &qi.open {
-                    let due = open.created + cfg.linger;
-                    if due > now && !flushing {
+                    // Due within the timer's resolution counts as due: a
+                    // timer set for `due` fires up to a tick late, so a
+                    // batch goes at most LINGER_SLACK early rather than up
+                    // to a tick late.
+                    let due = (open.created + cfg.linger).checked_sub(LINGER_SLACK);
+                    if let Some(due) = due.filter(|d| *d > now && !flushing) {
                         next_wake = Some(next_wake.map_or(due, |w| w.min(due)));
                         continue;
                     }
@@ -780,6 +784,9 @@ fn stamp_sequence(qi: &mut QueueInner, b: &mut ProducerBatch, id: i64, epoch: i1
     });
     qi.unacked.insert(b.id);
 }
+
+/// The tokio timer's resolution: how early a lingering batch may go.
+const LINGER_SLACK: Duration = Duration::from_millis(1);
 
 /// `batches` grouped by topic, in the order they come, for a Produce
 /// request.
