@@ -359,6 +359,8 @@ pub(crate) struct Accumulator {
     closed: Arc<std::sync::atomic::AtomicBool>,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
+    /// `batch.num.messages`.
+    pub batch_records: i32,
     pub compression: Compression,
     pub delivery_timeout: Duration,
     next_batch_id: AtomicU64,
@@ -369,6 +371,7 @@ pub(crate) struct Accumulator {
 impl Accumulator {
     pub fn new(
         batch_size: usize,
+        batch_records: usize,
         buffer_memory: usize,
         compression: Compression,
         delivery_timeout: Duration,
@@ -379,6 +382,7 @@ impl Accumulator {
             closed,
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
+            batch_records: batch_records.min(i32::MAX as usize) as i32,
             compression,
             delivery_timeout,
             next_batch_id: AtomicU64::new(0),
@@ -451,15 +455,16 @@ impl Accumulator {
             }
             let timestamp = next.timestamp.unwrap_or(now);
             let index = open.builder.record_count() as u32;
-            if open
-                .builder
-                .try_append(
-                    timestamp,
-                    next.key.as_deref(),
-                    next.value.as_deref(),
-                    &next.headers,
-                )
-                .is_err()
+            if open.builder.record_count() >= self.batch_records
+                || open
+                    .builder
+                    .try_append(
+                        timestamp,
+                        next.key.as_deref(),
+                        next.value.as_deref(),
+                        &next.headers,
+                    )
+                    .is_err()
             {
                 break;
             }
@@ -560,15 +565,17 @@ impl Accumulator {
             let timestamp = record
                 .timestamp
                 .unwrap_or_else(|| open.timestamp_at(accepted));
-            if open
-                .builder
-                .try_append(
-                    timestamp,
-                    record.key.as_deref(),
-                    record.value.as_deref(),
-                    &record.headers,
-                )
-                .is_ok()
+            // Full at batch.size bytes or batch.num.messages records.
+            if open.builder.record_count() < self.batch_records
+                && open
+                    .builder
+                    .try_append(
+                        timestamp,
+                        record.key.as_deref(),
+                        record.value.as_deref(),
+                        &record.headers,
+                    )
+                    .is_ok()
             {
                 if let Some(reply) = reply {
                     open.owed.push(index, timestamp, accepted, record, reply);
@@ -622,7 +629,8 @@ impl Accumulator {
             // Size the first owed chunk from the first record, so a small
             // batch does not reserve a whole chunk.
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
-            open.owed.first_capacity = self.batch_size / per_record;
+            open.owed.first_capacity =
+                (self.batch_size / per_record).min(self.batch_records as usize);
             open.owed.push(0, timestamp, accepted, record, reply);
         }
         q.open = Some(open);

@@ -66,6 +66,12 @@ pub struct ProducerConfig {
     pub linger: Duration,
     /// `batch.size` in bytes (default 16384).
     pub batch_size: usize,
+    /// `batch.num.messages` (librdkafka's name): records per batch at most
+    /// (default 10000, as librdkafka). Each record awaiting its report
+    /// holds about 180 bytes besides its bytes in the batch, which
+    /// `buffer.memory` does not count; this bounds that per batch when
+    /// records are small.
+    pub batch_num_messages: usize,
     /// `max.request.size` in bytes (default 1048576).
     pub max_request_size: usize,
     /// `acks` (default all).
@@ -111,6 +117,7 @@ impl Default for ProducerConfig {
             client_id: "courier".into(),
             linger: Duration::from_millis(5),
             batch_size: 16_384,
+            batch_num_messages: 10_000,
             max_request_size: 1_048_576,
             acks: Acks::All,
             compression: Compression::None,
@@ -137,6 +144,7 @@ pub const PROPERTIES: &[&str] = &[
     "client.id",
     "linger.ms",
     "batch.size",
+    "batch.num.messages",
     "max.request.size",
     "acks",
     "compression.type",
@@ -207,6 +215,7 @@ impl ProducerConfig {
             "client.id" => self.client_id = v.to_string(),
             "linger.ms" => self.linger = ms(0)?,
             "batch.size" => self.batch_size = int(1, i32::MAX as u64)? as usize,
+            "batch.num.messages" => self.batch_num_messages = int(1, 1_000_000)? as usize,
             "max.request.size" => self.max_request_size = int(1024, i32::MAX as u64)? as usize,
             "acks" => {
                 self.acks = match v {

@@ -658,6 +658,7 @@ impl ProducerBuilder {
         Ok(Arc::new(Inner {
             acc: Accumulator::new(
                 c.batch_size,
+                c.batch_num_messages,
                 c.buffer_memory,
                 c.compression,
                 c.delivery_timeout,

@@ -326,6 +326,7 @@ fn bad_config_names_the_property() {
         ("linger.ms", "soon"),
         ("compression.type", "brotli"),
         ("batch.size", "0"),
+        ("batch.num.messages", "0"),
         ("max.in.flight.requests.per.connection", "-1"),
     ];
     for (prop, value) in cases {
@@ -381,4 +382,52 @@ async fn close_ends_a_stream_whose_subscriber_is_still_alive() {
         sub.produce(Record::to("close-stream").value("late")).await,
         Err(ProduceError::Closed(_))
     ));
+}
+
+/// `batch.num.messages` closes a batch at that many records: with a
+/// one-minute linger, the first two full batches of 10 are sent and
+/// reported at once, and the last 5 records wait for `flush`.
+#[tokio::test]
+async fn batch_num_messages_closes_a_batch_at_that_many_records() {
+    let broker = broker_with_topic("num-messages", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "60000")
+        .set("batch.num.messages", "10")
+        .build()
+        .unwrap();
+    // Metadata first (and offset 0), so each send below enqueues on its
+    // first poll instead of waiting for the topic.
+    producer
+        .produce(Record::to("num-messages").value("warm"))
+        .await
+        .unwrap();
+    producer.flush().await;
+    let mut sends: Vec<_> = (0..25)
+        .map(|i| Box::pin(producer.send(Record::to("num-messages").value(format!("{i}")))))
+        .collect();
+    // A send future enqueues its record on its first poll.
+    for s in sends.iter_mut() {
+        assert!(s.as_mut().now_or_never().is_none(), "no report yet");
+    }
+    let mut full = Vec::new();
+    for s in sends.iter_mut().take(20) {
+        let d = tokio::time::timeout(Duration::from_secs(30), s)
+            .await
+            .expect("a full batch is sent without waiting for linger")
+            .unwrap();
+        full.push(d.offset.unwrap());
+    }
+    assert_eq!(full, (1..=20).collect::<Vec<i64>>());
+    for s in sends.iter_mut().skip(20) {
+        assert!(
+            s.as_mut().now_or_never().is_none(),
+            "the open batch of 5 waits for linger"
+        );
+    }
+    producer.flush().await;
+    for (i, s) in sends.into_iter().enumerate().skip(20) {
+        assert_eq!(s.await.unwrap().offset, Some(i as i64 + 1));
+    }
+    producer.close().await;
 }
