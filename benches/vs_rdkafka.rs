@@ -5,6 +5,7 @@
 //! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
 //! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
+//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000   # latency at one rate for all
 //! cargo bench --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
 //!
@@ -237,7 +238,8 @@ fn main() {
     let latency = if flag("--no-latency") {
         Vec::new()
     } else {
-        latency_runs(&table, runs, smoke)
+        let fixed = value("--latency-rate").and_then(|r| r.parse::<f64>().ok());
+        latency_runs(&table, runs, smoke, fixed)
     };
 
     if smoke {
@@ -273,7 +275,13 @@ struct Latency {
 
 /// Open-loop runs at half of each client's median throughput in the
 /// `linger.ms=5` workload, with `linger.ms=5`.
-fn latency_runs(table: &[(String, String, Stats)], runs: usize, smoke: bool) -> Vec<Latency> {
+/// `fixed` replaces every client's rate with one rate (`--latency-rate`).
+fn latency_runs(
+    table: &[(String, String, Stats)],
+    runs: usize,
+    smoke: bool,
+    fixed: Option<f64>,
+) -> Vec<Latency> {
     let Some((lw, _, _)) = table.iter().find(|(w, _, _)| w.starts_with(LINGER5)) else {
         eprintln!("(no latency runs: the {LINGER5:?} workload was not run)");
         return Vec::new();
@@ -294,7 +302,7 @@ fn latency_runs(table: &[(String, String, Stats)], runs: usize, smoke: bool) -> 
     eprintln!("== latency, open loop at half of each client's linger-5 throughput");
     for run in 0..runs {
         for client in LATENCY_CLIENTS {
-            let Some(mut rate) = rate_of(client) else {
+            let Some(mut rate) = fixed.or_else(|| rate_of(client)) else {
                 continue;
             };
             if smoke {
@@ -481,7 +489,8 @@ fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: u
     if !latency.is_empty() {
         md.push_str(&format!(
             "\n## Delivery latency, open loop\n\n\
-            Each client produces at half of its own median throughput in the `{LINGER5}` workload, with `linger.ms=5`, \
+            Each client produces at the offered rate shown (half of its own median throughput in the `{LINGER5}` workload, \
+            unless `--latency-rate` set one rate for all), with `linger.ms=5`, \
             for {LATENCY_SECONDS} s; a record's latency runs from when it was due to its delivery report. µs; medians of the runs' percentiles, with min–max.\n\n\
             | client | offered msgs/s | records | p50 µs | p99 µs | p99.9 µs | lost |\n|---|---|---|---|---|---|---|\n"
         ));
