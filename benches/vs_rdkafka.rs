@@ -5,7 +5,8 @@
 //! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
 //! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
-//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000   # latency at one rate for all
+//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 --out equal-rate
+//!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
 //! cargo bench --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
 //!
@@ -258,7 +259,11 @@ fn main() {
         );
         return;
     }
-    write_results(&table, &latency, runs);
+    // `--out NAME` writes docs/benchmarks/NAME.md (and NAME.svg) instead of
+    // results.md and throughput.svg, so a partial run does not replace the
+    // full one.
+    let out = value("--out");
+    write_results(&table, &latency, runs, out.as_deref());
 }
 
 /// One client's open-loop latency results.
@@ -400,7 +405,12 @@ impl Stats {
     }
 }
 
-fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: usize) {
+fn write_results(
+    table: &[(String, String, Stats)],
+    latency: &[Latency],
+    runs: usize,
+    out: Option<&str>,
+) {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
@@ -510,10 +520,14 @@ fn write_results(table: &[(String, String, Stats)], latency: &[Latency], runs: u
             ));
         }
     }
-    std::fs::write(dir.join("results.md"), &md).unwrap();
-    std::fs::write(dir.join("throughput.svg"), svg(table)).unwrap();
+    let (md_name, svg_name) = match out {
+        Some(name) => (format!("{name}.md"), format!("{name}.svg")),
+        None => ("results.md".to_string(), "throughput.svg".to_string()),
+    };
+    std::fs::write(dir.join(&md_name), &md).unwrap();
+    std::fs::write(dir.join(&svg_name), svg(table)).unwrap();
     println!("{md}");
-    eprintln!("wrote docs/benchmarks/results.md and throughput.svg");
+    eprintln!("wrote docs/benchmarks/{md_name} and {svg_name}");
 }
 
 /// The record size a workload name states.

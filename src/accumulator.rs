@@ -234,6 +234,9 @@ pub(crate) struct OpenBatch {
     pub created: Instant,
     /// `created` on the per-record clock.
     created_mono: Mono,
+    /// Set when a record did not fit: the batch is ready to send without
+    /// waiting for linger (the sticky partitioner has moved on from it).
+    pub full: bool,
     /// The wall clock at `created`, in ms since the epoch: records' create
     /// times are derived from it and their own monotonic reading, so a
     /// record costs one clock reading, not two.
@@ -466,6 +469,7 @@ impl Accumulator {
                     )
                     .is_err()
             {
+                open.full = true;
                 break;
             }
             let record = rest.next().expect("peeked above");
@@ -583,6 +587,7 @@ impl Accumulator {
                 q.appended += 1;
                 return Ok(Appended::ToOpenBatch);
             }
+            open.full = true;
             if !allow_new_batch {
                 return Err(AppendError::WouldOpenNewBatch(record, reply));
             }
@@ -612,8 +617,9 @@ impl Accumulator {
             builder: BatchBuilder::new(self.batch_size, self.compression),
             owed: Owed::default(),
             created: Instant::now(),
-            created_mono: accepted,
+            created_mono: Mono::now(),
             created_wall_ms: wall_clock_ms(),
+            full: false,
             memory: permit,
         };
         let timestamp = record.timestamp.unwrap_or(open.created_wall_ms);

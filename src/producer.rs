@@ -97,13 +97,24 @@ pub(crate) enum RunEnd<'s> {
 type SlowProduce<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ProduceError>> + Send + 'a>>;
 
+/// What a produce call carries from one try to the next.
+#[derive(Default)]
+pub(crate) struct Resume {
+    /// A `buffer.memory` reservation made while waiting.
+    pub memory: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// When the record was first accepted (its latency and create time).
+    pub accepted: Option<Mono>,
+    /// The topic's metadata was waited for: missing now means unknown.
+    pub metadata_awaited: bool,
+}
+
 /// What a record's first produce try must wait for.
 pub(crate) enum Slow<'s> {
     /// The topic's metadata.
     Metadata(Record, Option<ReplyTo<'s>>),
     /// This many bytes of `buffer.memory` (the record was headed for this
     /// partition).
-    Memory(Record, Option<ReplyTo<'s>>, usize, i32),
+    Memory(Record, Option<ReplyTo<'s>>, usize, i32, Mono),
 }
 
 /// State shared by handles and actors. Lives as long as any of them.
@@ -201,7 +212,7 @@ impl Inner {
         wait: bool,
     ) -> Result<(), ProduceError> {
         // Only the boxed slow part is held across the await.
-        let slow = match self.enqueue_now(record, reply, wait, false, &mut None) {
+        let slow = match self.enqueue_now(record, reply, wait, &mut Resume::default()) {
             Ok(r) => return r,
             Err(slow) => self.enqueue_slow(slow),
         };
@@ -213,8 +224,7 @@ impl Inner {
     /// produce calls, which almost never get here, stay small.
     pub(crate) fn enqueue_slow<'a>(&'a self, slow: Slow<'a>) -> SlowProduce<'a> {
         Box::pin(async move {
-            let mut memory = None;
-            let mut metadata_awaited = false;
+            let mut resume = Resume::default();
             let mut slow = slow;
             loop {
                 let (record, reply) = match slow {
@@ -228,7 +238,7 @@ impl Inner {
                             })
                             .await;
                         match ensured {
-                            Ok(Ok(())) => metadata_awaited = true,
+                            Ok(Ok(())) => resume.metadata_awaited = true,
                             Ok(Err(kind)) => {
                                 let msg = format!(
                                     "no metadata for topic {:?} within max.block.ms ({} ms)",
@@ -242,10 +252,11 @@ impl Inner {
                         }
                         (record, reply)
                     }
-                    Slow::Memory(record, reply, bytes, partition) => {
+                    Slow::Memory(record, reply, bytes, partition, accepted) => {
+                        resume.accepted = Some(accepted);
                         let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
                         match tokio::time::timeout(self.config.max_block, acquire).await {
-                            Ok(Ok(permit)) => memory = Some(permit),
+                            Ok(Ok(permit)) => resume.memory = Some(permit),
                             Ok(Err(_)) => return Err(ProduceError::Closed(record)),
                             Err(_) => {
                                 let msg = format!(
@@ -266,7 +277,7 @@ impl Inner {
                         (record, reply)
                     }
                 };
-                match self.enqueue_now(record, reply, true, metadata_awaited, &mut memory) {
+                match self.enqueue_now(record, reply, true, &mut resume) {
                     Ok(r) => return r,
                     Err(next) => slow = next,
                 }
@@ -277,16 +288,15 @@ impl Inner {
     /// One synchronous try at accepting a record: the whole produce path
     /// when metadata is known and `buffer.memory` has room. `Err` says what
     /// to wait for (only with `wait`; without it, `Ok(Err(..))` hands the
-    /// record back). `metadata_awaited` turns missing metadata into an
-    /// `UnknownTopic` report instead of another wait.
+    /// record back). `resume` carries what earlier tries of the same call
+    /// found (see [`Resume`]); a fresh one for a first try.
     #[inline(always)]
     pub(crate) fn enqueue_now<'s>(
         &self,
         record: Record,
         reply: Option<ReplyTo<'s>>,
         wait: bool,
-        metadata_awaited: bool,
-        memory: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+        resume: &mut Resume,
     ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         if self.closed.load(Ordering::Acquire) {
             return Ok(Err(ProduceError::Closed(record)));
@@ -302,7 +312,7 @@ impl Inner {
 
         let snapshot = self.metadata.load();
         let Some(tm) = snapshot.topics.get(&record.topic) else {
-            if metadata_awaited {
+            if resume.metadata_awaited {
                 let msg = format!("topic {:?} has no metadata", record.topic.as_str());
                 self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
                 return Ok(Ok(()));
@@ -318,9 +328,20 @@ impl Inner {
             }
             return Err(Slow::Metadata(record, reply));
         };
-        // One clock reading per record: its latency starts here, and its
-        // create time (unless it brought one) is derived from it.
-        self.place(record, reply, tm, Mono::now(), wait, memory, &mut 0)
+        // One clock reading per record, after any wait for metadata (as the
+        // Java client takes its timestamp) and before any wait for memory:
+        // its latency starts here, and its create time (unless it brought
+        // one) is derived from it.
+        let accepted = *resume.accepted.get_or_insert_with(Mono::now);
+        self.place(
+            record,
+            reply,
+            tm,
+            accepted,
+            wait,
+            &mut resume.memory,
+            &mut 0,
+        )
     }
 
     /// Takes records from `rest` while `budget` lasts (one unit a record),
@@ -335,13 +356,21 @@ impl Inner {
         budget: &mut usize,
         taken: &mut usize,
     ) -> RunEnd<'s> {
-        let now = Mono::now();
+        let mut now = Mono::now();
+        let mut since_clock = 0;
         let snapshot = self.metadata.load();
         let mut last: Option<(crate::record::Topic, &crate::metadata::TopicMetadata)> = None;
         while *budget > 0 {
             let Some(record) = rest.next() else {
                 break;
             };
+            // A long run reads the clock again every 256 records, so its
+            // records' create times and latencies stay within microseconds.
+            since_clock += 1;
+            if since_clock > 256 {
+                now = Mono::now();
+                since_clock = 0;
+            }
             let reply = sub.map(ReplyTo::Subscription);
             let tm = match &last {
                 Some((topic, tm)) if *topic == record.topic => Some(*tm),
@@ -359,10 +388,10 @@ impl Inner {
             let r = match tm {
                 Some(tm) if !self.closed.load(Ordering::Acquire) => match self.too_large(&record) {
                     None => self.place(record, reply, tm, now, true, &mut None, &mut placed),
-                    Some(_) => self.enqueue_now(record, reply, true, false, &mut None),
+                    Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),
                 },
                 // Unknown topic or closed: the one-record path says what to do.
-                _ => self.enqueue_now(record, reply, true, false, &mut None),
+                _ => self.enqueue_now(record, reply, true, &mut Resume::default()),
             };
             match r {
                 Ok(Ok(())) => {
@@ -385,6 +414,7 @@ impl Inner {
                         );
                         *budget -= n;
                         *taken += n;
+                        since_clock += n;
                     }
                 }
                 Ok(Err(e)) => return RunEnd::Failed(e),
@@ -504,7 +534,10 @@ impl Inner {
                 Err(AppendError::Closed(r)) => return Ok(Err(ProduceError::Closed(r))),
                 Err(AppendError::WouldOpenNewBatch(r, rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
-                    // before opening a new one.
+                    // before opening a new one. The full batch is ready now.
+                    if let Some(leader) = tm.leader(partition) {
+                        self.wake_leader(leader);
+                    }
                     self.partitioner.on_new_batch(&r.topic, partition, &layout);
                     partition = self.partitioner.partition(&r.topic, None, &layout);
                     allow_new_batch = true;
@@ -515,7 +548,7 @@ impl Inner {
                     if !wait {
                         return Ok(Err(ProduceError::QueueFull(r)));
                     }
-                    return Err(Slow::Memory(r, rp, bytes, partition));
+                    return Err(Slow::Memory(r, rp, bytes, partition, accepted));
                 }
             }
         }
@@ -822,15 +855,16 @@ impl Producer {
         };
         // Only a 16-byte box is held across the await, not the first try's
         // result (which holds a record).
-        let slow =
-            match self
-                .inner
-                .enqueue_now(record, Some(ReplyTo::Oneshot(tx)), true, false, &mut None)
-            {
-                Ok(Ok(())) => None,
-                Ok(Err(e)) => return Err(cancelled(e)),
-                Err(slow) => Some(self.inner.enqueue_slow(slow)),
-            };
+        let slow = match self.inner.enqueue_now(
+            record,
+            Some(ReplyTo::Oneshot(tx)),
+            true,
+            &mut Resume::default(),
+        ) {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => return Err(cancelled(e)),
+            Err(slow) => Some(self.inner.enqueue_slow(slow)),
+        };
         if let Some(slow) = slow {
             slow.await.map_err(cancelled)?;
         }
@@ -845,7 +879,10 @@ impl Producer {
     /// Produces `record` with no report at all (fire and forget). Waits
     /// for metadata and for room in `buffer.memory`.
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
-        let slow = match self.inner.enqueue_now(record, None, true, false, &mut None) {
+        let slow = match self
+            .inner
+            .enqueue_now(record, None, true, &mut Resume::default())
+        {
             Ok(r) => return r,
             Err(slow) => self.inner.enqueue_slow(slow),
         };
@@ -880,7 +917,7 @@ impl Producer {
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
         match self
             .inner
-            .enqueue_now(record, None, false, false, &mut None)
+            .enqueue_now(record, None, false, &mut Resume::default())
         {
             Ok(r) => r,
             Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
@@ -1047,7 +1084,7 @@ impl Subscriber {
         let guard = OutstandingGuard(&self.shared);
         let inner = &self.producer.inner;
         let reply = Some(ReplyTo::Subscription(&self.shared));
-        match inner.enqueue_now(record, reply, true, false, &mut None) {
+        match inner.enqueue_now(record, reply, true, &mut Resume::default()) {
             Ok(r) => {
                 if r.is_ok() {
                     std::mem::forget(guard);
@@ -1176,7 +1213,7 @@ impl Subscriber {
         let r = match self
             .producer
             .inner
-            .enqueue_now(record, reply, false, false, &mut None)
+            .enqueue_now(record, reply, false, &mut Resume::default())
         {
             Ok(r) => r,
             Err(_) => unreachable!("enqueue_now without wait never asks to wait"),

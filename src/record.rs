@@ -20,8 +20,9 @@ pub(crate) type TopicHasher = foldhash::fast::RandomState;
 /// Names are interned: each distinct name is allocated once per process
 /// and kept for its life, so cloning or dropping a `Topic` costs nothing
 /// (no reference count), and two `Topic`s of one name share their text.
-/// Kafka topic names are few and bounded by the cluster, so the table
-/// stays small.
+/// The table grows by each distinct name used; an application that makes
+/// up unboundedly many names (not a Kafka pattern: topics are created on
+/// the cluster) would grow it without bound.
 ///
 /// ```
 /// use courier::record::Topic;

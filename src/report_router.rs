@@ -80,7 +80,7 @@ impl BatchResult {
                 log_append_time,
             } => DeliveryReport::Delivered(Delivered {
                 partition: self.partition,
-                offset: base_offset.map(|b| b + index as i64),
+                offset: base_offset.map(|b| b.saturating_add(i64::from(index))),
                 timestamp: log_append_time.unwrap_or(timestamp),
                 attempts: self.attempts,
                 latency,
@@ -128,9 +128,12 @@ pub(crate) fn route(
     }
     let subscribers = std::mem::take(&mut owed.subscribers);
     let chunks = std::mem::take(&mut owed.chunks);
-    // One lock per subscriber for the whole batch, and an errors-only
-    // subscriber's successes are never built.
-    let mut sinks: Vec<_> = subscribers.iter().map(|s| s.sink()).collect();
+    // Each subscriber's share of the batch is gathered first and handed
+    // over at the end under its own lock, one subscriber at a time (never
+    // two locks at once), with one wake each. An errors-only subscriber's
+    // successes are never built.
+    let mut per_sub: Vec<(Vec<ReportChunk>, usize)> =
+        subscribers.iter().map(|_| (Vec::new(), 0)).collect();
     let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
     let mut latencies = LatencyBatch::default();
     let mut last: Option<(Mono, u64)> = None;
@@ -148,21 +151,21 @@ pub(crate) fn route(
             latencies.add(micros);
         }
         if let Some(i) = chunk.sole {
-            let sink = &mut sinks[i as usize];
+            let (queued, skipped) = &mut per_sub[i as usize];
             if takes(i) {
-                sink.push(ReportChunk::batch(result.clone(), chunk.entries));
+                queued.push(ReportChunk::batch(result.clone(), chunk.entries));
             } else {
-                sink.skip(chunk.entries.len());
+                *skipped += chunk.entries.len();
                 crate::accumulator::recycle_chunk(chunk.entries);
             }
             continue;
         }
         // Mixed targets: answer `send` and actors now, and gather each
         // subscription's entries into a chunk of its own.
-        let mut per_sub: Vec<Vec<Pending>> = subscribers.iter().map(|_| Vec::new()).collect();
+        let mut split: Vec<Vec<Pending>> = subscribers.iter().map(|_| Vec::new()).collect();
         for p in chunk.entries {
             match p.reply {
-                Reply::Subscription(i) => per_sub[i as usize].push(p),
+                Reply::Subscription(i) => split[i as usize].push(p),
                 Reply::Oneshot(_) | Reply::Actor(_) => {
                     let (report, reply) = result.report_and_reply(p);
                     match reply {
@@ -175,18 +178,21 @@ pub(crate) fn route(
                 }
             }
         }
-        for (i, entries) in per_sub.into_iter().enumerate() {
+        for (i, entries) in split.into_iter().enumerate() {
             if entries.is_empty() {
                 continue;
             }
+            let (queued, skipped) = &mut per_sub[i];
             if takes(i as u32) {
-                sinks[i].push(ReportChunk::batch(result.clone(), entries));
+                queued.push(ReportChunk::batch(result.clone(), entries));
             } else {
-                sinks[i].skip(entries.len());
+                *skipped += entries.len();
             }
         }
     }
-    drop(sinks);
+    for (s, (queued, skipped)) in subscribers.iter().zip(per_sub) {
+        s.take(queued, skipped);
+    }
     latencies.flush(&stats.latency_us);
 }
 

@@ -135,15 +135,17 @@ impl SubscriptionShared {
         self.waker.wake();
     }
 
-    /// A sink for one batch's reports: one lock for the whole batch, one
-    /// wake when it is dropped, and successes not even built for an
-    /// errors-only subscription (`wants` says which reports to build).
-    pub(crate) fn sink(&self) -> Sink<'_> {
-        Sink {
-            shared: self,
-            queue: Some(lock(&self.queue)),
-            skipped: 0,
+    /// Takes one batch's share of reports for this subscription: `chunks`
+    /// to queue (one lock), and `skipped` reports it does not take
+    /// (successes, errors-only), which are no longer outstanding; one wake.
+    pub(crate) fn take(&self, chunks: Vec<ReportChunk>, skipped: usize) {
+        if !chunks.is_empty() {
+            lock(&self.queue).extend(chunks);
         }
+        if skipped > 0 {
+            self.outstanding.add_permits(skipped);
+        }
+        self.waker.wake();
     }
 
     /// Whether this subscription wants reports of successes.
@@ -168,37 +170,6 @@ impl SubscriptionShared {
     fn finished(&self) -> bool {
         (self.handles.load(Ordering::Acquire) == 0 || self.producer_closed.load(Ordering::Acquire))
             && self.outstanding.available_permits() == self.capacity
-    }
-}
-
-/// See [`SubscriptionShared::sink`].
-pub(crate) struct Sink<'a> {
-    shared: &'a SubscriptionShared,
-    queue: Option<std::sync::MutexGuard<'a, VecDeque<ReportChunk>>>,
-    skipped: usize,
-}
-
-impl Sink<'_> {
-    pub(crate) fn push(&mut self, chunk: ReportChunk) {
-        if let Some(q) = self.queue.as_mut() {
-            q.push_back(chunk);
-        }
-    }
-
-    /// `n` reports this subscription does not take (successes, errors-only):
-    /// no longer outstanding.
-    pub(crate) fn skip(&mut self, n: usize) {
-        self.skipped += n;
-    }
-}
-
-impl Drop for Sink<'_> {
-    fn drop(&mut self) {
-        drop(self.queue.take());
-        if self.skipped > 0 {
-            self.shared.outstanding.add_permits(self.skipped);
-        }
-        self.shared.waker.wake();
     }
 }
 
@@ -278,7 +249,9 @@ impl ReportStream {
 }
 
 /// Reports read together by [`ReportStream::next_batch`]; iterate it for
-/// the reports, in the order the stream would have given them.
+/// the reports, in the order the stream would have given them. They count
+/// as read once the batch is handed out: dropping it part-way drops the
+/// reports not yet iterated.
 #[derive(Debug)]
 pub struct ReportBatch {
     chunks: VecDeque<ReportChunk>,

@@ -384,20 +384,22 @@ async fn close_ends_a_stream_whose_subscriber_is_still_alive() {
     ));
 }
 
-/// `batch.num.messages` closes a batch at that many records: with a
-/// one-minute linger, the first two full batches of 10 are sent and
-/// reported at once, and the last 5 records wait for `flush`.
+/// `batch.num.messages` closes a batch at that many records, and a full
+/// batch goes without waiting for linger even after the sticky partitioner
+/// has moved to another partition: with a one-minute linger and three
+/// partitions, 25 keyless records make two full batches of 10 (sent and
+/// reported at once) and an open batch of 5 that waits for `flush`.
 #[tokio::test]
-async fn batch_num_messages_closes_a_batch_at_that_many_records() {
-    let broker = broker_with_topic("num-messages", 1).await;
+async fn full_batches_go_without_waiting_for_linger() {
+    let broker = broker_with_topic("num-messages", 3).await;
     let producer = Producer::builder()
         .bootstrap(&broker.bootstrap())
         .set("linger.ms", "60000")
         .set("batch.num.messages", "10")
         .build()
         .unwrap();
-    // Metadata first (and offset 0), so each send below enqueues on its
-    // first poll instead of waiting for the topic.
+    // Metadata first, so each send below enqueues on its first poll
+    // instead of waiting for the topic.
     producer
         .produce(Record::to("num-messages").value("warm"))
         .await
@@ -410,15 +412,16 @@ async fn batch_num_messages_closes_a_batch_at_that_many_records() {
     for s in sends.iter_mut() {
         assert!(s.as_mut().now_or_never().is_none(), "no report yet");
     }
-    let mut full = Vec::new();
+    let mut partitions = std::collections::HashMap::new();
     for s in sends.iter_mut().take(20) {
         let d = tokio::time::timeout(Duration::from_secs(30), s)
             .await
             .expect("a full batch is sent without waiting for linger")
             .unwrap();
-        full.push(d.offset.unwrap());
+        *partitions.entry(d.partition).or_insert(0) += 1;
     }
-    assert_eq!(full, (1..=20).collect::<Vec<i64>>());
+    assert_eq!(partitions.len(), 2, "two partitions, one full batch each");
+    assert!(partitions.values().all(|n| *n == 10), "{partitions:?}");
     for s in sends.iter_mut().skip(20) {
         assert!(
             s.as_mut().now_or_never().is_none(),
@@ -426,8 +429,9 @@ async fn batch_num_messages_closes_a_batch_at_that_many_records() {
         );
     }
     producer.flush().await;
-    for (i, s) in sends.into_iter().enumerate().skip(20) {
-        assert_eq!(s.await.unwrap().offset, Some(i as i64 + 1));
+    for s in sends.into_iter().skip(20) {
+        let d = s.await.unwrap();
+        assert!(!partitions.contains_key(&d.partition), "a third partition");
     }
     producer.close().await;
 }

@@ -447,12 +447,13 @@ impl BrokerConnection {
                     }
                     qi.ready.pop_front()
                 } else if let Some(open) = &qi.open {
-                    // Due within the timer's resolution counts as due: a
-                    // timer set for `due` fires up to a tick late, so a
-                    // batch goes at most LINGER_SLACK early rather than up
-                    // to a tick late.
-                    let due = (open.created + cfg.linger).checked_sub(LINGER_SLACK);
-                    if let Some(due) = due.filter(|d| *d > now && !flushing) {
+                    // A full batch goes now (the sticky partitioner has moved
+                    // on from it). Otherwise due within the timer's
+                    // resolution counts as due: a timer set for `due` fires
+                    // up to a tick late, so a batch goes at most
+                    // `linger_slack` early rather than up to a tick late.
+                    let due = (open.created + cfg.linger).checked_sub(linger_slack(cfg.linger));
+                    if let Some(due) = due.filter(|d| *d > now && !flushing && !open.full) {
                         next_wake = Some(next_wake.map_or(due, |w| w.min(due)));
                         continue;
                     }
@@ -785,8 +786,12 @@ fn stamp_sequence(qi: &mut QueueInner, b: &mut ProducerBatch, id: i64, epoch: i1
     qi.unacked.insert(b.id);
 }
 
-/// The tokio timer's resolution: how early a lingering batch may go.
-const LINGER_SLACK: Duration = Duration::from_millis(1);
+/// How early a lingering batch may go: a timer set for its deadline fires
+/// up to a tick (1 ms) late, so it is set up to a fifth of the linger (at
+/// most 1 ms) early instead.
+fn linger_slack(linger: Duration) -> Duration {
+    (linger / 5).min(Duration::from_millis(1))
+}
 
 /// `batches` grouped by topic, in the order they come, for a Produce
 /// request.
