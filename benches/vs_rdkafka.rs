@@ -5,7 +5,8 @@
 //! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
 //! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
-//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 --out equal-rate
+//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
+//!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
 //! cargo bench --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
@@ -240,7 +241,10 @@ fn main() {
         Vec::new()
     } else {
         let fixed = value("--latency-rate").and_then(|r| r.parse::<f64>().ok());
-        latency_runs(&table, runs, smoke, fixed)
+        let clients: Vec<String> = value("--latency-clients")
+            .map(|c| c.split(',').map(str::to_string).collect())
+            .unwrap_or_else(|| LATENCY_CLIENTS.iter().map(|c| c.to_string()).collect());
+        latency_runs(&table, runs, smoke, fixed, &clients)
     };
 
     if smoke {
@@ -286,6 +290,7 @@ fn latency_runs(
     runs: usize,
     smoke: bool,
     fixed: Option<f64>,
+    clients: &[String],
 ) -> Vec<Latency> {
     let Some((lw, _, _)) = table.iter().find(|(w, _, _)| w.starts_with(LINGER5)) else {
         eprintln!("(no latency runs: the {LINGER5:?} workload was not run)");
@@ -306,7 +311,7 @@ fn latency_runs(
     let mut sized: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
     eprintln!("== latency, open loop at half of each client's linger-5 throughput");
     for run in 0..runs {
-        for client in LATENCY_CLIENTS {
+        for client in clients.iter().map(String::as_str) {
             let Some(mut rate) = fixed.or_else(|| rate_of(client)) else {
                 continue;
             };
