@@ -27,6 +27,10 @@
 //! value) to its delivery report, so a client that falls behind is charged
 //! for it. Results: a markdown table and an SVG chart in `docs/benchmarks/`.
 
+#[cfg(feature = "bench-mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
