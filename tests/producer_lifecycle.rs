@@ -412,16 +412,26 @@ async fn full_batches_go_without_waiting_for_linger() {
     for s in sends.iter_mut() {
         assert!(s.as_mut().now_or_never().is_none(), "no report yet");
     }
-    let mut partitions = std::collections::HashMap::new();
+    let mut partitions = Vec::new();
     for s in sends.iter_mut().take(20) {
         let d = tokio::time::timeout(Duration::from_secs(30), s)
             .await
             .expect("a full batch is sent without waiting for linger")
             .unwrap();
-        *partitions.entry(d.partition).or_insert(0) += 1;
+        partitions.push(d.partition);
     }
-    assert_eq!(partitions.len(), 2, "two partitions, one full batch each");
-    assert!(partitions.values().all(|n| *n == 10), "{partitions:?}");
+    // Two full batches of 10, on two partitions (KIP-480 moves off a full
+    // batch's partition).
+    let (first, second) = (partitions[0], partitions[10]);
+    assert_ne!(first, second);
+    assert!(
+        partitions[..10].iter().all(|p| *p == first),
+        "{partitions:?}"
+    );
+    assert!(
+        partitions[10..].iter().all(|p| *p == second),
+        "{partitions:?}"
+    );
     for s in sends.iter_mut().skip(20) {
         assert!(
             s.as_mut().now_or_never().is_none(),
@@ -430,8 +440,8 @@ async fn full_batches_go_without_waiting_for_linger() {
     }
     producer.flush().await;
     for s in sends.into_iter().skip(20) {
-        let d = s.await.unwrap();
-        assert!(!partitions.contains_key(&d.partition), "a third partition");
+        // The sticky partitioner moved off the second batch's partition.
+        assert_ne!(s.await.unwrap().partition, second);
     }
     producer.close().await;
 }
