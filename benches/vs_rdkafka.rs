@@ -1105,15 +1105,23 @@ fn rdkafka_base_open_loop(job: &Job) -> Outcome {
     }
 }
 
-async fn rdkafka_future(job: &Job) -> Outcome {
-    use futures::StreamExt;
-    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-    let p: FutureProducer = rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
-        .create()
-        .unwrap();
+/// A `FutureProducer` with the topic's metadata already fetched.
+fn future_producer(job: &Job) -> rdkafka::producer::FutureProducer {
+    use rdkafka::producer::Producer;
+    let p: rdkafka::producer::FutureProducer =
+        rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
+            .create()
+            .unwrap();
     let _ = p
         .client()
         .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
+    p
+}
+
+async fn rdkafka_future(job: &Job) -> Outcome {
+    use futures::StreamExt;
+    use rdkafka::producer::FutureRecord;
+    let p = future_producer(job);
     let payload = vec![b'x'; job.size];
     let start = Instant::now();
     let keys_v: Vec<Option<String>> = (0..job.n)
@@ -1141,13 +1149,8 @@ async fn rdkafka_future(job: &Job) -> Outcome {
 
 /// A task per record awaiting its `DeliveryFuture`, at a fixed rate.
 async fn rdkafka_future_open_loop(job: &Job) -> Outcome {
-    use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
-    let p: FutureProducer = rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
-        .create()
-        .unwrap();
-    let _ = p
-        .client()
-        .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
+    use rdkafka::producer::FutureRecord;
+    let p = future_producer(job);
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(job.n);
     for i in 0..job.n {

@@ -245,6 +245,25 @@ pub(crate) struct OpenBatch {
 }
 
 impl OpenBatch {
+    /// Writes `record` into the batch unless the batch is full: at
+    /// `batch.size` bytes or `max_records` records. A record that does not
+    /// fit marks the batch full (ready to send without waiting for linger).
+    #[inline(always)]
+    fn try_add(&mut self, record: &Record, timestamp: i64, max_records: i32) -> bool {
+        let added = self.builder.record_count() < max_records
+            && self
+                .builder
+                .try_append(
+                    timestamp,
+                    record.key.as_deref(),
+                    record.value.as_deref(),
+                    &record.headers,
+                )
+                .is_ok();
+        self.full |= !added;
+        added
+    }
+
     /// Create time for a record accepted at `accepted`.
     #[inline]
     fn timestamp_at(&self, accepted: Mono) -> i64 {
@@ -458,18 +477,7 @@ impl Accumulator {
             }
             let timestamp = next.timestamp.unwrap_or(now);
             let index = open.builder.record_count() as u32;
-            if open.builder.record_count() >= self.batch_records
-                || open
-                    .builder
-                    .try_append(
-                        timestamp,
-                        next.key.as_deref(),
-                        next.value.as_deref(),
-                        &next.headers,
-                    )
-                    .is_err()
-            {
-                open.full = true;
+            if !open.try_add(next, timestamp, self.batch_records) {
                 break;
             }
             let record = rest.next().expect("peeked above");
@@ -569,25 +577,13 @@ impl Accumulator {
             let timestamp = record
                 .timestamp
                 .unwrap_or_else(|| open.timestamp_at(accepted));
-            // Full at batch.size bytes or batch.num.messages records.
-            if open.builder.record_count() < self.batch_records
-                && open
-                    .builder
-                    .try_append(
-                        timestamp,
-                        record.key.as_deref(),
-                        record.value.as_deref(),
-                        &record.headers,
-                    )
-                    .is_ok()
-            {
+            if open.try_add(&record, timestamp, self.batch_records) {
                 if let Some(reply) = reply {
                     open.owed.push(index, timestamp, accepted, record, reply);
                 }
                 q.appended += 1;
                 return Ok(Appended::ToOpenBatch);
             }
-            open.full = true;
             if !allow_new_batch {
                 return Err(AppendError::WouldOpenNewBatch(record, reply));
             }

@@ -203,16 +203,37 @@ impl ReportStream {
         true
     }
 
-    /// The next report already received, if any.
-    fn pop_local(&mut self) -> Option<DeliveryReport> {
-        while let Some(chunk) = self.local.front_mut() {
-            if let Some(r) = chunk.next_report() {
-                return Some(r);
-            }
+    /// Ready(true) once `local` holds an unread report; Ready(false) when
+    /// the stream has ended.
+    fn poll_filled(&mut self, cx: &mut Context<'_>) -> Poll<bool> {
+        while self.local.front().is_some_and(|c| c.len() == 0) {
             self.local.pop_front();
         }
-        None
+        if !self.local.is_empty() || self.refill() {
+            return Poll::Ready(true);
+        }
+        self.shared.waker.register(cx.waker());
+        if self.refill() {
+            return Poll::Ready(true);
+        }
+        if self.shared.finished() {
+            // A report may have landed between the check and `finished`.
+            return Poll::Ready(self.refill());
+        }
+        Poll::Pending
     }
+}
+
+/// The next report in `chunks`, dropping chunks as they run out.
+#[inline]
+fn next_of(chunks: &mut VecDeque<ReportChunk>) -> Option<DeliveryReport> {
+    while let Some(chunk) = chunks.front_mut() {
+        if let Some(r) = chunk.next_report() {
+            return Some(r);
+        }
+        chunks.pop_front();
+    }
+    None
 }
 
 impl ReportStream {
@@ -228,23 +249,13 @@ impl ReportStream {
 
     /// The polling form of [`next_batch`](Self::next_batch).
     pub fn poll_next_batch(&mut self, cx: &mut Context<'_>) -> Poll<Option<ReportBatch>> {
-        let batch = |s: &mut Self| ReportBatch {
-            chunks: std::mem::take(&mut s.local),
-        };
-        if !self.local.is_empty() || self.refill() {
-            return Poll::Ready(Some(batch(self)));
+        match self.poll_filled(cx) {
+            Poll::Ready(true) => Poll::Ready(Some(ReportBatch {
+                chunks: std::mem::take(&mut self.local),
+            })),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
-        self.shared.waker.register(cx.waker());
-        if self.refill() {
-            return Poll::Ready(Some(batch(self)));
-        }
-        if self.shared.finished() {
-            if self.refill() {
-                return Poll::Ready(Some(batch(self)));
-            }
-            return Poll::Ready(None);
-        }
-        Poll::Pending
     }
 }
 
@@ -262,13 +273,7 @@ impl Iterator for ReportBatch {
 
     #[inline]
     fn next(&mut self) -> Option<DeliveryReport> {
-        while let Some(chunk) = self.chunks.front_mut() {
-            if let Some(r) = chunk.next_report() {
-                return Some(r);
-            }
-            self.chunks.pop_front();
-        }
-        None
+        next_of(&mut self.chunks)
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -283,23 +288,13 @@ impl Stream for ReportStream {
     type Item = DeliveryReport;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
-        if let Some(r) = self.pop_local() {
+        if let Some(r) = next_of(&mut self.local) {
             return Poll::Ready(Some(r));
         }
-        if self.refill() {
-            return Poll::Ready(self.pop_local());
+        match self.poll_filled(cx) {
+            Poll::Ready(true) => Poll::Ready(next_of(&mut self.local)),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => Poll::Pending,
         }
-        self.shared.waker.register(cx.waker());
-        if self.refill() {
-            return Poll::Ready(self.pop_local());
-        }
-        if self.shared.finished() {
-            // A report may have landed between the check and `finished`.
-            if self.refill() {
-                return Poll::Ready(self.pop_local());
-            }
-            return Poll::Ready(None);
-        }
-        Poll::Pending
     }
 }
