@@ -17,13 +17,24 @@ fn courier(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run courier");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
+    // A child that exits before reading all its input (an error, say)
+    // closes the pipe: the caller's assertions on its status and stderr
+    // then say why, rather than this write's BrokenPipe.
+    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    if let Err(e) = written {
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::BrokenPipe,
+            "writing to courier {args:?}: {e}"
+        );
+        eprintln!(
+            "courier {args:?} exited before reading its input ({:?}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    out
 }
 
 #[test]
