@@ -424,6 +424,19 @@ impl Inner {
         RunEnd::Done
     }
 
+    /// [`enqueue_now`](Self::enqueue_now) without waiting: a full buffer
+    /// is `QueueFull`, unknown metadata `MetadataNotReady`.
+    pub(crate) fn try_enqueue(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'_>>,
+    ) -> Result<(), ProduceError> {
+        match self.enqueue_now(record, reply, false, &mut Resume::default()) {
+            Ok(r) => r,
+            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
+        }
+    }
+
     /// The Produce request size `record` needs, when that is over
     /// `max.request.size`. A record well under the limit is let through on
     /// a quick upper bound, without sizing it exactly.
@@ -915,13 +928,7 @@ impl Producer {
     /// `QueueFull`, unknown metadata is `MetadataNotReady`; the record is
     /// handed back either way.
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
-        match self
-            .inner
-            .enqueue_now(record, None, false, &mut Resume::default())
-        {
-            Ok(r) => r,
-            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
-        }
+        self.inner.try_enqueue(record, None)
     }
 
     /// A new subscription: records produced through the returned
@@ -1081,38 +1088,26 @@ impl Subscriber {
         }
         // Until the record is accepted, the permit is ours to give back,
         // also if the future is dropped mid-way.
-        let guard = OutstandingGuard(&self.shared);
+        let permit = Permits::one(&self.shared);
         let inner = &self.producer.inner;
         let reply = Some(ReplyTo::Subscription(&self.shared));
         match inner.enqueue_now(record, reply, true, &mut Resume::default()) {
-            Ok(r) => {
-                if r.is_ok() {
-                    std::mem::forget(guard);
-                }
-                Ok(r)
-            }
+            Ok(r) => Ok(permit.settle(r)),
             Err(slow) => Err(Box::pin(async move {
-                let r = inner.enqueue_slow(slow).await;
-                if r.is_ok() {
-                    std::mem::forget(guard);
-                }
-                r
+                permit.settle(inner.enqueue_slow(slow).await)
             })),
         }
     }
 
     /// Produces with an outstanding-report permit already taken.
     async fn produce_with_permit(&self, record: Record) -> Result<(), ProduceError> {
-        let guard = OutstandingGuard(&self.shared);
+        let permit = Permits::one(&self.shared);
         let r = self
             .producer
             .inner
             .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), true)
             .await;
-        if r.is_ok() {
-            std::mem::forget(guard);
-        }
-        r
+        permit.settle(r)
     }
 
     /// Produces every record of `records`, in order; each gets its report
@@ -1208,20 +1203,9 @@ impl Subscriber {
             return Err(ProduceError::QueueFull(record));
         };
         permit.forget();
-        let guard = OutstandingGuard(&self.shared);
+        let permit = Permits::one(&self.shared);
         let reply = Some(ReplyTo::Subscription(&self.shared));
-        let r = match self
-            .producer
-            .inner
-            .enqueue_now(record, reply, false, &mut Resume::default())
-        {
-            Ok(r) => r,
-            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
-        };
-        if r.is_ok() {
-            std::mem::forget(guard);
-        }
-        r
+        permit.settle(self.producer.inner.try_enqueue(record, reply))
     }
 
     /// The producer this subscription belongs to.
@@ -1230,23 +1214,27 @@ impl Subscriber {
     }
 }
 
-/// One outstanding-report permit taken for a record that was not accepted
-/// (yet): dropping the guard returns it and wakes the stream, which may now
-/// be finished.
-struct OutstandingGuard<'a>(&'a SubscriptionShared);
-
-impl Drop for OutstandingGuard<'_> {
-    fn drop(&mut self) {
-        self.0.outstanding.add_permits(1);
-        self.0.wake();
-    }
-}
-
 /// Outstanding-report permits taken for records not yet accepted; dropping
-/// returns them and wakes the stream.
+/// returns them and wakes the stream, which may now be finished.
 struct Permits<'a> {
     shared: &'a SubscriptionShared,
     count: usize,
+}
+
+impl<'a> Permits<'a> {
+    /// The permit of one record.
+    fn one(shared: &'a SubscriptionShared) -> Self {
+        Permits { shared, count: 1 }
+    }
+
+    /// The one record's outcome: accepted keeps the permit (its report
+    /// will return it), refused gives it back.
+    fn settle(mut self, r: Result<(), ProduceError>) -> Result<(), ProduceError> {
+        if r.is_ok() {
+            self.count -= 1;
+        }
+        r
+    }
 }
 
 impl Drop for Permits<'_> {

@@ -124,15 +124,13 @@ impl SubscriptionShared {
             ReportMode::All => reports,
             ReportMode::ErrorsOnly => reports.into_iter().filter(|r| !r.is_delivered()).collect(),
         };
-        // Reports not queued are no longer outstanding.
-        let dropped = n - kept.len();
-        if dropped > 0 {
-            self.outstanding.add_permits(dropped);
-        }
-        if !kept.is_empty() {
-            lock(&self.queue).push_back(ReportChunk::Built(kept.into_iter()));
-        }
-        self.waker.wake();
+        let skipped = n - kept.len();
+        let chunks = if kept.is_empty() {
+            Vec::new()
+        } else {
+            vec![ReportChunk::Built(kept.into_iter())]
+        };
+        self.take(chunks, skipped);
     }
 
     /// Takes one batch's share of reports for this subscription: `chunks`
