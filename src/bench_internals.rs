@@ -8,13 +8,14 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 
-use crate::accumulator::{Owed, ReplyTo};
 use crate::clock::Mono;
+use crate::delivery::owed::{Owed, ReplyTo};
+use crate::delivery::router::route;
+use crate::delivery::settlement::Outcome;
+use crate::delivery::subscription::{ReportStream, SubscriptionShared};
 use crate::record::{Record, Topic};
 use crate::report::ReportMode;
-use crate::report_router::{route, Outcome};
 use crate::stats::Stats;
-use crate::subscription::{ReportStream, SubscriptionShared};
 
 /// One batch's owed reports, ready to route: `records` records spread
 /// round-robin in runs of `run` over `subscribers` subscriptions.

@@ -20,7 +20,7 @@
 //! - KIP-98 (exactly-once delivery), KIP-360 (producer id recovery)
 //! - Java: `TransactionManager`, `RecordAccumulator.drainBatchesForOneNode`
 
-use crate::accumulator::lock;
+use crate::sync::lock;
 use std::sync::Mutex;
 
 /// Where the producer id stands.

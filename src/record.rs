@@ -131,14 +131,9 @@ impl fmt::Display for Topic {
     }
 }
 
-/// One record header: a string key and an optional byte value.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Header {
-    /// The header key.
-    pub key: String,
-    /// The header value; `None` is a null value on the wire.
-    pub value: Option<Bytes>,
-}
+/// One record header: a string key and an optional byte value. (Defined
+/// with the record-batch encoder, which writes it; re-exported here.)
+pub use crate::protocol::record_batch::Header;
 
 /// A record to produce.
 ///

@@ -34,7 +34,8 @@ use bytes::Bytes;
 use futures::channel::mpsc;
 use tokio::sync::Semaphore;
 
-use crate::producer::{ProduceError, Producer};
+use crate::engine::error::ProduceError;
+use crate::producer::Producer;
 use crate::record::{Header, Record, Topic};
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
 

@@ -1,7 +1,7 @@
 //! Counters and histograms behind [`crate::Producer::stats`]. Updated per
 //! batch (counts added in one step), never per record.
 
-use crate::accumulator::lock;
+use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

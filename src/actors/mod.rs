@@ -11,8 +11,14 @@
 //! Records do not travel through actor mailboxes one by one: producer
 //! handles append them into the shared accumulator and send one `Wake` per
 //! batch to the leader's connection actor. Actors move whole batches and
-//! route reports per batch (see `report_router`).
+//! route reports per batch (see `delivery::router`).
+//!
+//! Files build on each other one way: `msgs` ← `broker/` ← `addresses`
+//! (the long-lived addresses, and the engine's `ActorTree`) ←
+//! `partitioner` ← `supervisor`. Actors lower in that list reach higher
+//! ones only through `Recipient`s handed to them when they start.
 
+pub(crate) mod addresses;
 pub(crate) mod broker;
 pub mod msgs;
 pub(crate) mod partitioner;

@@ -1,11 +1,13 @@
-//! `PartitionerActor`: owns the metadata cache.
+//! `PartitionerActor`: the design's partitioner actor, which is in fact
+//! the metadata cache.
 //!
 //! It fetches Metadata through any connected broker actor, publishes each
 //! result as an immutable snapshot that producer handles read without locks,
 //! tells the supervisor which brokers exist, and answers `EnsureTopic`
-//! waits (bounded by `max.block.ms`). Partition choice itself runs in the
-//! producer handles against the published snapshot, so no record waits for
-//! this actor once its topic is known.
+//! waits (bounded by `max.block.ms`). Partition *choice* does not happen
+//! here: it runs in the producing thread (`Engine::place`, with the
+//! `partitioner` strategy) against the published snapshot, so no record
+//! waits for this actor once its topic is known.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -14,16 +16,22 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tokio::sync::oneshot;
 
-use super::msgs::*;
+use crate::actors::addresses::Addresses;
+use crate::actors::msgs::*;
+use crate::engine::Engine;
 use crate::metadata::MetadataSnapshot;
-use crate::producer::Inner;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 
 type Waiter = (Instant, oneshot::Sender<Result<(), ErrorKind>>);
 
+/// The partitioner actor: the metadata cache and the topic waits (see the
+/// module docs for why it is named so).
 pub(crate) struct PartitionerActor {
-    inner: Arc<Inner>,
+    engine: Arc<Engine>,
+    addresses: Arc<Addresses>,
+    /// The supervisor, told of every change in the broker set.
+    brokers_changed: Recipient<BrokersChanged>,
     topics: HashSet<Topic>,
     waiters: HashMap<Topic, Vec<Waiter>>,
     fetching: bool,
@@ -32,9 +40,15 @@ pub(crate) struct PartitionerActor {
 }
 
 impl PartitionerActor {
-    pub(crate) fn new(inner: Arc<Inner>) -> Self {
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        brokers_changed: Recipient<BrokersChanged>,
+    ) -> Self {
         PartitionerActor {
-            inner,
+            engine,
+            addresses,
+            brokers_changed,
             topics: HashSet::new(),
             waiters: HashMap::new(),
             fetching: false,
@@ -50,8 +64,8 @@ impl PartitionerActor {
         }
         // Prefer a known broker; fall back to bootstrap connections.
         let mut candidates: Vec<_> = self
-            .inner
-            .brokers
+            .addresses
+            .connections
             .iter()
             .map(|e| (*e.key(), e.value().clone()))
             .collect();
@@ -80,15 +94,13 @@ impl PartitionerActor {
             match res {
                 Ok(resp) => {
                     act.failures = 0;
-                    let previous = act.inner.metadata.load();
+                    let previous = act.engine.metadata.load();
                     let snapshot = MetadataSnapshot::from_response(&resp, &previous);
                     tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
                     let brokers = snapshot.brokers.clone();
-                    act.inner.metadata.store(Arc::new(snapshot));
-                    if let Some(s) = act.inner.supervisor_addr.get() {
-                        s.do_send(BrokersChanged { brokers });
-                    }
-                    act.inner.wake_all();
+                    act.engine.metadata.store(Arc::new(snapshot));
+                    act.brokers_changed.do_send(BrokersChanged { brokers });
+                    act.engine.wake_all();
                     act.answer_waiters();
                 }
                 Err(error) => {
@@ -98,7 +110,7 @@ impl PartitionerActor {
                 }
             }
             if act.again || act.has_unresolved() {
-                let delay = act.inner.config.retry_backoff.max(Duration::from_millis(10));
+                let delay = act.engine.config.retry_backoff.max(Duration::from_millis(10));
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
         }));
@@ -109,7 +121,7 @@ impl PartitionerActor {
     }
 
     fn answer_waiters(&mut self) {
-        let snapshot = self.inner.metadata.load();
+        let snapshot = self.engine.metadata.load();
         self.waiters.retain(|topic, waiters| {
             let ready = snapshot
                 .topics
@@ -139,7 +151,7 @@ impl Actor for PartitionerActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.fetch(ctx);
-        let age = self.inner.config.metadata_max_age;
+        let age = self.engine.config.metadata_max_age;
         ctx.run_interval(age, |act, ctx| act.fetch(ctx));
         ctx.run_interval(Duration::from_millis(50), |act, _| act.expire_waiters());
     }
@@ -150,7 +162,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
 
     fn handle(&mut self, msg: EnsureTopic, ctx: &mut Context<Self>) -> Self::Result {
         let ready = self
-            .inner
+            .engine
             .metadata
             .load()
             .topics
@@ -160,7 +172,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
             return Box::pin(async { Ok(()) });
         }
         let (tx, rx) = oneshot::channel();
-        let max_block = self.inner.config.max_block;
+        let max_block = self.engine.config.max_block;
         self.waiters
             .entry(msg.topic)
             .or_default()

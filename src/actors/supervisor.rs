@@ -14,18 +14,21 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::broker::BrokerConnection;
-use super::msgs::*;
-use super::partitioner::PartitionerActor;
-use crate::accumulator::lock;
-use crate::accumulator::ReplyTo;
-use crate::producer::{cancel_queued, Inner, ProduceError};
+use crate::actors::addresses::Addresses;
+use crate::actors::broker::{BrokerConnection, Upstream};
+use crate::actors::msgs::*;
+use crate::actors::partitioner::PartitionerActor;
+use crate::delivery::owed::ReplyTo;
+use crate::engine::error::ProduceError;
+use crate::engine::Engine;
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
-use crate::report_router::fail_unsent;
+use crate::sync::lock;
 
 /// The producer's root actor. Its address accepts [`Produce`] messages.
 pub struct ProducerSupervisor {
-    inner: Arc<Inner>,
+    engine: Arc<Engine>,
+    addresses: Arc<Addresses>,
+    partitioner: Addr<PartitionerActor>,
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,
     addrs: HashMap<i32, String>,
@@ -39,37 +42,52 @@ impl std::fmt::Debug for ProducerSupervisor {
 
 impl ProducerSupervisor {
     /// Starts the whole tree in the current actix system. The addresses are
-    /// published in `inner` before this returns, so producer handles can be
-    /// used at once.
-    pub(crate) fn launch(inner: Arc<Inner>, owns_system: bool) -> Addr<Self> {
+    /// published in `addresses` before this returns, so producer handles can
+    /// be used at once.
+    pub(crate) fn launch(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        owns_system: bool,
+    ) -> Addr<Self> {
         ProducerSupervisor::create(move |ctx| {
-            let _ = inner.supervisor_addr.set(ctx.address());
+            // The partitioner actor first: connection actors report stale
+            // metadata to it. (Actors run their `started` only once this
+            // closure has returned, so it sees the bootstrap connections.)
+            let partitioner =
+                PartitionerActor::new(engine.clone(), addresses.clone(), ctx.address().recipient())
+                    .start();
+            let _ = addresses.topic_waits.set(partitioner.clone().recipient());
             let mut sup = ProducerSupervisor {
-                inner: inner.clone(),
+                engine: engine.clone(),
+                addresses,
+                partitioner,
                 owns_system,
                 addrs: HashMap::new(),
             };
-            for (i, addr) in inner
+            for (i, addr) in engine
                 .config
                 .bootstrap_servers
                 .clone()
                 .into_iter()
                 .enumerate()
             {
-                sup.start_broker(-(i as i32) - 1, addr);
+                sup.start_broker(-(i as i32) - 1, addr, ctx);
             }
-            let p = PartitionerActor::new(inner.clone()).start();
-            let _ = inner.partitioner_addr.set(p);
             sup
         })
     }
 
-    fn start_broker(&mut self, id: i32, addr: String) {
-        let inner = self.inner.clone();
+    fn start_broker(&mut self, id: i32, addr: String, ctx: &mut Context<Self>) {
+        let engine = self.engine.clone();
         let a = addr.clone();
-        let state = self.inner.broker_states.entry(id).or_default().clone();
-        let actor = Supervisor::start(move |_| BrokerConnection::new(id, a, inner, state));
-        if let Some(old) = self.inner.brokers.insert(id, actor) {
+        let state = self.addresses.broker_states.entry(id).or_default().clone();
+        let upstream = Upstream {
+            refresh_metadata: self.partitioner.clone().recipient(),
+            ensure_producer_id: ctx.address().recipient(),
+        };
+        let actor =
+            Supervisor::start(move |_| BrokerConnection::new(id, a, engine, state, upstream));
+        if let Some(old) = self.addresses.connections.insert(id, actor) {
             old.do_send(Retire);
         }
         self.addrs.insert(id, addr);
@@ -78,12 +96,14 @@ impl ProducerSupervisor {
     /// Gets the idempotent producer its id, or bumps the epoch once nothing
     /// is in flight, through any broker connection.
     fn drive_idempotence(&mut self, ctx: &mut Context<Self>) {
-        let Some(idem) = &self.inner.idem else { return };
+        let Some(idem) = &self.engine.idem else {
+            return;
+        };
         if idem.ready().is_some() {
             return;
         }
         let in_flight: usize = self
-            .inner
+            .addresses
             .broker_states
             .iter()
             .map(|s| s.value().in_flight_len())
@@ -92,8 +112,8 @@ impl ProducerSupervisor {
             return;
         };
         let mut brokers: Vec<_> = self
-            .inner
-            .brokers
+            .addresses
+            .connections
             .iter()
             .map(|e| (*e.key(), e.value().clone()))
             .collect();
@@ -106,11 +126,11 @@ impl ProducerSupervisor {
         ctx.spawn(fut.into_actor(self).map(|res, act, _| {
             let res = res.unwrap_or_else(|_| Err("broker actor unavailable".into()));
             let ok = res.is_ok();
-            if let Some(idem) = &act.inner.idem {
+            if let Some(idem) = &act.engine.idem {
                 idem.fetched(res);
             }
             if ok {
-                act.inner.wake_all();
+                act.engine.wake_all();
             }
         }));
     }
@@ -119,13 +139,13 @@ impl ProducerSupervisor {
     /// catch panics; tokio drops the task). Start a new one for the same
     /// broker with the same shared state, so its in-flight batches are
     /// retried rather than lost.
-    fn restart_dead_brokers(&mut self) {
-        if self.inner.closed.load(Ordering::Acquire) {
+    fn restart_dead_brokers(&mut self, ctx: &mut Context<Self>) {
+        if self.engine.closed.load(Ordering::Acquire) {
             return;
         }
         let dead: Vec<i32> = self
-            .inner
-            .brokers
+            .addresses
+            .connections
             .iter()
             .filter(|e| !e.value().connected())
             .map(|e| *e.key())
@@ -133,11 +153,11 @@ impl ProducerSupervisor {
         for id in dead {
             if let Some(addr) = self.addrs.get(&id).cloned() {
                 tracing::warn!(broker = id, "connection actor died; restarting it");
-                self.inner
+                self.engine
                     .stats
                     .actor_restarts
                     .fetch_add(1, Ordering::Relaxed);
-                self.start_broker(id, addr);
+                self.start_broker(id, addr, ctx);
             }
         }
     }
@@ -147,12 +167,12 @@ impl ProducerSupervisor {
     /// their connection when the response or the request timeout comes.
     fn expire_batches(&mut self) {
         let now = Instant::now();
-        let snapshot = self.inner.metadata.load();
+        let snapshot = self.engine.metadata.load();
         let mut leaderless = false;
-        for q in self.inner.acc.all_queues() {
+        for q in self.engine.acc.all_queues() {
             let mut expired = Vec::new();
             {
-                let mut qi = lock(&q.inner);
+                let mut qi = lock(&q.state);
                 // Records waiting for a leader we have no connection for (a
                 // broker that left and came back, a leader not yet elected):
                 // ask for fresh metadata rather than wait for its max age.
@@ -161,7 +181,8 @@ impl ProducerSupervisor {
                         .topics
                         .get(q.topic.as_str())
                         .and_then(|t| t.leader(q.partition));
-                    leaderless |= leader.is_none_or(|l| !self.inner.brokers.contains_key(&l));
+                    leaderless |=
+                        leader.is_none_or(|l| !self.addresses.connections.contains_key(&l));
                 }
                 while qi.ready.front().is_some_and(|b| b.deadline <= now) {
                     expired.push(Ok(qi.ready.pop_front().unwrap()));
@@ -169,10 +190,10 @@ impl ProducerSupervisor {
                 if qi
                     .open
                     .as_ref()
-                    .is_some_and(|o| o.created + self.inner.config.delivery_timeout <= now)
+                    .is_some_and(|o| o.created + self.engine.config.delivery_timeout <= now)
                 {
                     let open = qi.open.take().unwrap();
-                    expired.push(self.inner.acc.close(open, &q));
+                    expired.push(self.engine.acc.seal(open, &q));
                 }
             }
             for b in expired {
@@ -181,9 +202,8 @@ impl ProducerSupervisor {
                     .topics
                     .get(q.topic.as_str())
                     .and_then(|t| t.leader(partition));
-                let timeout_ms = self.inner.config.delivery_timeout.as_millis();
-                fail_unsent(
-                    &self.inner.acc,
+                let timeout_ms = self.engine.config.delivery_timeout.as_millis();
+                self.engine.acc.fail_unsent(
                     b,
                     ErrorKind::Timeout,
                     |attempts| {
@@ -192,14 +212,12 @@ impl ProducerSupervisor {
                             leader.map_or("none".to_string(), |l| l.to_string())
                         )
                     },
-                    &self.inner.stats,
+                    &self.engine.stats,
                 );
             }
         }
         if leaderless {
-            if let Some(p) = self.inner.partitioner_addr.get() {
-                p.do_send(RefreshMetadata);
-            }
+            self.partitioner.do_send(RefreshMetadata);
         }
     }
 }
@@ -210,17 +228,17 @@ impl Actor for ProducerSupervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
             act.drive_idempotence(ctx);
-            act.restart_dead_brokers();
+            act.restart_dead_brokers(ctx);
             act.expire_batches();
             // Batches whose leader appeared or whose retry backoff ended.
-            act.inner.wake_all();
+            act.engine.wake_all();
         });
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.inner.stopped_flag.store(true, Ordering::Release);
-        self.inner.stopped.notify_waiters();
-        self.inner.acc.incomplete_changed.notify_waiters();
+        self.engine.stopped_flag.store(true, Ordering::Release);
+        self.engine.stopped.notify_waiters();
+        self.engine.acc.incomplete_changed.notify_waiters();
         if self.owns_system {
             System::current().stop();
         }
@@ -229,16 +247,16 @@ impl Actor for ProducerSupervisor {
 
 impl Handler<BrokersChanged> for ProducerSupervisor {
     type Result = ();
-    fn handle(&mut self, msg: BrokersChanged, _: &mut Context<Self>) {
-        if self.inner.closed.load(Ordering::Acquire)
-            && self.inner.stopped_flag.load(Ordering::Acquire)
+    fn handle(&mut self, msg: BrokersChanged, ctx: &mut Context<Self>) {
+        if self.engine.closed.load(Ordering::Acquire)
+            && self.engine.stopped_flag.load(Ordering::Acquire)
         {
             return;
         }
         for (id, addr) in &msg.brokers {
             if self.addrs.get(id) != Some(addr) {
                 tracing::info!(broker = id, %addr, "broker connection added");
-                self.start_broker(*id, addr.clone());
+                self.start_broker(*id, addr.clone(), ctx);
             }
         }
         // Retire brokers that left, and bootstrap connections once real
@@ -251,7 +269,7 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
             .collect();
         for id in gone {
             self.addrs.remove(&id);
-            if let Some((_, a)) = self.inner.brokers.remove(&id) {
+            if let Some((_, a)) = self.addresses.connections.remove(&id) {
                 tracing::info!(broker = id, "broker connection retired");
                 a.do_send(Retire);
             }
@@ -262,10 +280,10 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
 impl Handler<Produce> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: Produce, ctx: &mut Context<Self>) {
-        let inner = self.inner.clone();
+        let engine = self.engine.clone();
         let reply_to = msg.reply_to.clone();
         let fut = async move {
-            if let Err(e) = inner
+            if let Err(e) = engine
                 .enqueue(msg.record, Some(ReplyTo::Actor(msg.reply_to)), true)
                 .await
             {
@@ -294,16 +312,16 @@ impl Handler<Produce> for ProducerSupervisor {
 impl Handler<Shutdown> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
-        self.inner.closed.store(true, Ordering::Release);
+        self.engine.closed.store(true, Ordering::Release);
         let brokers: Vec<_> = self
-            .inner
-            .brokers
+            .addresses
+            .connections
             .iter()
             .map(|e| e.value().clone())
             .collect();
-        self.inner.brokers.clear();
+        self.addresses.connections.clear();
         if msg.cancel {
-            cancel_queued(&self.inner);
+            self.engine.cancel_queued();
             for b in &brokers {
                 b.do_send(CancelInFlight);
             }
@@ -312,13 +330,11 @@ impl Handler<Shutdown> for ProducerSupervisor {
                 b.do_send(Retire);
             }
         }
-        if let Some(p) = self.inner.partitioner_addr.get() {
-            p.do_send(StopPartitioner);
-        }
+        self.partitioner.do_send(StopPartitioner);
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
-            cancel_queued(&act.inner);
-            act.inner.wake_subscriptions();
+            act.engine.cancel_queued();
+            act.engine.wake_subscriptions();
             ctx.stop();
         });
     }

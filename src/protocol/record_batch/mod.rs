@@ -30,8 +30,16 @@ pub use compression::{Compression, CompressionError, UnknownCompression};
 
 use bytes::Bytes;
 
-use crate::record::Header;
 use varint::{put_varint, put_varlong, varint_len, varlong_len};
+
+/// One record header: a string key and an optional byte value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The header key.
+    pub key: String,
+    /// The header value; `None` is a null value on the wire.
+    pub value: Option<Bytes>,
+}
 
 /// Size of the RecordBatch v2 header, before the first record.
 pub const RECORD_BATCH_OVERHEAD: usize = 61;

@@ -15,7 +15,6 @@
 //! whole queue into a local buffer, so reading costs one lock per refill,
 //! not per report, and builds each report only as it is read.
 
-use crate::accumulator::lock;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -26,19 +25,21 @@ use futures::task::AtomicWaker;
 use futures::Stream;
 use tokio::sync::Semaphore;
 
-use crate::accumulator::Pending;
+use crate::clock::Mono;
+use crate::delivery::entry::{recycle_chunk, Pending};
+use crate::delivery::settlement::Settlement;
 use crate::report::{DeliveryReport, ReportMode};
-use crate::report_router::BatchResult;
+use crate::sync::lock;
 
 /// Reports queued for a stream: a run of one batch's owed entries (built
 /// into reports as they are read), or reports already built.
 #[derive(Debug)]
 pub(crate) enum ReportChunk {
     Batch {
-        result: Arc<BatchResult>,
+        settlement: Arc<Settlement>,
         entries: VecDeque<Pending>,
         /// The last latency measured, by accepted instant.
-        last: Option<(crate::clock::Mono, std::time::Duration)>,
+        last: Option<(Mono, std::time::Duration)>,
     },
     Built(std::vec::IntoIter<DeliveryReport>),
 }
@@ -47,15 +48,15 @@ impl Drop for ReportChunk {
     fn drop(&mut self) {
         if let ReportChunk::Batch { entries, .. } = self {
             entries.clear();
-            crate::accumulator::recycle_chunk(Vec::from(std::mem::take(entries)));
+            recycle_chunk(Vec::from(std::mem::take(entries)));
         }
     }
 }
 
 impl ReportChunk {
-    pub(crate) fn batch(result: Arc<BatchResult>, entries: Vec<Pending>) -> ReportChunk {
+    pub(crate) fn batch(settlement: Arc<Settlement>, entries: Vec<Pending>) -> ReportChunk {
         ReportChunk::Batch {
-            result,
+            settlement,
             entries: VecDeque::from(entries),
             last: None,
         }
@@ -72,10 +73,10 @@ impl ReportChunk {
     fn next_report(&mut self) -> Option<DeliveryReport> {
         match self {
             ReportChunk::Batch {
-                result,
+                settlement,
                 entries,
                 last,
-            } => entries.pop_front().map(|p| result.report(p, last)),
+            } => entries.pop_front().map(|p| settlement.report(p, last)),
             ReportChunk::Built(r) => r.next(),
         }
     }

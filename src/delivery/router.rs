@@ -1,101 +1,16 @@
-//! Turns one batch's outcome into its records' reports and routes them:
-//! one pass over the batch, one push per subscription per batch, one wake
-//! per subscription per batch.
+//! Pays a batch's owed reports: one pass over the batch, one push per
+//! subscription per batch, one wake per subscription per batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::clock::Mono;
-
-use crate::accumulator::{Owed, Pending, Reply};
-use crate::record::Record;
-use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
-use crate::stats::Stats;
-use crate::subscription::ReportChunk;
-
-/// How a batch ended.
-#[derive(Debug, Clone)]
-pub(crate) enum Outcome {
-    /// Written. `base_offset` is `None` with `acks=0`; `log_append_time` is
-    /// the broker's time when the topic uses LogAppendTime.
-    Delivered {
-        base_offset: Option<i64>,
-        log_append_time: Option<i64>,
-    },
-    /// Not written.
-    Failed { kind: ErrorKind, message: String },
-}
-
-/// One batch's outcome, shared by every chunk of its reports. A report is
-/// built from this and one owed entry only when it is handed out: by the
-/// router for `send` and actor targets, by the stream for subscriptions.
-#[derive(Debug)]
-pub(crate) struct BatchResult {
-    pub partition: i32,
-    pub attempts: u32,
-    /// When the outcome was known: the end of every record's latency.
-    pub reported_at: Mono,
-    pub outcome: Outcome,
-}
-
-impl BatchResult {
-    fn delivered(&self) -> bool {
-        matches!(self.outcome, Outcome::Delivered { .. })
-    }
-
-    /// The report for one owed entry of this batch. `last` caches the
-    /// latency of the previous entry: records taken together share their
-    /// accepted instant, so it is measured once for them.
-    #[inline(always)]
-    pub(crate) fn report(&self, p: Pending, last: &mut Option<(Mono, Duration)>) -> DeliveryReport {
-        let latency = match *last {
-            Some((at, latency)) if at == p.accepted => latency,
-            _ => {
-                let latency = self.reported_at.since(p.accepted);
-                *last = Some((p.accepted, latency));
-                latency
-            }
-        };
-        self.build(p.index, p.timestamp, latency, p.record)
-    }
-
-    /// The report for one owed entry, and where it goes.
-    pub(crate) fn report_and_reply(&self, p: Pending) -> (DeliveryReport, Reply) {
-        let latency = self.reported_at.since(p.accepted);
-        (self.build(p.index, p.timestamp, latency, p.record), p.reply)
-    }
-
-    #[inline(always)]
-    fn build(
-        &self,
-        index: u32,
-        timestamp: i64,
-        latency: Duration,
-        record: Record,
-    ) -> DeliveryReport {
-        match &self.outcome {
-            Outcome::Delivered {
-                base_offset,
-                log_append_time,
-            } => DeliveryReport::Delivered(Delivered {
-                partition: self.partition,
-                offset: base_offset.map(|b| b.saturating_add(i64::from(index))),
-                timestamp: log_append_time.unwrap_or(timestamp),
-                attempts: self.attempts,
-                latency,
-                record,
-            }),
-            Outcome::Failed { kind, message } => DeliveryReport::Failed(DeliveryError {
-                kind: *kind,
-                message: message.clone(),
-                partition: Some(self.partition),
-                attempts: self.attempts,
-                record,
-            }),
-        }
-    }
-}
+use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
+use crate::delivery::owed::{Owed, ReplyTo};
+use crate::delivery::settlement::{Outcome, Settlement};
+use crate::delivery::subscription::ReportChunk;
+use crate::report::DeliveryReport;
+use crate::stats::{bucket_of, Stats, LATENCY_BUCKETS};
 
 /// Sends every report `owed` for a batch of `record_count` records.
 ///
@@ -110,13 +25,13 @@ pub(crate) fn route(
     outcome: Outcome,
     stats: &Stats,
 ) {
-    let result = Arc::new(BatchResult {
+    let settled = Arc::new(Settlement {
         partition,
         attempts,
         reported_at: Mono::now(),
         outcome,
     });
-    let delivered = result.delivered();
+    let delivered = settled.delivered();
     if delivered {
         stats
             .delivered
@@ -135,7 +50,7 @@ pub(crate) fn route(
     let mut per_sub: Vec<(Vec<ReportChunk>, usize)> =
         subscribers.iter().map(|_| (Vec::new(), 0)).collect();
     let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
-    let mut latencies = LatencyBatch::default();
+    let mut latencies = LatencyTally::default();
     let mut last: Option<(Mono, u64)> = None;
     for chunk in chunks {
         for p in &chunk.entries {
@@ -143,7 +58,7 @@ pub(crate) fn route(
             let micros = match last {
                 Some((at, us)) if at == p.accepted => us,
                 _ => {
-                    let us = result.reported_at.since(p.accepted).as_micros() as u64;
+                    let us = settled.reported_at.since(p.accepted).as_micros() as u64;
                     last = Some((p.accepted, us));
                     us
                 }
@@ -153,10 +68,10 @@ pub(crate) fn route(
         if let Some(i) = chunk.sole {
             let (queued, skipped) = &mut per_sub[i as usize];
             if takes(i) {
-                queued.push(ReportChunk::batch(result.clone(), chunk.entries));
+                queued.push(ReportChunk::batch(settled.clone(), chunk.entries));
             } else {
                 *skipped += chunk.entries.len();
-                crate::accumulator::recycle_chunk(chunk.entries);
+                recycle_chunk(chunk.entries);
             }
             continue;
         }
@@ -164,16 +79,16 @@ pub(crate) fn route(
         // subscription's entries into a chunk of its own.
         let mut split: Vec<Vec<Pending>> = subscribers.iter().map(|_| Vec::new()).collect();
         for p in chunk.entries {
-            match p.reply {
-                Reply::Subscription(i) => split[i as usize].push(p),
-                Reply::Oneshot(_) | Reply::Actor(_) => {
-                    let (report, reply) = result.report_and_reply(p);
-                    match reply {
-                        Reply::Oneshot(tx) => {
+            match p.to {
+                OwedTo::Subscription(i) => split[i as usize].push(p),
+                OwedTo::Oneshot(_) | OwedTo::Actor(_) => {
+                    let (report, to) = settled.report_and_target(p);
+                    match to {
+                        OwedTo::Oneshot(tx) => {
                             let _ = tx.send(report);
                         }
-                        Reply::Actor(r) => r.do_send(report),
-                        Reply::Subscription(_) => unreachable!("matched above"),
+                        OwedTo::Actor(r) => r.do_send(report),
+                        OwedTo::Subscription(_) => unreachable!("matched above"),
                     }
                 }
             }
@@ -184,7 +99,7 @@ pub(crate) fn route(
             }
             let (queued, skipped) = &mut per_sub[i];
             if takes(i as u32) {
-                queued.push(ReportChunk::batch(result.clone(), entries));
+                queued.push(ReportChunk::batch(settled.clone(), entries));
             } else {
                 *skipped += entries.len();
             }
@@ -196,64 +111,32 @@ pub(crate) fn route(
     latencies.flush(&stats.latency_us);
 }
 
-/// Reports a batch that is not in flight (queued, open, or that failed to
-/// encode) as failed, and marks it done. `message` gets the attempts made.
-pub(crate) fn fail_unsent(
-    acc: &crate::accumulator::Accumulator,
-    batch: Result<crate::accumulator::ProducerBatch, crate::accumulator::FailedBatch>,
-    kind: ErrorKind,
-    message: impl FnOnce(u32) -> String,
-    stats: &Stats,
-) {
-    let (id, partition, count, attempts, owed) = match batch {
-        Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
-        Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
-    };
-    let message = message(attempts);
-    route(
-        partition,
-        count,
-        attempts,
-        owed,
-        Outcome::Failed { kind, message },
-        stats,
-    );
-    acc.batch_done(id);
-}
-
 /// Reports for records that never reached a batch (rejected before
 /// appending): one report, straight to its target.
-pub(crate) fn route_one(report: DeliveryReport, reply: crate::accumulator::ReplyTo, stats: &Stats) {
-    use crate::accumulator::ReplyTo;
+pub(crate) fn route_one(report: DeliveryReport, reply: ReplyTo, stats: &Stats) {
     if report.is_delivered() {
         stats.delivered.fetch_add(1, Ordering::Relaxed);
     } else {
         stats.failed.fetch_add(1, Ordering::Relaxed);
     }
-    match reply {
-        ReplyTo::Oneshot(tx) => {
-            let _ = tx.send(report);
-        }
-        ReplyTo::Actor(r) => r.do_send(report),
-        ReplyTo::Subscription(s) => s.deliver(vec![report]),
-    }
+    reply.send(report);
 }
 
 /// Latencies of one batch, bucketed locally, added to the shared histogram
 /// once per batch.
 #[derive(Default)]
-struct LatencyBatch {
-    buckets: [u32; crate::stats::LATENCY_BUCKETS],
+struct LatencyTally {
+    buckets: [u32; LATENCY_BUCKETS],
     any: bool,
 }
 
-impl LatencyBatch {
+impl LatencyTally {
     fn add(&mut self, micros: u64) {
-        self.buckets[crate::stats::bucket_of(micros)] += 1;
+        self.buckets[bucket_of(micros)] += 1;
         self.any = true;
     }
 
-    fn flush(&self, shared: &[AtomicU64; crate::stats::LATENCY_BUCKETS]) {
+    fn flush(&self, shared: &[AtomicU64; LATENCY_BUCKETS]) {
         if !self.any {
             return;
         }
@@ -268,10 +151,9 @@ impl LatencyBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accumulator::ReplyTo;
+    use crate::delivery::subscription::{ReportStream, SubscriptionShared};
     use crate::record::Record;
-    use crate::report::ReportMode;
-    use crate::subscription::{ReportStream, SubscriptionShared};
+    use crate::report::{ErrorKind, ReportMode};
     use futures::{FutureExt, StreamExt};
     use std::sync::atomic::AtomicBool;
 

@@ -1,0 +1,155 @@
+//! Connecting, reconnecting with backoff, and losing the socket.
+//!
+//! A failed connect or a lost socket schedules a reconnect with
+//! exponential backoff and jitter; a lost socket (or a request past
+//! `request.timeout.ms`) also puts every in-flight batch back in its
+//! queue and asks for fresh metadata.
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
+use crate::actors::broker::{backoff, BrokerConnection, ConnState};
+use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame};
+use crate::connection::{Connection, ConnectionOptions};
+use crate::sync::lock;
+
+impl BrokerConnection {
+    pub(super) fn ensure_connecting(&mut self, ctx: &mut Context<Self>) {
+        if !matches!(self.state, ConnState::Idle) {
+            return;
+        }
+        self.state = ConnState::Connecting;
+        self.generation += 1;
+        let generation = self.generation;
+        let cfg = &self.engine.config;
+        let opts = ConnectionOptions {
+            client_id: Some(cfg.client_id.clone()),
+            connect_timeout: cfg.connection_setup_timeout,
+            request_timeout: cfg.request_timeout,
+            ..ConnectionOptions::default()
+        };
+        let addr = self.addr.clone();
+        tracing::debug!(broker = self.node_id, %addr, "connecting");
+        let connecting = async move { Connection::connect(&addr, &opts).await };
+        ctx.spawn(connecting.into_actor(self).map(move |res, act, ctx| {
+            if act.generation != generation {
+                return;
+            }
+            match res {
+                Ok(conn) => act.on_connected(conn, ctx),
+                Err(e) => act.on_connect_failed(e.to_string(), ctx),
+            }
+        }));
+    }
+
+    pub(super) fn on_connected(&mut self, conn: Connection, ctx: &mut Context<Self>) {
+        let generation = self.generation;
+        let (mut reader, mut writer, versions, next_id) = conn.into_pipelined();
+        self.next_correlation_id = next_id;
+        self.reconnect_attempts = 0;
+        let (tx, mut rx) = mpsc::unbounded_channel::<Vec<bytes::Bytes>>();
+        // Weak addresses: the I/O tasks must not keep a retired actor alive
+        // (actix's Supervisor restarts an actor while strong addresses exist).
+        let me = ctx.address().downgrade();
+        let me2 = me.clone();
+        // Writer: ends when the actor drops `tx` or the socket fails.
+        actix::spawn(async move {
+            while let Some(parts) = rx.recv().await {
+                if let Err(e) = writer.write_parts(&parts).await {
+                    if let Some(a) = me2.upgrade() {
+                        a.do_send(ConnectionLost {
+                            generation,
+                            error: e.to_string(),
+                        });
+                    }
+                    break;
+                }
+            }
+        });
+        let read = async move {
+            loop {
+                let next = reader.next_frame().await;
+                // Upgrade only after the await: a strong address held while
+                // waiting would keep a retired actor alive.
+                let Some(a) = me.upgrade() else { break };
+                match next {
+                    Ok(frame) => a.do_send(ResponseFrame { generation, frame }),
+                    Err(e) => {
+                        a.do_send(ConnectionLost {
+                            generation,
+                            error: e.to_string(),
+                        });
+                        break;
+                    }
+                }
+            }
+        };
+        let reader = ctx.spawn(read.into_actor(self));
+        tracing::debug!(broker = self.node_id, addr = %self.addr, ?versions, "connected");
+        self.state = ConnState::Connected {
+            tx,
+            reader,
+            versions,
+        };
+        self.drain(ctx);
+    }
+
+    pub(super) fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
+        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
+        for (_, c) in self.calls.drain() {
+            c.fail(error.clone());
+        }
+        self.schedule_reconnect(ctx);
+    }
+
+    pub(super) fn schedule_reconnect(&mut self, ctx: &mut Context<Self>) {
+        self.state = ConnState::Backoff;
+        let cfg = &self.engine.config;
+        let backoff = backoff(
+            cfg.reconnect_backoff,
+            cfg.reconnect_backoff_max,
+            self.reconnect_attempts,
+        );
+        self.reconnect_attempts = self.reconnect_attempts.saturating_add(1);
+        ctx.run_later(backoff, |act, ctx| {
+            if matches!(act.state, ConnState::Backoff) {
+                act.state = ConnState::Idle;
+                act.ensure_connecting(ctx);
+            }
+        });
+    }
+
+    /// The socket is gone: in-flight batches go back into their queues by
+    /// batch id (or fail, past their deadline), waiters get errors, and a
+    /// reconnect is scheduled.
+    pub(super) fn connection_lost(&mut self, error: String, ctx: &mut Context<Self>) {
+        tracing::warn!(broker = self.node_id, addr = %self.addr, %error, in_flight = self.in_flight_len(), "connection lost");
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.requeue_in_flight(Some(&error));
+        for (_, c) in self.calls.drain() {
+            c.fail(error.clone());
+        }
+        self.upstream.refresh_metadata.do_send(RefreshMetadata);
+        self.schedule_reconnect(ctx);
+    }
+
+    /// Fails in-flight requests older than `request.timeout.ms` by dropping
+    /// the connection, as the Java client does.
+    pub(super) fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
+        let limit = self.engine.config.request_timeout;
+        let oldest = lock(&self.shared.in_flight)
+            .front()
+            .map(|f| (f.sent_at, f.correlation_id));
+        if let Some((sent_at, id)) = oldest {
+            if sent_at.elapsed() > limit {
+                let msg = format!("request {id} timed out after {limit:?}");
+                self.connection_lost(msg, ctx);
+            }
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! Draining: taking the batches of the partitions this broker leads, in
+//! order, into Produce requests, while in-flight room remains; stamping
+//! idempotent batches with their sequences; writing each request around
+//! the batches' own bytes.
+
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
+use crate::actors::broker::state::InFlight;
+use crate::actors::broker::{BrokerConnection, ConnState};
+use crate::actors::msgs::EnsureProducerId;
+use crate::batching::batch::SealedBatch;
+use crate::batching::queue::QueueState;
+use crate::delivery::settlement::Outcome;
+use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
+use crate::protocol::record_batch::ProducerStamp;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+impl BrokerConnection {
+    /// Moves sendable batches of the partitions this broker leads into
+    /// Produce requests, while in-flight room remains.
+    pub(super) fn drain(&mut self, ctx: &mut Context<Self>) {
+        if self.node_id < 0 {
+            return; // bootstrap connections carry metadata only
+        }
+        let (tx, versions) = match &self.state {
+            ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
+            ConnState::Idle => {
+                self.ensure_connecting(ctx);
+                return;
+            }
+            _ => return,
+        };
+        let engine = self.engine.clone();
+        // The idempotent producer sends nothing until it has an id (and
+        // nothing while an epoch bump is due).
+        let idem = match &engine.idem {
+            None => None,
+            Some(i) => match i.ready() {
+                Some(id) => Some(id),
+                None => {
+                    self.upstream.ensure_producer_id.do_send(EnsureProducerId);
+                    return;
+                }
+            },
+        };
+        let cfg = &engine.config;
+        let snapshot = engine.metadata.load();
+        let flushing = engine.flushing.load(std::sync::atomic::Ordering::Acquire) > 0
+            || engine.closed.load(std::sync::atomic::Ordering::Acquire);
+        let mut next_wake: Option<Instant> = None;
+        let queues: Vec<_> = engine
+            .acc
+            .all_queues()
+            .into_iter()
+            .filter(|q| {
+                snapshot
+                    .topics
+                    .get(q.topic.as_str())
+                    .and_then(|t| t.leader(q.partition))
+                    == Some(self.node_id)
+            })
+            .collect();
+        // With one request in flight, order must hold across connections
+        // too: a partition with a batch in flight anywhere (say on the old
+        // leader's connection) waits.
+        let strict_order = cfg.max_in_flight == 1;
+        while self.in_flight_len() < cfg.max_in_flight {
+            let now = Instant::now();
+            let mut batches = Vec::new();
+            let mut size = 0usize;
+            for q in &queues {
+                let mut qi = lock(&q.state);
+                if strict_order && qi.in_flight > 0 {
+                    continue;
+                }
+                let batch = if let Some(front) = qi.ready.front() {
+                    if let Some(at) = front.retry_at.filter(|at| *at > now) {
+                        next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+                        continue;
+                    }
+                    if !batches.is_empty() && size + front.encoded.len() > cfg.max_request_size {
+                        continue;
+                    }
+                    qi.ready.pop_front()
+                } else if let Some(open) = &qi.open {
+                    // A full batch goes now (the sticky partitioner has moved
+                    // on from it). Otherwise due within the timer's
+                    // resolution counts as due: a timer set for `due` fires
+                    // up to a tick late, so a batch goes at most
+                    // `linger_slack` early rather than up to a tick late.
+                    let due = (open.created + cfg.linger).checked_sub(linger_slack(cfg.linger));
+                    if let Some(due) = due.filter(|d| *d > now && !flushing && !open.full) {
+                        next_wake = Some(next_wake.map_or(due, |w| w.min(due)));
+                        continue;
+                    }
+                    let open = qi.open.take().expect("checked above");
+                    match engine.acc.seal(open, q) {
+                        Ok(b) => {
+                            if !batches.is_empty() && size + b.encoded.len() > cfg.max_request_size
+                            {
+                                qi.ready.push_back(b);
+                                continue;
+                            }
+                            Some(b)
+                        }
+                        Err(f) => {
+                            drop(qi);
+                            let reason = f.reason.clone();
+                            engine.acc.fail_unsent(
+                                Err(f),
+                                ErrorKind::Compression,
+                                |_| reason,
+                                &engine.stats,
+                            );
+                            continue;
+                        }
+                    }
+                } else {
+                    None
+                };
+                if let Some(mut b) = batch {
+                    if let Some((id, epoch)) = idem {
+                        stamp_sequence(&mut qi, &mut b, id, epoch);
+                    }
+                    qi.in_flight += 1;
+                    size += b.encoded.len();
+                    batches.push(b);
+                }
+            }
+            if batches.is_empty() {
+                break;
+            }
+            self.send_produce(batches, &tx, versions.produce);
+        }
+        if let Some(at) = next_wake {
+            self.schedule_wake(at, ctx);
+        }
+    }
+
+    pub(super) fn schedule_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        if let Some((existing, _)) = self.wake_at {
+            if existing <= at {
+                return;
+            }
+        }
+        if let Some((_, h)) = self.wake_at.take() {
+            ctx.cancel_future(h);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let h = ctx.run_later(delay, |act, ctx| {
+            act.wake_at = None;
+            act.drain(ctx);
+        });
+        self.wake_at = Some((at, h));
+    }
+
+    pub(super) fn send_produce(
+        &mut self,
+        mut batches: Vec<SealedBatch>,
+        tx: &mpsc::UnboundedSender<Vec<bytes::Bytes>>,
+        version: i16,
+    ) {
+        let _span = tracing::debug_span!(
+            "produce_request",
+            broker = self.node_id,
+            batches = batches.len()
+        )
+        .entered();
+        let engine = self.engine.clone();
+        let cfg = &engine.config;
+        // The request is written around the batches' own bytes
+        // (protocol::produce), so no batch is copied into a request buffer.
+        let topics = topic_data;
+        let mut header = ProduceHeader {
+            version,
+            correlation_id: 0,
+            client_id: Some(engine.client_id.as_str()),
+            acks: cfg.acks.wire(),
+            timeout_ms: cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32,
+        };
+        // Exact size check: a request never exceeds max.request.size. Extra
+        // batches go back into their queues (by batch id).
+        while batches.len() > 1 && frame_size(&header, &topics(&batches)) > cfg.max_request_size {
+            let b = batches.pop().expect("more than one");
+            let q = self.engine.acc.queue(&b.topic, b.partition);
+            let mut qi = lock(&q.state);
+            qi.in_flight -= 1;
+            qi.requeue(b);
+            drop(qi);
+        }
+        header.correlation_id = self.next_correlation_id();
+        let correlation_id = header.correlation_id;
+        let frame = match encode(&header, &topics(&batches)) {
+            Ok(frame) => frame,
+            Err(e) => {
+                // Cannot happen with well-formed batches; fail them rather than loop.
+                for b in batches {
+                    let q = self.engine.acc.queue(&b.topic, b.partition);
+                    lock(&q.state).in_flight -= 1;
+                    self.settle(
+                        b,
+                        Outcome::Failed {
+                            kind: ErrorKind::Compression,
+                            message: e.to_string(),
+                        },
+                    );
+                }
+                return;
+            }
+        };
+        let records: i32 = batches.iter().map(|b| b.record_count).sum();
+        tracing::debug!(
+            broker = self.node_id,
+            correlation_id,
+            batches = batches.len(),
+            records,
+            bytes = frame.len,
+            "produce request"
+        );
+        for b in &mut batches {
+            b.attempts += 1;
+        }
+        let _ = tx.send(frame.parts);
+        if cfg.acks.wire() == 0 {
+            // No response will come: "sent, offset unknown".
+            for b in batches {
+                let q = self.engine.acc.queue(&b.topic, b.partition);
+                lock(&q.state).in_flight -= 1;
+                self.settle(
+                    b,
+                    Outcome::Delivered {
+                        base_offset: None,
+                        log_append_time: None,
+                    },
+                );
+            }
+            return;
+        }
+        lock(&self.shared.in_flight).push_back(InFlight {
+            correlation_id,
+            version,
+            sent_at: Instant::now(),
+            batches,
+        });
+    }
+}
+
+/// Stamps a batch with the producer id, epoch and its partition's next
+/// sequence, the first time it is sent under this epoch. A retry under the
+/// same epoch keeps its stamp (the broker deduplicates on it).
+fn stamp_sequence(qi: &mut QueueState, b: &mut SealedBatch, id: i64, epoch: i16) {
+    let current = b.encoded.stamp();
+    if (current.producer_id, current.producer_epoch) == (id, epoch) {
+        return;
+    }
+    if qi.sequence_owner != Some((id, epoch)) {
+        qi.sequence_owner = Some((id, epoch));
+        qi.next_sequence = 0;
+    }
+    let seq = qi.next_sequence;
+    qi.next_sequence = increment_sequence(seq, b.record_count);
+    b.encoded.set_stamp(ProducerStamp {
+        producer_id: id,
+        producer_epoch: epoch,
+        base_sequence: seq,
+    });
+    qi.unacked.insert(b.id);
+}
+
+/// How early a lingering batch may go: a timer set for its deadline fires
+/// up to a tick (1 ms) late, so it is set up to a fifth of the linger (at
+/// most 1 ms) early instead.
+fn linger_slack(linger: Duration) -> Duration {
+    (linger / 5).min(Duration::from_millis(1))
+}
+
+/// `batches` grouped by topic, in the order they come, for a Produce
+/// request.
+fn topic_data(batches: &[SealedBatch]) -> Vec<TopicData<'_>> {
+    let mut topics: Vec<TopicData<'_>> = Vec::new();
+    for b in batches {
+        let pd = PartitionData {
+            partition: b.partition,
+            records: b.encoded.bytes(),
+        };
+        match topics.iter_mut().find(|t| t.name == b.topic.as_str()) {
+            Some(t) => t.partitions.push(pd),
+            None => topics.push(TopicData {
+                name: b.topic.as_str(),
+                partitions: vec![pd],
+            }),
+        }
+    }
+    topics
+}
+
+/// Sequences wrap from `i32::MAX` to 0 (Java's
+/// `DefaultRecordBatch.incrementSequence`).
+fn increment_sequence(seq: i32, by: i32) -> i32 {
+    if seq > i32::MAX - by {
+        by - (i32::MAX - seq) - 1
+    } else {
+        seq + by
+    }
+}

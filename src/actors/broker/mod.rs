@@ -1,0 +1,261 @@
+//! `BrokerConnection`: the outbox for one broker.
+//!
+//! It owns the only socket to its broker. It drains the partitions this
+//! broker leads into pipelined Produce requests (up to
+//! `max.in.flight.requests.per.connection`), matches responses to requests
+//! by correlation id, and turns each partition's answer into a batch
+//! outcome: reports, a retry, or a failure. It also carries Metadata and
+//! InitProducerId requests for the other actors.
+//!
+//! Socket I/O runs in two small tasks (reader and writer) spawned on the
+//! actor's arbiter; they talk to the actor with messages tagged by a
+//! connection generation, so frames from a dead connection are ignored.
+//!
+//! One actor, one file per seam (each an `impl BrokerConnection` block):
+//! - `connect.rs`: connect, reconnect with backoff, a lost socket, request
+//!   timeouts;
+//! - `drain.rs`: taking batches from the queues this broker leads,
+//!   sequence stamping, writing Produce requests;
+//! - `response.rs`: matching responses, settling batches (reports),
+//!   retries and sequence errors;
+//! - `requests.rs` and `call.rs`: Metadata and InitProducerId calls;
+//! - `state.rs`: `BrokerState`, the in-flight requests that outlive the
+//!   actor.
+//!
+//! This file holds the actor itself: its fields, lifecycle and handlers.
+
+mod call;
+mod connect;
+mod drain;
+mod requests;
+mod response;
+pub(crate) mod state;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::mpsc;
+
+use crate::actors::broker::call::Call;
+use crate::actors::broker::state::BrokerState;
+use crate::actors::msgs::*;
+use crate::delivery::settlement::Outcome;
+use crate::engine::Engine;
+use crate::protocol::versions::ApiVersions;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+/// Where a connection actor sends what concerns other actors.
+#[derive(Debug, Clone)]
+pub(crate) struct Upstream {
+    /// The partitioner actor: metadata looks stale (a leader error, a lost
+    /// connection).
+    pub refresh_metadata: Recipient<RefreshMetadata>,
+    /// The supervisor: the idempotent producer needs an id or an epoch
+    /// bump before anything can be sent.
+    pub ensure_producer_id: Recipient<EnsureProducerId>,
+}
+
+#[derive(Debug)]
+enum ConnState {
+    Idle,
+    Connecting,
+    Connected {
+        tx: mpsc::UnboundedSender<Vec<bytes::Bytes>>,
+        reader: actix::SpawnHandle,
+        versions: ApiVersions,
+    },
+    Backoff,
+}
+
+/// The connection actor for one broker (or, with a negative id, for one
+/// bootstrap address, used only for metadata until real ids are known).
+pub struct BrokerConnection {
+    node_id: i32,
+    addr: String,
+    engine: Arc<Engine>,
+    state: ConnState,
+    generation: u64,
+    next_correlation_id: i32,
+    shared: Arc<BrokerState>,
+    upstream: Upstream,
+    /// Requests other than Produce, answered through a oneshot.
+    calls: HashMap<i32, Call>,
+    reconnect_attempts: u32,
+    wake_at: Option<(Instant, SpawnHandle)>,
+}
+
+impl std::fmt::Debug for BrokerConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerConnection")
+            .field("node_id", &self.node_id)
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerConnection {
+    pub(crate) fn new(
+        node_id: i32,
+        addr: String,
+        engine: Arc<Engine>,
+        shared: Arc<BrokerState>,
+        upstream: Upstream,
+    ) -> Self {
+        BrokerConnection {
+            node_id,
+            addr,
+            engine,
+            state: ConnState::Idle,
+            generation: 0,
+            next_correlation_id: 0,
+            shared,
+            upstream,
+            calls: HashMap::new(),
+            reconnect_attempts: 0,
+            wake_at: None,
+        }
+    }
+
+    /// The writer and versions of a live connection, or an error (after
+    /// starting a connect) for calls that cannot wait.
+    fn connected(
+        &mut self,
+        ctx: &mut Context<Self>,
+    ) -> Result<(mpsc::UnboundedSender<Vec<bytes::Bytes>>, ApiVersions), String> {
+        match &self.state {
+            ConnState::Connected { tx, versions, .. } => Ok((tx.clone(), *versions)),
+            _ => {
+                self.ensure_connecting(ctx);
+                Err(format!("not connected to {}", self.addr))
+            }
+        }
+    }
+
+    fn in_flight_len(&self) -> usize {
+        lock(&self.shared.in_flight).len()
+    }
+
+    fn next_correlation_id(&mut self) -> i32 {
+        let id = self.next_correlation_id;
+        self.next_correlation_id = self.next_correlation_id.wrapping_add(1);
+        id
+    }
+}
+
+fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(16));
+    let capped = exp.min(max).max(base);
+    // Up to 20% jitter, as the Java client.
+    let jitter = 0.8 + fastrand::f64() * 0.4;
+    capped.mul_f64(jitter).min(max.max(base))
+}
+
+impl Actor for BrokerConnection {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // A predecessor that died (panicked) may have left requests in
+        // flight on its connection, which is gone with it: retry them.
+        if self.in_flight_len() > 0 {
+            tracing::warn!(
+                broker = self.node_id,
+                in_flight = self.in_flight_len(),
+                "requeueing a dead connection actor's in-flight batches"
+            );
+            self.requeue_in_flight(Some("connection actor died"));
+        }
+        self.ensure_connecting(ctx);
+        ctx.run_interval(Duration::from_millis(100), |act, ctx| {
+            act.check_request_timeouts(ctx);
+        });
+    }
+
+    fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
+        // Nothing in flight may vanish: back to the queues for the next
+        // leader, or reported if expired.
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.requeue_in_flight(Some("connection retired"));
+        for (_, c) in self.calls.drain() {
+            c.fail("connection retired".into());
+        }
+        Running::Stop
+    }
+}
+
+impl Supervised for BrokerConnection {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.requeue_in_flight(Some("connection actor restarted"));
+        self.state = ConnState::Idle;
+        self.generation += 1;
+        self.wake_at = None;
+    }
+}
+
+impl Handler<Wake> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.drain(ctx);
+    }
+}
+
+impl Handler<ResponseFrame> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, msg: ResponseFrame, ctx: &mut Context<Self>) {
+        if msg.generation == self.generation {
+            self.on_frame(msg.frame, ctx);
+        }
+    }
+}
+
+impl Handler<ConnectionLost> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, msg: ConnectionLost, ctx: &mut Context<Self>) {
+        if msg.generation == self.generation {
+            self.connection_lost(msg.error, ctx);
+        }
+    }
+}
+
+impl Handler<Retire> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+impl Handler<CancelInFlight> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
+        while let Some(f) = self.pop_in_flight(false) {
+            for b in f.batches {
+                let q = self.engine.acc.queue(&b.topic, b.partition);
+                lock(&q.state).in_flight -= 1;
+                self.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Cancelled,
+                        message: "producer dropped before the broker answered; the record may or may not have been written".into(),
+                    },
+                );
+            }
+        }
+        ctx.stop();
+    }
+}
+
+/// Makes the actor panic inside a handler (tests of supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<InjectPanic> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: InjectPanic, _: &mut Context<Self>) {
+        panic!("injected panic in BrokerConnection {}", self.node_id);
+    }
+}

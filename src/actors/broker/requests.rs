@@ -1,0 +1,124 @@
+//! Metadata and InitProducerId through this broker's connection, for the
+//! partitioner actor and the supervisor. They share the socket with
+//! Produce traffic and are answered by correlation id (`Call`).
+
+use actix::prelude::*;
+use bytes::BytesMut;
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::{
+    InitProducerIdRequest, MetadataRequest, MetadataResponse, ProducerId, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::actors::broker::call::Call;
+use crate::actors::broker::BrokerConnection;
+use crate::actors::msgs::{FetchMetadata, InitProducer};
+use crate::kafka_error::classify;
+use crate::protocol::message::encode_request;
+
+impl BrokerConnection {
+    /// Sends a non-Produce request whose answer goes to the `Call` made by
+    /// `make` from the version.
+    pub(super) fn call<R: kafka_protocol::protocol::Request>(
+        &mut self,
+        tx: &mpsc::UnboundedSender<Vec<bytes::Bytes>>,
+        version: i16,
+        req: &R,
+        make: impl FnOnce(i16) -> Call,
+    ) -> Result<(), String> {
+        let correlation_id = self.next_correlation_id();
+        let mut buf = BytesMut::new();
+        encode_request(
+            &mut buf,
+            correlation_id,
+            Some(&self.engine.client_id),
+            version,
+            req,
+        )
+        .map_err(|e| e.to_string())?;
+        self.calls.insert(correlation_id, make(version));
+        let _ = tx.send(vec![buf.freeze()]);
+        Ok(())
+    }
+}
+
+impl Handler<FetchMetadata> for BrokerConnection {
+    type Result = ResponseFuture<Result<MetadataResponse, String>>;
+    fn handle(&mut self, msg: FetchMetadata, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, versions) = match self.connected(ctx) {
+            Ok(c) => c,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let mut req = MetadataRequest::default().with_topics(Some(
+            msg.topics
+                .iter()
+                .map(|t| {
+                    MetadataRequestTopic::default().with_name(Some(TopicName(
+                        StrBytes::from_utf8(t.to_bytes()).expect("UTF-8"),
+                    )))
+                })
+                .collect(),
+        ));
+        if versions.metadata >= 4 {
+            req.allow_auto_topic_creation = self.engine.config.allow_auto_create_topics;
+        }
+        let (wtx, wrx) = oneshot::channel();
+        if let Err(e) = self.call(&tx, versions.metadata, &req, |v| Call::Metadata(v, wtx)) {
+            return Box::pin(async move { Err(e) });
+        }
+        let timeout = self.engine.config.request_timeout;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, wrx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err("connection closed".into()),
+                Err(_) => Err("metadata request timed out".into()),
+            }
+        })
+    }
+}
+
+impl Handler<InitProducer> for BrokerConnection {
+    type Result = ResponseFuture<Result<(i64, i16), String>>;
+    fn handle(&mut self, msg: InitProducer, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, versions) = match self.connected(ctx) {
+            Ok(c) => c,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let Some(version) = versions.init_producer_id else {
+            let addr = self.addr.clone();
+            return Box::pin(async move {
+                Err(format!(
+                    "{addr} does not support InitProducerId; set enable.idempotence=false"
+                ))
+            });
+        };
+        // As the Java client for a non-transactional idempotent producer;
+        // v3+ can bump the epoch of the id we have (KIP-360).
+        let mut req = InitProducerIdRequest::default()
+            .with_transactional_id(None)
+            .with_transaction_timeout_ms(i32::MAX);
+        if version >= 3 {
+            let (id, epoch) = msg.bump_from.unwrap_or((-1, -1));
+            req = req
+                .with_producer_id(ProducerId(id))
+                .with_producer_epoch(epoch);
+        }
+        let (wtx, wrx) = oneshot::channel();
+        if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx)) {
+            return Box::pin(async move { Err(e) });
+        }
+        let timeout = self.engine.config.request_timeout;
+        Box::pin(async move {
+            let resp = match tokio::time::timeout(timeout, wrx).await {
+                Ok(Ok(r)) => r?,
+                Ok(Err(_)) => return Err("connection closed".into()),
+                Err(_) => return Err("InitProducerId timed out".into()),
+            };
+            match classify(resp.error_code) {
+                None => Ok((resp.producer_id.0, resp.producer_epoch)),
+                Some(c) => Err(format!("InitProducerId failed: {:?}", c.error)),
+            }
+        })
+    }
+}

@@ -1,0 +1,243 @@
+//! Responses: matching a Produce response to its request, and settling
+//! each batch in it (reports), retrying it, or failing it. Also where
+//! in-flight batches go back to their queues when a connection ends.
+
+use std::time::Instant;
+
+use actix::prelude::*;
+use kafka_protocol::messages::ProduceRequest;
+
+use crate::actors::broker::state::InFlight;
+use crate::actors::broker::{backoff, BrokerConnection};
+use crate::actors::msgs::RefreshMetadata;
+use crate::batching::batch::SealedBatch;
+use crate::delivery::router::route;
+use crate::delivery::settlement::Outcome;
+use crate::kafka_error::{classify, ResponseError};
+use crate::protocol::frame::peek_correlation_id;
+use crate::protocol::message::decode_response;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+impl BrokerConnection {
+    /// Puts every in-flight batch back into its queue, where `requeue`
+    /// inserts it by batch id (so each partition keeps its order), or fails
+    /// it when its delivery timeout has passed.
+    pub(super) fn requeue_in_flight(&mut self, cause: Option<&str>) {
+        let now = Instant::now();
+        while let Some(f) = self.pop_in_flight(true) {
+            for b in f.batches.into_iter().rev() {
+                self.retry_or_fail(
+                    b,
+                    now,
+                    ErrorKind::Timeout,
+                    cause.unwrap_or("connection closed"),
+                );
+            }
+        }
+    }
+
+    /// Re-queues a batch for another attempt, or fails it when its delivery
+    /// timeout has passed.
+    pub(super) fn retry_or_fail(
+        &self,
+        mut batch: SealedBatch,
+        now: Instant,
+        kind: ErrorKind,
+        message: &str,
+    ) {
+        let queue = self.engine.acc.queue(&batch.topic, batch.partition);
+        if now >= batch.deadline {
+            lock(&queue.state).in_flight -= 1;
+            let attempts = batch.attempts;
+            self.settle(
+                batch,
+                Outcome::Failed {
+                    kind,
+                    message: format!(
+                        "{message}; delivery.timeout.ms passed after {attempts} attempt(s)"
+                    ),
+                },
+            );
+            return;
+        }
+        let cfg = &self.engine.config;
+        batch.retry_at = Some(
+            now + backoff(
+                cfg.retry_backoff,
+                cfg.retry_backoff_max,
+                batch.attempts.saturating_sub(1),
+            ),
+        );
+        let mut q = lock(&queue.state);
+        q.in_flight -= 1;
+        q.requeue(batch);
+    }
+
+    /// Reports a batch and releases it.
+    pub(super) fn settle(&self, batch: SealedBatch, outcome: Outcome) {
+        if self.engine.idem.is_some() {
+            let q = self.engine.acc.queue(&batch.topic, batch.partition);
+            lock(&q.state).unacked.remove(&batch.id);
+        }
+        route(
+            batch.partition,
+            batch.record_count,
+            batch.attempts,
+            batch.owed,
+            outcome,
+            &self.engine.stats,
+        );
+        self.engine.acc.batch_done(batch.id);
+    }
+
+    /// Takes the newest (`back`) or oldest in-flight request, releasing the
+    /// lock before the caller handles it.
+    pub(super) fn pop_in_flight(&self, back: bool) -> Option<InFlight> {
+        let mut q = lock(&self.shared.in_flight);
+        if back {
+            q.pop_back()
+        } else {
+            q.pop_front()
+        }
+    }
+
+    pub(super) fn on_frame(&mut self, frame: bytes::Bytes, ctx: &mut Context<Self>) {
+        let Ok(correlation_id) = peek_correlation_id(&frame) else {
+            return self.connection_lost("response shorter than its header".into(), ctx);
+        };
+        if let Some(call) = self.calls.remove(&correlation_id) {
+            if let Err(e) = call.answer(frame) {
+                self.connection_lost(e, ctx);
+            }
+            return;
+        }
+        let found = {
+            let mut q = lock(&self.shared.in_flight);
+            q.iter()
+                .position(|f| f.correlation_id == correlation_id)
+                .and_then(|pos| q.remove(pos).map(|f| (pos, f)))
+        };
+        let Some((pos, f)) = found else {
+            return self.connection_lost(
+                format!("response for unknown correlation id {correlation_id}"),
+                ctx,
+            );
+        };
+        let resp = match decode_response::<ProduceRequest>(frame, f.version) {
+            Ok((_, resp)) => resp,
+            Err(e) => {
+                // Frame boundaries are intact but this response is not
+                // readable: retry its batches on a fresh connection.
+                lock(&self.shared.in_flight).insert(pos, f);
+                return self.connection_lost(e.to_string(), ctx);
+            }
+        };
+        let now = Instant::now();
+        let _span = tracing::debug_span!(
+            "produce_response",
+            broker = self.node_id,
+            correlation_id,
+            batches = f.batches.len(),
+            round_trip_us = (now - f.sent_at).as_micros() as u64
+        )
+        .entered();
+        self.engine
+            .stats
+            .record_request(self.node_id, now - f.sent_at);
+        let mut refresh = false;
+        for b in f.batches {
+            let pr = resp
+                .responses
+                .iter()
+                .find(|t| t.name.0.as_str() == b.topic.as_str())
+                .and_then(|t| {
+                    t.partition_responses
+                        .iter()
+                        .find(|p| p.index == b.partition)
+                });
+            let Some(pr) = pr else {
+                self.retry_or_fail(
+                    b,
+                    now,
+                    ErrorKind::Timeout,
+                    "broker response did not mention the partition",
+                );
+                continue;
+            };
+            let class = classify(pr.error_code);
+            if let Some(c) = class.filter(|c| c.sequence_reset) {
+                self.on_sequence_error(&b, c.error);
+            }
+            match class {
+                // Already written by an earlier attempt whose answer was
+                // lost: a success. Newer brokers give the original offset.
+                Some(c) if c.error == ResponseError::DuplicateSequenceNumber => {
+                    let q = self.engine.acc.queue(&b.topic, b.partition);
+                    lock(&q.state).in_flight -= 1;
+                    self.settle(
+                        b,
+                        Outcome::Delivered {
+                            base_offset: (pr.base_offset >= 0).then_some(pr.base_offset),
+                            log_append_time: None,
+                        },
+                    );
+                }
+                None => {
+                    let q = self.engine.acc.queue(&b.topic, b.partition);
+                    lock(&q.state).in_flight -= 1;
+                    self.settle(
+                        b,
+                        Outcome::Delivered {
+                            base_offset: Some(pr.base_offset),
+                            log_append_time: (pr.log_append_time_ms >= 0)
+                                .then_some(pr.log_append_time_ms),
+                        },
+                    );
+                }
+                Some(c) if c.retriable => {
+                    refresh |= c.refresh_metadata;
+                    let msg = format!("{:?} from broker {}", c.error, self.node_id);
+                    self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg);
+                }
+                Some(c) => {
+                    let q = self.engine.acc.queue(&b.topic, b.partition);
+                    lock(&q.state).in_flight -= 1;
+                    let detail = pr
+                        .error_message
+                        .as_ref()
+                        .map(|m| format!(": {m}"))
+                        .unwrap_or_default();
+                    self.settle(
+                        b,
+                        Outcome::Failed {
+                            kind: ErrorKind::Broker(c.error),
+                            message: format!("{}{detail}", c.error),
+                        },
+                    );
+                }
+            }
+        }
+        if refresh {
+            self.upstream.refresh_metadata.do_send(RefreshMetadata);
+        }
+        self.drain(ctx);
+    }
+
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
+    /// INVALID_PRODUCER_EPOCH for a batch. An out-of-order batch with an
+    /// earlier batch still unacknowledged is only waiting for that one: the
+    /// retry (in batch order) fixes it. Otherwise the broker lost our
+    /// sequence state and the epoch must be bumped.
+    pub(super) fn on_sequence_error(&self, b: &SealedBatch, error: ResponseError) {
+        let Some(idem) = &self.engine.idem else {
+            return;
+        };
+        let q = self.engine.acc.queue(&b.topic, b.partition);
+        let oldest_unacked = lock(&q.state).unacked.first() == Some(&b.id);
+        if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
+            let s = b.encoded.stamp();
+            idem.needs_bump((s.producer_id, s.producer_epoch));
+        }
+    }
+}

@@ -1,0 +1,36 @@
+//! What a broker's connection actor keeps outside itself: the Produce
+//! requests in flight on its connection. The supervisor hands the same
+//! `BrokerState` to every actor it starts for that broker, so a restarted
+//! actor finds (and retries) what its predecessor had in flight.
+
+use std::collections::VecDeque;
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::batching::batch::SealedBatch;
+use crate::sync::lock;
+
+/// What a broker's connection actor holds that must outlive the actor: its
+/// in-flight requests. If the actor dies (a panic), the supervisor starts a
+/// new one with the same state, which puts these batches back in their
+/// queues; nothing in flight is lost with the actor.
+#[derive(Debug, Default)]
+pub(crate) struct BrokerState {
+    pub(super) in_flight: Mutex<VecDeque<InFlight>>,
+}
+
+impl BrokerState {
+    /// Produce requests in flight on this broker's connection.
+    pub(crate) fn in_flight_len(&self) -> usize {
+        lock(&self.in_flight).len()
+    }
+}
+
+/// One Produce request awaiting its response.
+#[derive(Debug)]
+pub(super) struct InFlight {
+    pub correlation_id: i32,
+    pub version: i16,
+    pub sent_at: Instant,
+    pub batches: Vec<SealedBatch>,
+}

@@ -1,0 +1,368 @@
+//! Per-partition batches, shared by every producer handle and drained by the
+//! broker-connection actors.
+//!
+//! This is the hot path. A produce call finds its partition's queue (one
+//! DashMap read), locks it (one uncontended mutex), and appends the record
+//! straight into the open batch's wire buffer. Everything else happens per
+//! batch: reserving `buffer.memory`, waking the leader's connection actor,
+//! compressing, and routing reports.
+//!
+//! The queues live here, outside any actor, so that a restarted connection
+//! actor finds its partitions' batches where it left them (the supervision
+//! invariant: state that must survive a restart lives outside the actor).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dashmap::DashMap;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+
+use crate::batching::batch::{OpenBatch, SealFailure, SealedBatch};
+use crate::batching::queue::{PartitionQueue, QueueState, TopicQueues};
+use crate::clock::Mono;
+use crate::delivery::owed::ReplyTo;
+use crate::delivery::router::route;
+use crate::delivery::settlement::Outcome;
+use crate::delivery::subscription::SubscriptionShared;
+use crate::protocol::record_batch::{single_record_batch_size, Compression};
+use crate::record::{Record, Topic, TopicHasher};
+use crate::report::ErrorKind;
+use crate::stats::Stats;
+use crate::sync::lock;
+
+/// What an append did, so the caller can wake the leader's connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Appended {
+    /// Added to an open batch.
+    ToOpenBatch,
+    /// Opened a new batch (and maybe closed a full one).
+    NewBatch,
+}
+
+/// Why an append did not happen.
+#[derive(Debug)]
+pub(crate) enum AppendError<'s> {
+    /// The open batch is full, and the caller asked not to open another
+    /// (the sticky partitioner moves on first).
+    WouldOpenNewBatch(Record, Option<ReplyTo<'s>>),
+    /// No room in `buffer.memory` right now; reserve `needed` bytes and
+    /// call again with the permit.
+    NeedMemory(Record, Option<ReplyTo<'s>>, usize),
+    /// The producer closed; checked under the partition lock, so nothing is
+    /// appended after the final cancellation sweep has passed this queue.
+    Closed(Record),
+}
+
+/// All partition queues, and the memory pool.
+#[derive(Debug)]
+pub(crate) struct Accumulator {
+    /// Looked up by `&str` (`Topic: Borrow<str>`), so the hot path clones
+    /// neither the topic nor a queue's `Arc`.
+    topics: DashMap<Topic, TopicQueues, TopicHasher>,
+    closed: Arc<AtomicBool>,
+    pub pool: Arc<Semaphore>,
+    pub batch_size: usize,
+    /// `batch.num.messages`.
+    pub batch_records: i32,
+    pub compression: Compression,
+    pub delivery_timeout: Duration,
+    next_batch_id: AtomicU64,
+    incomplete: Mutex<BTreeSet<u64>>,
+    pub incomplete_changed: Notify,
+}
+
+impl Accumulator {
+    pub fn new(
+        batch_size: usize,
+        batch_records: usize,
+        buffer_memory: usize,
+        compression: Compression,
+        delivery_timeout: Duration,
+        closed: Arc<AtomicBool>,
+    ) -> Self {
+        Accumulator {
+            topics: DashMap::default(),
+            closed,
+            pool: Arc::new(Semaphore::new(buffer_memory)),
+            batch_size,
+            batch_records: batch_records.min(i32::MAX as usize) as i32,
+            compression,
+            delivery_timeout,
+            next_batch_id: AtomicU64::new(0),
+            incomplete: Mutex::new(BTreeSet::new()),
+            incomplete_changed: Notify::new(),
+        }
+    }
+
+    /// Runs `f` on the queue for `record`'s topic and `partition` (created
+    /// on first use), handing the record over, while holding only a shared
+    /// map lock: no clone of the topic or of the queue's `Arc`. This is the
+    /// hot-path lookup.
+    #[inline(always)]
+    pub fn with_queue<R>(
+        &self,
+        record: Record,
+        partition: i32,
+        f: impl FnOnce(&PartitionQueue, Record) -> R,
+    ) -> R {
+        let p = partition.max(0) as usize;
+        // One call of `f`, so that it is inlined here.
+        let t = match self.topics.get(&record.topic) {
+            Some(t) if t.partitions.len() > p => t,
+            found => {
+                drop(found);
+                self.grow(&record.topic, p + 1);
+                self.topics.get(&record.topic).expect("just grown")
+            }
+        };
+        f(&t.partitions[p], record)
+    }
+
+    /// Appends to the open batch of `topic`/`partition`, under one lock,
+    /// the records at the front of `rest` that `fits` accepts, while the
+    /// batch has room and `budget` lasts; returns how many. Reports go to
+    /// `sub`, or nowhere. Records that do not fit, or find the batch full,
+    /// stay in `rest` for the one-record path (which opens batches).
+    #[allow(clippy::too_many_arguments)]
+    pub fn append_open_run(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        rest: &mut std::vec::IntoIter<Record>,
+        sub: Option<&Arc<SubscriptionShared>>,
+        accepted: Mono,
+        budget: usize,
+        fits: impl Fn(&Record) -> bool,
+    ) -> usize {
+        let Some(t) = self.topics.get(topic) else {
+            return 0;
+        };
+        let Some(queue) = t.partitions.get(partition.max(0) as usize) else {
+            return 0;
+        };
+        let mut q = lock(&queue.state);
+        if self.closed.load(Ordering::Acquire) {
+            return 0;
+        }
+        let Some(open) = q.open.as_mut() else {
+            return 0;
+        };
+        let mut n = 0;
+        let now = open.timestamp_at(accepted);
+        while n < budget {
+            let Some(next) = rest.as_slice().first() else {
+                break;
+            };
+            if !fits(next) {
+                break;
+            }
+            let timestamp = next.timestamp.unwrap_or(now);
+            let index = open.record_count() as u32;
+            if !open.try_add(next, timestamp, self.batch_records) {
+                break;
+            }
+            let record = rest.next().expect("peeked above");
+            if let Some(s) = sub {
+                open.owe(index, timestamp, accepted, record, ReplyTo::Subscription(s));
+            }
+            n += 1;
+        }
+        q.appended += n as u64;
+        n
+    }
+
+    /// The queue for `topic`/`partition`, created on first use (cold paths).
+    pub fn queue(&self, topic: &Topic, partition: i32) -> Arc<PartitionQueue> {
+        let p = partition.max(0) as usize;
+        if let Some(q) = self
+            .topics
+            .get(topic.as_str())
+            .and_then(|t| t.partitions.get(p).cloned())
+        {
+            return q;
+        }
+        self.grow(topic, p + 1);
+        self.topics
+            .get(topic.as_str())
+            .expect("just grown")
+            .partitions[p]
+            .clone()
+    }
+
+    /// Makes room for at least `count` partitions of `topic`, keeping the
+    /// existing queues (partitions are only ever added).
+    fn grow(&self, topic: &Topic, count: usize) {
+        let mut entry = self.topics.entry(*topic).or_insert_with(|| TopicQueues {
+            partitions: Box::new([]),
+        });
+        if entry.partitions.len() >= count {
+            return;
+        }
+        let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
+        for p in v.len()..count {
+            v.push(Arc::new(PartitionQueue {
+                topic: *topic,
+                partition: p as i32,
+                state: Mutex::new(QueueState::default()),
+            }));
+        }
+        entry.partitions = v.into_boxed_slice();
+    }
+
+    /// Every queue, for sweeps that lock them one by one.
+    pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
+        self.topics
+            .iter()
+            .flat_map(|t| t.partitions.to_vec())
+            .collect()
+    }
+
+    /// Bytes a new batch for this record must reserve.
+    pub fn reservation_for(&self, record: &Record) -> usize {
+        single_record_batch_size(
+            record.key.as_deref(),
+            record.value.as_deref(),
+            &record.headers,
+        )
+        .max(self.batch_size)
+    }
+
+    /// Appends `record` to `queue`.
+    ///
+    /// `reply` of `None` is fire-and-forget: nothing is kept for a report.
+    /// `allow_new_batch` false makes a full open batch an error instead of
+    /// a reason to open another (KIP-480's "abort on new batch").
+    /// `memory` is a reservation made after an earlier `NeedMemory`.
+    /// `accepted` is when the producer took the record: its latency starts
+    /// there, and a record without a timestamp gets that time as its create
+    /// time. A full open batch that fails to seal (compression) goes to
+    /// `seal_failures`, for the caller to report once the lock is released.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub fn append<'s>(
+        &self,
+        queue: &PartitionQueue,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        accepted: Mono,
+        allow_new_batch: bool,
+        memory: &mut Option<OwnedSemaphorePermit>,
+        seal_failures: &mut Vec<SealFailure>,
+    ) -> Result<Appended, AppendError<'s>> {
+        let mut q = lock(&queue.state);
+        if self.closed.load(Ordering::Acquire) {
+            return Err(AppendError::Closed(record));
+        }
+        if let Some(open) = q.open.as_mut() {
+            let index = open.record_count() as u32;
+            let timestamp = record
+                .timestamp
+                .unwrap_or_else(|| open.timestamp_at(accepted));
+            if open.try_add(&record, timestamp, self.batch_records) {
+                if let Some(reply) = reply {
+                    open.owe(index, timestamp, accepted, record, reply);
+                }
+                q.appended += 1;
+                return Ok(Appended::ToOpenBatch);
+            }
+            if !allow_new_batch {
+                return Err(AppendError::WouldOpenNewBatch(record, reply));
+            }
+        }
+        let needed = self.reservation_for(&record);
+        let permit = match memory.take() {
+            Some(p) if p.num_permits() >= needed => p,
+            other => {
+                drop(other);
+                match self.pool.clone().try_acquire_many_owned(needed as u32) {
+                    Ok(p) => p,
+                    Err(_) => return Err(AppendError::NeedMemory(record, reply, needed)),
+                }
+            }
+        };
+        if let Some(full) = q.open.take() {
+            match self.seal(full, queue) {
+                Ok(b) => q.ready.push_back(b),
+                Err(f) => seal_failures.push(f),
+            }
+        }
+        let id = self.next_batch_id.fetch_add(1, Ordering::Relaxed);
+        lock(&self.incomplete).insert(id);
+        let open = OpenBatch::start(
+            id,
+            self.batch_size,
+            self.batch_records,
+            self.compression,
+            permit,
+            record,
+            reply,
+            accepted,
+        );
+        q.open = Some(open);
+        q.appended += 1;
+        Ok(Appended::NewBatch)
+    }
+
+    /// Seals (encodes) an open batch of `queue`.
+    pub fn seal(
+        &self,
+        open: OpenBatch,
+        queue: &PartitionQueue,
+    ) -> Result<SealedBatch, SealFailure> {
+        open.seal(queue.topic, queue.partition, self.delivery_timeout)
+    }
+
+    /// Reports a batch that is not in flight (queued, open, or that failed
+    /// to seal) as failed, and marks it done. `message` gets the attempts
+    /// made.
+    pub fn fail_unsent(
+        &self,
+        batch: Result<SealedBatch, SealFailure>,
+        kind: ErrorKind,
+        message: impl FnOnce(u32) -> String,
+        stats: &Stats,
+    ) {
+        let (id, partition, count, attempts, owed) = match batch {
+            Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
+            Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
+        };
+        let message = message(attempts);
+        route(
+            partition,
+            count,
+            attempts,
+            owed,
+            Outcome::Failed { kind, message },
+            stats,
+        );
+        self.batch_done(id);
+    }
+
+    /// Records appended to any partition so far.
+    pub fn appended(&self) -> u64 {
+        self.all_queues()
+            .iter()
+            .map(|q| lock(&q.state).appended)
+            .sum()
+    }
+
+    /// The id the next batch will get: `flush` waits for every batch below it.
+    pub fn next_batch_id(&self) -> u64 {
+        self.next_batch_id.load(Ordering::Relaxed)
+    }
+
+    /// True when every batch with an id below `id` has been reported.
+    pub fn all_done_below(&self, id: u64) -> bool {
+        lock(&self.incomplete)
+            .first()
+            .is_none_or(|first| *first >= id)
+    }
+
+    /// Marks a batch reported.
+    pub fn batch_done(&self, id: u64) {
+        lock(&self.incomplete).remove(&id);
+        self.incomplete_changed.notify_waiters();
+    }
+}

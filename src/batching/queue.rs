@@ -1,0 +1,61 @@
+//! One partition's queue: its open batch, its sealed batches waiting to
+//! be sent or retried, and the idempotent producer's sequence state for
+//! the partition, all under one mutex.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use crate::batching::batch::{OpenBatch, SealedBatch};
+use crate::record::Topic;
+
+/// One partition's queue. Lives in the accumulator, outside every actor,
+/// so a restarted connection actor finds its batches where it left them.
+#[derive(Debug)]
+pub(crate) struct PartitionQueue {
+    pub topic: Topic,
+    pub partition: i32,
+    pub state: Mutex<QueueState>,
+}
+
+/// What a partition queue's mutex guards.
+#[derive(Debug, Default)]
+pub(crate) struct QueueState {
+    /// The batch being filled.
+    pub open: Option<OpenBatch>,
+    /// Sealed batches waiting to be sent, in batch-id order (new batches
+    /// at the back, retries put back by id: [`QueueState::requeue`]).
+    pub ready: VecDeque<SealedBatch>,
+    /// Batches of this partition currently in flight.
+    pub in_flight: usize,
+    /// Records ever appended here; counted under the lock the append holds
+    /// anyway, so the hot path touches no shared counter.
+    pub appended: u64,
+    /// Idempotence: the sequence the next newly stamped batch starts at,
+    /// and the (producer id, epoch) it belongs to.
+    pub next_sequence: i32,
+    pub sequence_owner: Option<(i64, i16)>,
+    /// Idempotence: batches stamped and sent but not yet reported.
+    pub unacked: BTreeSet<u64>,
+}
+
+impl QueueState {
+    /// Puts a batch back for another attempt, in batch-id order: ids grow
+    /// with creation within a partition, so retries keep the partition's
+    /// original order whatever order their failures were seen in. (Not
+    /// "to the front": a retried batch goes after older batches still
+    /// waiting.)
+    pub fn requeue(&mut self, batch: SealedBatch) {
+        let at = self
+            .ready
+            .iter()
+            .position(|b| b.id > batch.id)
+            .unwrap_or(self.ready.len());
+        self.ready.insert(at, batch);
+    }
+}
+
+/// One topic's partition queues, indexed by partition.
+#[derive(Debug)]
+pub(crate) struct TopicQueues {
+    pub partitions: Box<[Arc<PartitionQueue>]>,
+}

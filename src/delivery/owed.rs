@@ -1,0 +1,188 @@
+//! The reports one batch owes, and the caller's reply targets they come
+//! from.
+//!
+//! A batch keeps one [`Owed`] ledger: an entry per record that owes a
+//! report (fire-and-forget records owe none), in fixed chunks that never
+//! regrow, so an entry is moved once when it is pushed and not again while
+//! the batch fills. A chunk whose records all report to one subscription
+//! is later handed to that subscription's stream whole.
+
+use std::sync::Arc;
+
+use actix::Recipient;
+use tokio::sync::oneshot;
+
+use crate::clock::Mono;
+use crate::delivery::entry::{chunk_vec, OwedTo, Pending, CHUNK};
+use crate::delivery::subscription::SubscriptionShared;
+use crate::record::Record;
+use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
+
+/// Where one record's report goes, as the produce call gives it. A
+/// subscription is borrowed: the batch clones its `Arc` only when the
+/// subscriber first appears in that batch.
+#[derive(Debug)]
+pub(crate) enum ReplyTo<'s> {
+    /// `send().await`.
+    Oneshot(oneshot::Sender<DeliveryReport>),
+    /// A subscription's stream.
+    Subscription(&'s Arc<SubscriptionShared>),
+    /// An actor (`Produce { reply_to }`).
+    Actor(Recipient<DeliveryReport>),
+}
+
+impl ReplyTo<'_> {
+    /// Sends one report straight to this target (a record that never
+    /// reached a batch).
+    pub(crate) fn send(self, report: DeliveryReport) {
+        match self {
+            ReplyTo::Oneshot(tx) => {
+                let _ = tx.send(report);
+            }
+            ReplyTo::Actor(r) => r.do_send(report),
+            ReplyTo::Subscription(s) => s.deliver(vec![report]),
+        }
+    }
+}
+
+/// The reports owed for one batch, in chunks of at most [`CHUNK`] records.
+///
+/// Owed reports are paid by `delivery::router::route`, which empties this.
+/// Dropping it with reports still owed is a bug; as a last line of defence
+/// the drop pays each one as a `Cancelled` failure (with the record), so a
+/// bug can never turn into a silently lost report or a hung `send`.
+#[derive(Debug, Default)]
+pub(crate) struct Owed {
+    pub subscribers: Vec<Arc<SubscriptionShared>>,
+    pub chunks: Vec<Chunk>,
+    /// Capacity of the first chunk (sized from the batch's first record,
+    /// so a small batch does not reserve a whole chunk).
+    pub first_capacity: usize,
+}
+
+/// Consecutive owed entries of one batch.
+#[derive(Debug)]
+pub(crate) struct Chunk {
+    pub entries: Vec<Pending>,
+    /// `Some(i)` while every entry reports to subscription `i`.
+    pub sole: Option<u32>,
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        if self.chunks.iter().all(|c| c.entries.is_empty()) {
+            return;
+        }
+        tracing::error!(
+            records = self.len(),
+            "batch dropped with reports owed; reporting them Cancelled"
+        );
+        let mut per_sub: Vec<Vec<DeliveryReport>> =
+            self.subscribers.iter().map(|_| Vec::new()).collect();
+        for p in self.chunks.drain(..).flat_map(|c| c.entries) {
+            let report = DeliveryReport::Failed(DeliveryError {
+                kind: ErrorKind::Cancelled,
+                message: "internal error: the batch was dropped before it was reported".into(),
+                partition: None,
+                attempts: 0,
+                record: p.record,
+            });
+            match p.to {
+                OwedTo::Oneshot(tx) => {
+                    let _ = tx.send(report);
+                }
+                OwedTo::Actor(r) => r.do_send(report),
+                OwedTo::Subscription(i) => per_sub[i as usize].push(report),
+            }
+        }
+        for (s, reports) in self.subscribers.iter().zip(per_sub) {
+            s.deliver(reports);
+        }
+    }
+}
+
+impl Owed {
+    /// Records owed.
+    pub fn len(&self) -> usize {
+        self.chunks.iter().map(|c| c.entries.len()).sum()
+    }
+
+    /// Owes a report for the record at `index` to `reply`.
+    #[inline(always)]
+    pub(crate) fn push(
+        &mut self,
+        index: u32,
+        timestamp: i64,
+        accepted: Mono,
+        record: Record,
+        reply: ReplyTo,
+    ) {
+        let (to, sub) = match reply {
+            ReplyTo::Oneshot(tx) => (OwedTo::Oneshot(tx), None),
+            ReplyTo::Actor(r) => (OwedTo::Actor(r), None),
+            ReplyTo::Subscription(s) => {
+                let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, s)) {
+                    Some(i) => i,
+                    None => {
+                        self.subscribers.push(s.clone());
+                        self.subscribers.len() - 1
+                    }
+                } as u32;
+                (OwedTo::Subscription(i), Some(i))
+            }
+        };
+        let chunk = match self.chunks.last_mut() {
+            Some(c) if c.entries.len() < c.entries.capacity() => c,
+            _ => {
+                let cap = if self.chunks.is_empty() {
+                    self.first_capacity.clamp(1, CHUNK)
+                } else {
+                    CHUNK
+                };
+                self.chunks.push(Chunk {
+                    entries: chunk_vec(cap),
+                    sole: None,
+                });
+                self.chunks.last_mut().expect("just pushed")
+            }
+        };
+        if chunk.entries.is_empty() {
+            chunk.sole = sub;
+        } else if chunk.sole != sub {
+            chunk.sole = None;
+        }
+        chunk.entries.push(Pending {
+            index,
+            timestamp,
+            accepted,
+            record,
+            to,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_owed_reports_pays_each_report_as_cancelled() {
+        let (tx, mut rx) = oneshot::channel();
+        let mut owed = Owed::default();
+        owed.push(
+            0,
+            1,
+            Mono::now(),
+            Record::to("t").value("v"),
+            ReplyTo::Oneshot(tx),
+        );
+        drop(owed);
+        match rx.try_recv().expect("a report, not a dropped sender") {
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::Cancelled);
+                assert_eq!(e.record.value.as_deref(), Some(&b"v"[..]));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! Taking one record, or a run of them: the produce path up to the
+//! append into a batch.
+//!
+//! Every produce call starts with one synchronous try (`enqueue_now`): the
+//! whole path when metadata is known and `buffer.memory` has room. Only
+//! what must wait (metadata, memory) goes to a boxed future
+//! (`enqueue_slow`), so the futures of produce calls stay small. `place`
+//! chooses the partition and appends (`Accumulator::with_queue` +
+//! `append`); `place_run` does the same for a run of records with the
+//! per-call work done once.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::batching::accumulator::{AppendError, Appended};
+use crate::clock::Mono;
+use crate::delivery::owed::ReplyTo;
+use crate::delivery::router::route_one;
+use crate::delivery::subscription::SubscriptionShared;
+use crate::engine::error::ProduceError;
+use crate::engine::Engine;
+use crate::metadata::TopicMetadata;
+use crate::partitioner::TopicLayout;
+use crate::record::Record;
+use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
+
+/// How a synchronous run of a batch produce ended.
+pub(crate) enum RunEnd<'s> {
+    /// Every record the run could take was taken.
+    Done,
+    /// A record was not taken.
+    Failed(ProduceError),
+    /// A record must wait (for metadata or memory).
+    Wait(Slow<'s>),
+}
+
+/// The waiting rest of a produce call, boxed.
+pub(crate) type SlowProduce<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ProduceError>> + Send + 'a>>;
+
+/// What a produce call carries from one try to the next.
+#[derive(Default)]
+pub(crate) struct Resume {
+    /// A `buffer.memory` reservation made while waiting.
+    pub memory: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// When the record was first accepted (its latency and create time).
+    pub accepted: Option<Mono>,
+    /// The topic's metadata was waited for: missing now means unknown.
+    pub metadata_awaited: bool,
+}
+
+/// What a record's first produce try must wait for.
+pub(crate) enum Slow<'s> {
+    /// The topic's metadata.
+    Metadata(Record, Option<ReplyTo<'s>>),
+    /// This many bytes of `buffer.memory` (the record was headed for this
+    /// partition).
+    Memory(Record, Option<ReplyTo<'s>>, usize, i32, Mono),
+}
+
+impl Engine {
+    fn reject(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'_>>,
+        kind: ErrorKind,
+        message: String,
+        partition: Option<i32>,
+    ) {
+        self.rejected.fetch_add(1, Ordering::Relaxed);
+        match reply {
+            Some(reply) => route_one(
+                DeliveryReport::Failed(DeliveryError {
+                    kind,
+                    message,
+                    partition,
+                    attempts: 0,
+                    record,
+                }),
+                reply,
+                &self.stats,
+            ),
+            None => {
+                self.stats.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(topic = %record.topic, %kind, %message, "fire-and-forget record failed");
+            }
+        }
+    }
+
+    /// Accepts one record: partition, append, and wake the leader when a
+    /// batch opens. Every accepted record gets exactly one report through
+    /// `reply` (none when `reply` is `None`). `Err` hands the record back
+    /// unaccepted; it then gets no report.
+    ///
+    /// With `wait`, waits for the topic's metadata and for room in
+    /// `buffer.memory`; without, those are `MetadataNotReady` and
+    /// `QueueFull`.
+    pub(crate) async fn enqueue(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'_>>,
+        wait: bool,
+    ) -> Result<(), ProduceError> {
+        // Only the boxed slow part is held across the await.
+        let slow = match self.enqueue_now(record, reply, wait, &mut Resume::default()) {
+            Ok(r) => return r,
+            Err(slow) => self.enqueue_slow(slow),
+        };
+        slow.await
+    }
+
+    /// The waiting part of [`enqueue`](Self::enqueue), for a record whose
+    /// first try needs metadata or memory. Boxed, so that the futures of
+    /// produce calls, which almost never get here, stay small.
+    pub(crate) fn enqueue_slow<'a>(&'a self, slow: Slow<'a>) -> SlowProduce<'a> {
+        Box::pin(async move {
+            let mut resume = Resume::default();
+            let mut slow = slow;
+            loop {
+                let (record, reply) = match slow {
+                    Slow::Metadata(record, reply) => {
+                        match self.actors.ensure_topic(record.topic).await {
+                            Some(Ok(())) => resume.metadata_awaited = true,
+                            Some(Err(kind)) => {
+                                let msg = format!(
+                                    "no metadata for topic {:?} within max.block.ms ({} ms)",
+                                    record.topic.as_str(),
+                                    self.config.max_block.as_millis()
+                                );
+                                self.reject(record, reply, kind, msg, None);
+                                return Ok(());
+                            }
+                            None => return Err(ProduceError::Closed(record)),
+                        }
+                        (record, reply)
+                    }
+                    Slow::Memory(record, reply, bytes, partition, accepted) => {
+                        resume.accepted = Some(accepted);
+                        let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
+                        match tokio::time::timeout(self.config.max_block, acquire).await {
+                            Ok(Ok(permit)) => resume.memory = Some(permit),
+                            Ok(Err(_)) => return Err(ProduceError::Closed(record)),
+                            Err(_) => {
+                                let msg = format!(
+                                    "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
+                                    self.config.buffer_memory,
+                                    self.config.max_block.as_millis()
+                                );
+                                self.reject(
+                                    record,
+                                    reply,
+                                    ErrorKind::Timeout,
+                                    msg,
+                                    Some(partition),
+                                );
+                                return Ok(());
+                            }
+                        }
+                        (record, reply)
+                    }
+                };
+                match self.enqueue_now(record, reply, true, &mut resume) {
+                    Ok(r) => return r,
+                    Err(next) => slow = next,
+                }
+            }
+        })
+    }
+
+    /// One synchronous try at accepting a record: the whole produce path
+    /// when metadata is known and `buffer.memory` has room. `Err` says what
+    /// to wait for (only with `wait`; without it, `Ok(Err(..))` hands the
+    /// record back). `resume` carries what earlier tries of the same call
+    /// found (see [`Resume`]); a fresh one for a first try.
+    #[inline(always)]
+    pub(crate) fn enqueue_now<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        wait: bool,
+        resume: &mut Resume,
+    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(Err(ProduceError::Closed(record)));
+        }
+        if let Some(needed) = self.sizing.too_large(&record) {
+            let msg = format!(
+                "record needs a {needed}-byte Produce request; max.request.size is {}",
+                self.config.max_request_size
+            );
+            self.reject(record, reply, ErrorKind::RecordTooLarge, msg, None);
+            return Ok(Ok(()));
+        }
+
+        let snapshot = self.metadata.load();
+        let Some(tm) = snapshot.topics.get(&record.topic) else {
+            if resume.metadata_awaited {
+                let msg = format!("topic {:?} has no metadata", record.topic.as_str());
+                self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
+                return Ok(Ok(()));
+            }
+            if !wait {
+                if !self.actors.request_topic(record.topic) {
+                    return Ok(Err(ProduceError::Closed(record)));
+                }
+                return Ok(Err(ProduceError::MetadataNotReady(record)));
+            }
+            return Err(Slow::Metadata(record, reply));
+        };
+        // One clock reading per record, after any wait for metadata (as the
+        // Java client takes its timestamp) and before any wait for memory:
+        // its latency starts here, and its create time (unless it brought
+        // one) is derived from it.
+        let accepted = *resume.accepted.get_or_insert_with(Mono::now);
+        self.place(
+            record,
+            reply,
+            tm,
+            accepted,
+            wait,
+            &mut resume.memory,
+            &mut 0,
+        )
+    }
+
+    /// Takes records from `rest` while `budget` lasts (one unit a record),
+    /// with the checks that do not depend on the record done once for the
+    /// run: one metadata snapshot, one clock reading, and the topic's
+    /// metadata looked up once per run of records to one topic. Each taken
+    /// record adds one to `taken`. Reports go to `sub`, or nowhere.
+    pub(crate) fn place_run<'s>(
+        &self,
+        rest: &mut std::vec::IntoIter<Record>,
+        sub: Option<&'s Arc<SubscriptionShared>>,
+        budget: &mut usize,
+        taken: &mut usize,
+    ) -> RunEnd<'s> {
+        let mut now = Mono::now();
+        let mut since_clock = 0;
+        let snapshot = self.metadata.load();
+        let mut last: Option<(crate::record::Topic, &crate::metadata::TopicMetadata)> = None;
+        while *budget > 0 {
+            let Some(record) = rest.next() else {
+                break;
+            };
+            // A long run reads the clock again every 256 records, so its
+            // records' create times and latencies stay within microseconds.
+            since_clock += 1;
+            if since_clock > 256 {
+                now = Mono::now();
+                since_clock = 0;
+            }
+            let reply = sub.map(ReplyTo::Subscription);
+            let tm = match &last {
+                Some((topic, tm)) if *topic == record.topic => Some(*tm),
+                _ => snapshot.topics.get(&record.topic).inspect(|tm| {
+                    last = Some((record.topic, tm));
+                }),
+            };
+            // Keyless records with no partition stick to one partition
+            // while its batch has room (KIP-480): after one is placed, the
+            // ones right behind it go into the same open batch under one
+            // lock, with no partitioner call or queue lookup of their own.
+            let sticky = record.key.is_none() && record.partition.is_none();
+            let topic = record.topic;
+            let mut placed = -1;
+            let r = match tm {
+                Some(tm) if !self.closed.load(Ordering::Acquire) => {
+                    match self.sizing.too_large(&record) {
+                        None => self.place(record, reply, tm, now, true, &mut None, &mut placed),
+                        Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),
+                    }
+                }
+                // Unknown topic or closed: the one-record path says what to do.
+                _ => self.enqueue_now(record, reply, true, &mut Resume::default()),
+            };
+            match r {
+                Ok(Ok(())) => {
+                    *budget -= 1;
+                    *taken += 1;
+                    if sticky && placed >= 0 && *budget > 0 {
+                        let n = self.acc.append_open_run(
+                            &topic,
+                            placed,
+                            rest,
+                            sub,
+                            now,
+                            *budget,
+                            |r| {
+                                r.topic == topic
+                                    && r.key.is_none()
+                                    && r.partition.is_none()
+                                    && self.sizing.too_large(r).is_none()
+                            },
+                        );
+                        *budget -= n;
+                        *taken += n;
+                        since_clock += n;
+                    }
+                }
+                Ok(Err(e)) => return RunEnd::Failed(e),
+                Err(slow) => return RunEnd::Wait(slow),
+            }
+        }
+        RunEnd::Done
+    }
+
+    /// [`enqueue_now`](Self::enqueue_now) without waiting: a full buffer
+    /// is `QueueFull`, unknown metadata `MetadataNotReady`.
+    pub(crate) fn try_enqueue(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'_>>,
+    ) -> Result<(), ProduceError> {
+        match self.enqueue_now(record, reply, false, &mut Resume::default()) {
+            Ok(r) => r,
+            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
+        }
+    }
+
+    /// Chooses `record`'s partition in topic `tm` and appends it (the part
+    /// of a produce call after the checks). `accepted` is when the producer
+    /// took it.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn place<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        tm: &TopicMetadata,
+        accepted: Mono,
+        wait: bool,
+        memory: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+        placed: &mut i32,
+    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+        let layout = TopicLayout {
+            partition_count: tm.partition_count,
+            available: &tm.available,
+        };
+        let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
+            (Some(p), _) => {
+                if p < 0 || p >= tm.partition_count {
+                    let msg = format!(
+                        "partition {p} does not exist; topic {:?} has {}",
+                        record.topic.as_str(),
+                        tm.partition_count
+                    );
+                    self.reject(record, reply, ErrorKind::UnknownPartition, msg, Some(p));
+                    return Ok(Ok(()));
+                }
+                (p, false)
+            }
+            (None, key) => (
+                self.partitioner.partition(&record.topic, key, &layout),
+                key.is_none(),
+            ),
+        };
+
+        let mut record = record;
+        let mut reply = reply;
+        let mut allow_new_batch = !sticky;
+        let mut seal_failures = Vec::new();
+        loop {
+            let result = self.acc.with_queue(record, partition, |queue, record| {
+                let r = self.acc.append(
+                    queue,
+                    record,
+                    reply,
+                    accepted,
+                    allow_new_batch,
+                    memory,
+                    &mut seal_failures,
+                );
+                // A full batch that failed to encode (compression error).
+                for failed in seal_failures.drain(..) {
+                    let reason = failed.reason.clone();
+                    self.acc.fail_unsent(
+                        Err(failed),
+                        ErrorKind::Compression,
+                        |_| reason,
+                        &self.stats,
+                    );
+                }
+                r
+            });
+            match result {
+                Ok(appended) => {
+                    if appended == Appended::NewBatch {
+                        if let Some(leader) = tm.leader(partition) {
+                            self.actors.wake(leader);
+                        }
+                    }
+                    *placed = partition;
+                    return Ok(Ok(()));
+                }
+                Err(AppendError::Closed(r)) => return Ok(Err(ProduceError::Closed(r))),
+                Err(AppendError::WouldOpenNewBatch(r, rp)) => {
+                    // KIP-480: the sticky partition's batch is full; move on
+                    // before opening a new one. The full batch is ready now.
+                    if let Some(leader) = tm.leader(partition) {
+                        self.actors.wake(leader);
+                    }
+                    self.partitioner.on_new_batch(&r.topic, partition, &layout);
+                    partition = self.partitioner.partition(&r.topic, None, &layout);
+                    allow_new_batch = true;
+                    record = r;
+                    reply = rp;
+                }
+                Err(AppendError::NeedMemory(r, rp, bytes)) => {
+                    if !wait {
+                        return Ok(Err(ProduceError::QueueFull(r)));
+                    }
+                    return Err(Slow::Memory(r, rp, bytes, partition, accepted));
+                }
+            }
+        }
+    }
+}

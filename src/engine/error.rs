@@ -1,0 +1,63 @@
+//! Why a produce call did not take a record. Both errors hand every
+//! record they did not take back to the caller.
+
+use crate::record::Record;
+
+/// A record the producer did not accept; it is handed back.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProduceError {
+    /// `buffer.memory` is full (only from `try_produce`).
+    #[error("producer queue is full (buffer.memory)")]
+    QueueFull(Record),
+    /// The topic's metadata is not known yet (only from `try_produce`,
+    /// which cannot wait for it); a fetch has been started.
+    #[error("metadata for the topic is not available yet")]
+    MetadataNotReady(Record),
+    /// The producer is closed.
+    #[error("producer is closed")]
+    Closed(Record),
+}
+
+impl ProduceError {
+    /// The record, handed back.
+    pub fn into_record(self) -> Record {
+        match self {
+            ProduceError::QueueFull(r)
+            | ProduceError::MetadataNotReady(r)
+            | ProduceError::Closed(r) => r,
+        }
+    }
+}
+
+/// Why [`crate::Subscriber::produce_batch`] or [`crate::Producer::produce_batch`]
+/// stopped before the end of its records. Nothing is lost: the records
+/// before the failed one were taken (each gets its report, as from
+/// `produce`), the failed one is in `reason`, and the rest are handed back
+/// untouched.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason} (after {accepted} record(s) of the batch were taken)")]
+pub struct BatchRejected {
+    /// Records taken before the failure.
+    pub accepted: usize,
+    /// Why the next record was not taken; it holds that record.
+    pub reason: ProduceError,
+    /// The records after it, in order, not taken.
+    pub rest: Vec<Record>,
+}
+
+impl BatchRejected {
+    /// A batch call stopped at `reason`, after taking `accepted` records;
+    /// `rest` (not taken) is handed back.
+    pub(crate) fn new(
+        accepted: usize,
+        reason: ProduceError,
+        rest: std::vec::IntoIter<Record>,
+    ) -> BatchRejected {
+        BatchRejected {
+            accepted,
+            reason,
+            rest: rest.collect(),
+        }
+    }
+}

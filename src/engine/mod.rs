@@ -1,0 +1,196 @@
+//! The shared core: the state producer handles and actors share, and the
+//! operations on it that are not an actor's (taking records, flushing,
+//! cancelling what is queued).
+//!
+//! ```text
+//!  Producer::send / produce / Subscriber::produce          Produce{record, reply_to}
+//!        │  (no actor hop)                                      │ (actor message)
+//!        ▼                                                      ▼
+//!  Engine::enqueue_now ── metadata snapshot (arc-swap) ── place ── Accumulator::append
+//!        │ one wake per new batch (ActorTree::wake)              │
+//!        ▼                                                       ▼
+//!  BrokerConnection (leader) ── drain: batches → Produce request ── socket
+//!        │ response
+//!        ▼
+//!  delivery::router::route ── per batch: oneshot / subscription stream / actor
+//! ```
+//!
+//! The engine sits below the actors: they hold an `Arc<Engine>`; the
+//! engine reaches them only through the [`ActorTree`] trait. It sits
+//! above batching and delivery, which it drives.
+
+mod actor_tree;
+pub(crate) mod enqueue;
+pub(crate) mod error;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use kafka_protocol::protocol::StrBytes;
+use tokio::sync::Notify;
+
+pub(crate) use actor_tree::ActorTree;
+
+use crate::batching::accumulator::Accumulator;
+use crate::batching::sizing::RequestSizing;
+use crate::config::ProducerConfig;
+use crate::delivery::subscription::SubscriptionShared;
+use crate::idempotence::Idempotence;
+use crate::metadata::MetadataSnapshot;
+use crate::partitioner::Partitioner;
+use crate::report::ErrorKind;
+use crate::stats::{Stats, StatsSnapshot};
+use crate::sync::lock;
+
+/// State shared by producer handles and actors. Lives as long as any of
+/// them.
+pub(crate) struct Engine {
+    pub config: ProducerConfig,
+    pub client_id: StrBytes,
+    pub acc: Accumulator,
+    /// The latest metadata, published by the partitioner actor.
+    pub metadata: ArcSwap<MetadataSnapshot>,
+    /// The idempotent producer's id and epoch; `None` without idempotence.
+    pub idem: Option<Idempotence>,
+    /// The partitioning strategy (murmur2 + sticky, or the user's); runs in
+    /// the producing thread. Not the partitioner *actor*, which is the
+    /// metadata cache.
+    pub partitioner: Box<dyn Partitioner>,
+    pub stats: Stats,
+    pub closed: Arc<AtomicBool>,
+    /// Every subscription, to wake their streams when the producer closes.
+    pub subscriptions: Mutex<Vec<Weak<SubscriptionShared>>>,
+    /// Active `flush` calls: while non-zero, linger is ignored.
+    pub flushing: AtomicUsize,
+    /// Records rejected before reaching a batch (they still get a report);
+    /// with the accumulator's per-partition counts, the `produced` count.
+    pub rejected: AtomicU64,
+    /// Set when the actor system has stopped.
+    pub stopped: Notify,
+    pub stopped_flag: AtomicBool,
+    /// Whether a record fits in a Produce request at all.
+    pub sizing: RequestSizing,
+    /// The actor tree, as far as the engine needs it.
+    pub actors: Arc<dyn ActorTree>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// The engine for a validated `config`, driving `actors` (whose
+    /// actors are started after this, with the returned `Arc`).
+    pub(crate) fn new(
+        config: ProducerConfig,
+        partitioner: Box<dyn Partitioner>,
+        actors: Arc<dyn ActorTree>,
+    ) -> Arc<Engine> {
+        let c = config;
+        let client_id = StrBytes::from_string(c.client_id.clone());
+        let closed = Arc::new(AtomicBool::new(false));
+        Arc::new(Engine {
+            acc: Accumulator::new(
+                c.batch_size,
+                c.batch_num_messages,
+                c.buffer_memory,
+                c.compression,
+                c.delivery_timeout,
+                closed.clone(),
+            ),
+            sizing: RequestSizing::new(&client_id, c.max_request_size),
+            client_id,
+            metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
+            idem: c.idempotent().then(Idempotence::default),
+            partitioner,
+            stats: Stats::default(),
+            closed,
+            subscriptions: Mutex::new(Vec::new()),
+            flushing: AtomicUsize::new(0),
+            rejected: AtomicU64::new(0),
+            stopped: Notify::new(),
+            stopped_flag: AtomicBool::new(false),
+            actors,
+            config: c,
+        })
+    }
+
+    /// Every connection actor should drain.
+    pub(crate) fn wake_all(&self) {
+        self.actors.wake_all();
+    }
+
+    /// Remembers a subscription, to wake its stream when the producer
+    /// closes.
+    pub(crate) fn register_subscription(&self, shared: &Arc<SubscriptionShared>) {
+        lock(&self.subscriptions).push(Arc::downgrade(shared));
+    }
+
+    /// Wakes every subscription stream, so streams whose producer closed can
+    /// end.
+    pub(crate) fn wake_subscriptions(&self) {
+        let mut subs = lock(&self.subscriptions);
+        subs.retain(|w| match w.upgrade() {
+            Some(s) => {
+                s.wake();
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// Waits until every batch opened before the call has been reported.
+    pub(crate) async fn flush(&self) {
+        let upto = self.acc.next_batch_id();
+        self.flushing.fetch_add(1, Ordering::AcqRel);
+        self.wake_all();
+        loop {
+            let changed = self.acc.incomplete_changed.notified();
+            if self.acc.all_done_below(upto) || self.stopped_flag.load(Ordering::Acquire) {
+                break;
+            }
+            // Batches may sit in queues whose leader is unknown; the
+            // periodic wake covers them, so wait with a bound.
+            let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+            self.wake_all();
+        }
+        self.flushing.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// Fails every batch still queued (not in flight) with `Cancelled`.
+    pub(crate) fn cancel_queued(&self) {
+        for q in self.acc.all_queues() {
+            let (open, ready) = {
+                let mut qs = lock(&q.state);
+                (qs.open.take(), std::mem::take(&mut qs.ready))
+            };
+            let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
+            if let Some(open) = open {
+                batches.push(self.acc.seal(open, &q));
+            }
+            for b in batches {
+                self.acc.fail_unsent(
+                    b,
+                    ErrorKind::Cancelled,
+                    |_| "producer closed or dropped before the record was sent".into(),
+                    &self.stats,
+                );
+            }
+        }
+    }
+
+    /// A snapshot of the counters.
+    pub(crate) fn stats(&self) -> StatsSnapshot {
+        let buffered = self.config.buffer_memory - self.acc.pool.available_permits();
+        let mut s = self.stats.snapshot(buffered);
+        s.produced = self.rejected.load(Ordering::Relaxed) + self.acc.appended();
+        s.in_flight = s.produced.saturating_sub(s.delivered + s.failed);
+        s
+    }
+}

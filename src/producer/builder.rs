@@ -1,0 +1,162 @@
+//! [`ProducerBuilder`]: settings by their Java/librdkafka names, checked
+//! at `build`, and the start of the actor tree.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::actors::addresses::Addresses;
+use crate::actors::supervisor::ProducerSupervisor;
+use crate::config::{Acks, ConfigError, ProducerConfig};
+use crate::engine::Engine;
+use crate::partitioner::{DefaultPartitioner, Partitioner};
+use crate::producer::handle::Producer;
+use crate::protocol::record_batch::Compression;
+
+impl Producer {
+    /// A builder with the Java client's defaults.
+    pub fn builder() -> ProducerBuilder {
+        ProducerBuilder {
+            config: ProducerConfig::default(),
+            error: None,
+            partitioner: None,
+        }
+    }
+}
+
+/// Builds a [`Producer`].
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// use courier::{Producer, Record};
+/// let producer = Producer::builder()
+///     .bootstrap("127.0.0.1:9092")
+///     .set("linger.ms", "10")
+///     .set("compression.type", "lz4")
+///     .build()?;
+/// let delivered = producer.send(Record::to("orders").key("k").value("v")).await?;
+/// println!("at offset {:?}", delivered.offset);
+/// producer.close().await;
+/// # Ok(()) }
+/// ```
+pub struct ProducerBuilder {
+    config: ProducerConfig,
+    error: Option<ConfigError>,
+    partitioner: Option<Box<dyn Partitioner>>,
+}
+
+impl std::fmt::Debug for ProducerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProducerBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ProducerBuilder {
+    /// `bootstrap.servers`.
+    pub fn bootstrap(self, servers: &str) -> Self {
+        self.set("bootstrap.servers", servers)
+    }
+
+    /// Sets any property by its Java/librdkafka name. A bad value is
+    /// reported by [`build`](Self::build), naming the property.
+    pub fn set(mut self, property: &str, value: &str) -> Self {
+        if self.error.is_none() {
+            if let Err(e) = self.config.set(property, value) {
+                self.error = Some(e);
+            }
+        }
+        self
+    }
+
+    /// `linger.ms`.
+    pub fn linger(mut self, linger: Duration) -> Self {
+        self.config.linger = linger;
+        self
+    }
+
+    /// `batch.size`.
+    pub fn batch_size(mut self, bytes: usize) -> Self {
+        self.config.batch_size = bytes;
+        self
+    }
+
+    /// `acks`.
+    pub fn acks(mut self, acks: Acks) -> Self {
+        self.config.acks = acks;
+        self
+    }
+
+    /// `compression.type`.
+    pub fn compression(mut self, codec: Compression) -> Self {
+        self.config.compression = codec;
+        self
+    }
+
+    /// `delivery.timeout.ms`.
+    pub fn delivery_timeout(mut self, timeout: Duration) -> Self {
+        self.config.delivery_timeout = timeout;
+        self
+    }
+
+    /// `buffer.memory`.
+    pub fn buffer_memory(mut self, bytes: usize) -> Self {
+        self.config.buffer_memory = bytes;
+        self
+    }
+
+    /// A custom partitioner, instead of murmur2 + sticky.
+    pub fn partitioner(mut self, p: impl Partitioner) -> Self {
+        self.partitioner = Some(Box::new(p));
+        self
+    }
+
+    /// The settings so far.
+    pub fn config(&self) -> &ProducerConfig {
+        &self.config
+    }
+
+    /// The engine and the addresses its actors will fill in.
+    fn engine(self) -> Result<(Arc<Engine>, Arc<Addresses>), ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.config.validate()?;
+        let addresses = Arc::new(Addresses::default());
+        let partitioner = self
+            .partitioner
+            .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
+        let engine = Engine::new(self.config, partitioner, addresses.clone());
+        Ok((engine, addresses))
+    }
+
+    /// Validates the settings and starts the producer's actors on a
+    /// dedicated thread with its own actix system. Use this from plain
+    /// tokio code, or any thread.
+    pub fn build(self) -> Result<Producer, ConfigError> {
+        let (engine, addresses) = self.engine()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (for_engine, for_addresses) = (engine.clone(), addresses.clone());
+        std::thread::Builder::new()
+            .name("courier-actors".into())
+            .spawn(move || {
+                let system = actix::System::new();
+                system.block_on(async move {
+                    let _ = tx.send(ProducerSupervisor::launch(for_engine, for_addresses, true));
+                });
+                let _ = system.run();
+            })
+            .expect("spawn the courier actor thread");
+        let supervisor = rx.recv().expect("courier actor thread started");
+        Ok(Producer::from_parts(engine, addresses, supervisor))
+    }
+
+    /// Validates the settings and starts the producer's actors in the
+    /// current actix system (call it from inside one, for example in an
+    /// actix-web app), supervised there.
+    pub fn start(self) -> Result<Producer, ConfigError> {
+        let (engine, addresses) = self.engine()?;
+        let supervisor = ProducerSupervisor::launch(engine.clone(), addresses.clone(), false);
+        Ok(Producer::from_parts(engine, addresses, supervisor))
+    }
+}

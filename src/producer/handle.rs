@@ -1,0 +1,227 @@
+//! [`Producer`]: the cheap-to-clone handle over the shared engine.
+//!
+//! Its produce calls run the engine's produce path on the caller's thread
+//! (no actor hop per record); it reaches the actor tree only to stop it
+//! and for the supervisor's address (`Producer::actor`). The builder and
+//! subscriptions add their methods to `Producer` in their own files.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Addr;
+use tokio::sync::oneshot;
+
+use crate::actors::addresses::Addresses;
+#[cfg(feature = "fault-injection")]
+use crate::actors::msgs::InjectPanic;
+use crate::actors::msgs::Shutdown;
+use crate::actors::supervisor::ProducerSupervisor;
+use crate::delivery::owed::ReplyTo;
+use crate::engine::enqueue::{Resume, RunEnd};
+use crate::engine::error::{BatchRejected, ProduceError};
+use crate::engine::Engine;
+use crate::record::Record;
+use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
+use crate::stats::StatsSnapshot;
+
+/// Cancels everything when the last handle goes.
+struct HandleGuard {
+    engine: Arc<Engine>,
+    supervisor: Addr<ProducerSupervisor>,
+}
+
+impl Drop for HandleGuard {
+    fn drop(&mut self) {
+        if !self.engine.closed.swap(true, Ordering::AcqRel) {
+            self.supervisor.do_send(Shutdown { cancel: true });
+        }
+    }
+}
+
+/// A Kafka producer. Clone it freely: clones share one set of connections,
+/// batches and actors. When the last clone (and subscriber) is dropped,
+/// every record not yet acknowledged gets a `Cancelled` report.
+#[derive(Clone)]
+pub struct Producer {
+    pub(crate) engine: Arc<Engine>,
+    addresses: Arc<Addresses>,
+    supervisor: Addr<ProducerSupervisor>,
+    _guard: Arc<HandleGuard>,
+}
+
+impl std::fmt::Debug for Producer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Producer").finish_non_exhaustive()
+    }
+}
+
+impl Producer {
+    pub(crate) fn from_parts(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        supervisor: Addr<ProducerSupervisor>,
+    ) -> Producer {
+        Producer {
+            _guard: Arc::new(HandleGuard {
+                engine: engine.clone(),
+                supervisor: supervisor.clone(),
+            }),
+            engine,
+            addresses,
+            supervisor,
+        }
+    }
+
+    /// Produces `record` with its one report going to `reply_to`, with no
+    /// hop through the producer's actor (unlike the `Produce` message).
+    /// Waits for metadata and buffer room; `Err` hands the record back
+    /// unaccepted (no report then).
+    pub async fn produce_to(
+        &self,
+        record: Record,
+        reply_to: actix::Recipient<DeliveryReport>,
+    ) -> Result<(), ProduceError> {
+        self.engine
+            .enqueue(record, Some(ReplyTo::Actor(reply_to)), true)
+            .await
+    }
+
+    /// Produces `record` and waits for its delivery report.
+    pub async fn send(&self, record: Record) -> Result<Delivered, DeliveryError> {
+        let (tx, rx) = oneshot::channel();
+        // The waiting part of enqueue is boxed (`enqueue_slow`), so a `send`
+        // future waiting for its report stays small, which matters to
+        // callers holding many of them at once.
+        let cancelled = |e: ProduceError| DeliveryError {
+            kind: ErrorKind::Cancelled,
+            message: e.to_string(),
+            partition: None,
+            attempts: 0,
+            record: e.into_record(),
+        };
+        // Only a 16-byte box is held across the await, not the first try's
+        // result (which holds a record).
+        let slow = match self.engine.enqueue_now(
+            record,
+            Some(ReplyTo::Oneshot(tx)),
+            true,
+            &mut Resume::default(),
+        ) {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => return Err(cancelled(e)),
+            Err(slow) => Some(self.engine.enqueue_slow(slow)),
+        };
+        if let Some(slow) = slow {
+            slow.await.map_err(cancelled)?;
+        }
+        match rx.await {
+            Ok(report) => report.into_result(),
+            // The router always answers an accepted record; a dropped
+            // sender would be a bug, reported loudly rather than hung on.
+            Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
+        }
+    }
+
+    /// Produces `record` with no report at all (fire and forget). Waits
+    /// for metadata and for room in `buffer.memory`.
+    pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
+        let slow = match self
+            .engine
+            .enqueue_now(record, None, true, &mut Resume::default())
+        {
+            Ok(r) => return r,
+            Err(slow) => self.engine.enqueue_slow(slow),
+        };
+        slow.await
+    }
+
+    /// Produces every record of `records`, in order, with no reports (fire
+    /// and forget), as [`produce`](Self::produce) does one by one but with
+    /// the per-call work (metadata snapshot, clock, topic lookup) done once
+    /// per batch. Waits for metadata and memory as `produce` does.
+    pub async fn produce_batch(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
+        let engine = &self.engine;
+        let mut rest = records.into_iter();
+        let mut taken = 0;
+        loop {
+            let mut budget = usize::MAX;
+            let slow = match engine.place_run(&mut rest, None, &mut budget, &mut taken) {
+                RunEnd::Done => return Ok(()),
+                RunEnd::Failed(reason) => return Err(BatchRejected::new(taken, reason, rest)),
+                RunEnd::Wait(slow) => engine.enqueue_slow(slow),
+            };
+            match slow.await {
+                Ok(()) => taken += 1,
+                Err(reason) => return Err(BatchRejected::new(taken, reason, rest)),
+            }
+        }
+    }
+
+    /// Like [`produce`](Self::produce), but never waits: a full buffer is
+    /// `QueueFull`, unknown metadata is `MetadataNotReady`; the record is
+    /// handed back either way.
+    pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
+        self.engine.try_enqueue(record, None)
+    }
+
+    /// The supervisor's address, for `Produce { record, reply_to }`.
+    pub fn actor(&self) -> Addr<ProducerSupervisor> {
+        self.supervisor.clone()
+    }
+
+    /// Waits until every record produced before this call is reported.
+    pub async fn flush(&self) {
+        self.engine.flush().await
+    }
+
+    /// Stops accepting records, flushes, reports everything, and stops the
+    /// actors.
+    pub async fn close(&self) {
+        self.engine.closed.store(true, Ordering::Release);
+        self.engine.flush().await;
+        let stopped = self.engine.stopped.notified();
+        self.supervisor.do_send(Shutdown { cancel: false });
+        if !self.engine.stopped_flag.load(Ordering::Acquire) {
+            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
+        }
+        self.engine.wake_subscriptions();
+    }
+
+    /// Makes the connection actor for `broker` panic inside a handler, to
+    /// test supervision. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_connection_panic(&self, broker: i32) -> bool {
+        match self.addresses.connections.get(&broker) {
+            Some(a) => {
+                a.do_send(InjectPanic);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The idempotent producer's id and epoch, once the broker assigned
+    /// them; `None` without idempotence.
+    pub fn producer_id(&self) -> Option<(i64, i16)> {
+        self.engine.idem.as_ref().and_then(|i| i.ready())
+    }
+
+    /// Broker ids with a live connection actor.
+    pub fn connected_brokers(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .addresses
+            .connections
+            .iter()
+            .map(|e| *e.key())
+            .filter(|id| *id >= 0)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// A snapshot of the producer's counters.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.engine.stats()
+    }
+}

@@ -1,0 +1,45 @@
+//! The public face: [`Producer`] (the handle), [`ProducerBuilder`] and
+//! [`Subscriber`].
+//!
+//! Files build on each other one way: `handle` ← `builder` (adds
+//! `Producer::builder`) and `handle` ← `subscriber` (adds
+//! `Producer::subscribe`); this file only gathers them.
+
+mod builder;
+mod handle;
+mod subscriber;
+
+pub use builder::ProducerBuilder;
+pub use handle::Producer;
+pub use subscriber::Subscriber;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::delivery::subscription::ReportStream;
+    use crate::record::Record;
+
+    /// A caller may hold a million `send` futures at once; each must stay
+    /// small (the enqueue state machine is boxed for its first poll only).
+    #[test]
+    fn a_pending_send_future_is_small() {
+        let p = Producer::builder()
+            .bootstrap("127.0.0.1:1")
+            .build()
+            .unwrap();
+        let fut = p.send(Record::to("t").value("v"));
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 512, "send future is {size} bytes");
+        drop(fut);
+    }
+
+    /// The README promises these can be shared across tasks and threads.
+    #[test]
+    fn handles_are_send_and_sync() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Producer>();
+        check::<Subscriber>();
+        fn send<T: Send>() {}
+        send::<ReportStream>();
+    }
+}
