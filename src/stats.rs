@@ -34,6 +34,11 @@ pub struct BrokerStats {
     pub total_latency: Duration,
     /// The slowest.
     pub max_latency: Duration,
+    /// Produce responses that carried a quota's throttle time (KIP-219).
+    pub throttled_responses: u64,
+    /// The throttle time those responses asked for, added up. From Produce
+    /// v6 on, the producer sends this broker nothing for that long.
+    pub throttle_time: Duration,
 }
 
 impl BrokerStats {
@@ -109,6 +114,13 @@ impl Stats {
                 .map(|(i, n)| (Duration::from_micros(1u64 << i), n.load(Ordering::Relaxed)))
                 .collect(),
         }
+    }
+
+    pub(crate) fn record_throttle(&self, broker: i32, wait: Duration) {
+        let mut b = lock(&self.brokers);
+        let s = b.entry(broker).or_default();
+        s.throttled_responses += 1;
+        s.throttle_time += wait;
     }
 
     pub(crate) fn record_request(&self, broker: i32, latency: Duration) {

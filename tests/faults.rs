@@ -16,6 +16,7 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use courier::kafka_error::ResponseError;
 use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use rdkafka::mocking::MockCluster;
@@ -302,6 +303,7 @@ async fn non_retriable_errors_fail_only_their_batches() {
                 RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE,
                 RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
                 RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE,
             ],
         );
     })
@@ -329,15 +331,25 @@ async fn non_retriable_errors_fail_only_their_batches() {
             [
                 "MessageTooLarge",
                 "TopicAuthorizationFailed",
-                "InvalidRecord"
+                "InvalidRecord",
+                "RecordListTooLarge"
             ]
             .contains(&k.as_str()),
             "{k}"
         );
     }
+    // A batch refused as MESSAGE_TOO_LARGE is split and its records sent
+    // again one by one (one more attempt), where a later injected error may
+    // fail them; nothing else is retried.
     assert!(
-        failures.iter().all(|e| e.attempts == 1),
-        "non-retriable errors are not retried"
+        failures.iter().all(|e| e.attempts == 1
+            || (e.attempts == 2
+                && !matches!(e.kind, ErrorKind::Broker(ResponseError::MessageTooLarge)))),
+        "non-retriable errors are not retried: {:?}",
+        failures
+            .iter()
+            .map(|e| format!("{:?} x{}", e.kind, e.attempts))
+            .collect::<HashSet<_>>()
     );
     assert!(failures.len() < 4000, "other records are unaffected");
     p.close().await;
@@ -531,5 +543,41 @@ async fn tansu_killed_with_sigkill_mid_stream_and_restarted() {
             "log at {pos:?}"
         );
     }
+    p.close().await;
+}
+
+/// MESSAGE_TOO_LARGE for a batch of several records is not the end of
+/// them: the batch is split and each record sent on its own (as the Java
+/// client's `splitAndReenqueue`), so a refusal that was about the batch as
+/// a whole loses nothing. Each record still gets exactly one report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_refused_as_too_large_is_split_and_delivered() {
+    let m = mock("split");
+    let p = producer(&m.bootstrap_servers(), &[("linger.ms", "50")]);
+    let reports = produce_with_fault(&p, "split", 3000, |i| {
+        if i == 1500 {
+            m.request_errors(
+                RDKafkaApiKey::Produce,
+                &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE],
+            );
+        }
+    })
+    .await;
+    let failures = check(
+        &m.bootstrap_servers(),
+        "split",
+        3000,
+        &reports,
+        BrokerDedup::No,
+    );
+    assert!(failures.is_empty(), "{failures:?}");
+    let retried = reports
+        .iter()
+        .filter(|(_, r)| matches!(r, DeliveryReport::Delivered(d) if d.attempts == 2))
+        .count();
+    assert!(
+        retried > 1,
+        "the refused batch's records went again ({retried})"
+    );
     p.close().await;
 }

@@ -32,6 +32,12 @@ use crate::report::ErrorKind;
 use crate::stats::Stats;
 use crate::sync::lock;
 
+/// Batch ids are this far apart, so that a batch split into parts gives
+/// each part an id of its own between its id and the next batch's: ids
+/// order a partition's batches (retries go back by id, `flush` waits by
+/// id), and a part must keep its batch's place.
+pub(crate) const BATCH_ID_SPACING: u64 = 1 << 16;
+
 /// What an append did, so the caller can wake the leader's connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Appended {
@@ -64,6 +70,8 @@ pub(crate) struct Accumulator {
     closed: Arc<AtomicBool>,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
+    /// `max.request.size`.
+    pub max_request_size: usize,
     /// `batch.num.messages`.
     pub batch_records: i32,
     pub compression: Compression,
@@ -76,6 +84,7 @@ pub(crate) struct Accumulator {
 impl Accumulator {
     pub fn new(
         batch_size: usize,
+        max_request_size: usize,
         batch_records: usize,
         buffer_memory: usize,
         compression: Compression,
@@ -87,6 +96,7 @@ impl Accumulator {
             closed,
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
+            max_request_size,
             batch_records: batch_records.min(i32::MAX as usize) as i32,
             compression,
             delivery_timeout,
@@ -288,7 +298,9 @@ impl Accumulator {
                 Err(f) => seal_failures.push(f),
             }
         }
-        let id = self.next_batch_id.fetch_add(1, Ordering::Relaxed);
+        let id = self
+            .next_batch_id
+            .fetch_add(BATCH_ID_SPACING, Ordering::Relaxed);
         lock(&self.incomplete).insert(id);
         let open = OpenBatch::start(
             id,
@@ -312,6 +324,30 @@ impl Accumulator {
         queue: &PartitionQueue,
     ) -> Result<SealedBatch, SealFailure> {
         open.seal(queue.topic, queue.partition, self.delivery_timeout)
+    }
+
+    /// Splits a batch the broker refused as too large into one batch per
+    /// record, in its place (see `SealedBatch::split`). `Err` hands the
+    /// batch back with the reason: it has more records than ids between it
+    /// and the next batch, or its records cannot be read back.
+    pub fn split(&self, batch: SealedBatch) -> Result<Vec<SealedBatch>, (SealedBatch, String)> {
+        if batch.record_count as u64 > BATCH_ID_SPACING {
+            let why = format!(
+                "{} records are more than a split can give ids to ({BATCH_ID_SPACING})",
+                batch.record_count
+            );
+            return Err((batch, why));
+        }
+        // Decompressed, a batch is at most about batch.size (or one
+        // record), which max.request.size bounds.
+        let max_size = self.batch_size.max(self.max_request_size) * 2;
+        let id = batch.id;
+        let parts = batch.split(id, max_size)?;
+        let mut incomplete = lock(&self.incomplete);
+        for p in &parts {
+            incomplete.insert(p.id);
+        }
+        Ok(parts)
     }
 
     /// Reports a batch that is not in flight (queued, open, or that failed

@@ -12,8 +12,10 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use crate::clock::Mono;
 use crate::delivery::owed::{Owed, ReplyTo};
+use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::{
-    BatchBuilder, Compression, EncodedBatch, ProducerStamp, RECORD_BATCH_OVERHEAD,
+    increment_sequence, BatchBuilder, Compression, EncodedBatch, ProducerStamp,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::record::{Record, Topic};
 
@@ -147,7 +149,7 @@ impl OpenBatch {
                 deadline: self.created + delivery_timeout,
                 attempts: 0,
                 retry_at: None,
-                _memory: self.memory,
+                _memory: Some(self.memory),
             }),
             Err(e) => Err(SealFailure {
                 id: self.id,
@@ -180,7 +182,85 @@ pub(crate) struct SealedBatch {
     pub attempts: u32,
     /// Not before this instant (retry backoff).
     pub retry_at: Option<Instant>,
-    _memory: OwnedSemaphorePermit,
+    /// The batch's `buffer.memory` reservation (after a split, the last
+    /// part holds it).
+    _memory: Option<OwnedSemaphorePermit>,
+}
+
+impl SealedBatch {
+    /// Splits this batch into one batch per record, in order, with ids
+    /// `first_id`, `first_id + 1`, …: for a batch the broker refused as too
+    /// large (MESSAGE_TOO_LARGE), so that each record goes, or fails, on
+    /// its own. Each part owes its record's report, keeps this batch's
+    /// deadline and attempts, and, if this batch was stamped, carries the
+    /// stamp of its record's own sequence (so the partition's sequences
+    /// stay contiguous). `Err` hands the batch back with the reason when
+    /// its records cannot be read back (`max_size` bounds decompression).
+    pub(crate) fn split(
+        mut self,
+        first_id: u64,
+        max_size: usize,
+    ) -> Result<Vec<SealedBatch>, (SealedBatch, String)> {
+        let records = match decode_records(self.encoded.bytes(), max_size) {
+            Ok(r) if r.len() == self.record_count as usize => r,
+            Ok(r) => {
+                let why = format!(
+                    "{} records read back, {} written",
+                    r.len(),
+                    self.record_count
+                );
+                return Err((self, why));
+            }
+            Err(e) => return Err((self, e.to_string())),
+        };
+        let stamp = self.encoded.stamp();
+        let codec = self.encoded.compression();
+        let mut encoded = Vec::with_capacity(records.len());
+        for (j, r) in records.iter().enumerate() {
+            let mut b = BatchBuilder::new(self.encoded.len(), codec);
+            b.try_append(
+                r.timestamp,
+                r.key.as_deref(),
+                r.value.as_deref(),
+                &r.headers,
+            )
+            .expect("an empty batch accepts any record");
+            let part_stamp = if stamp.producer_id >= 0 {
+                ProducerStamp {
+                    base_sequence: increment_sequence(stamp.base_sequence, j as i32),
+                    ..stamp
+                }
+            } else {
+                ProducerStamp::NONE
+            };
+            match b.finish(part_stamp) {
+                Ok(e) => encoded.push(e),
+                Err(e) => return Err((self, e.to_string())),
+            }
+        }
+        let mut owed: std::collections::BTreeMap<u32, Owed> = std::mem::take(&mut self.owed)
+            .into_singles()
+            .into_iter()
+            .collect();
+        let last = encoded.len() - 1;
+        let mut memory = self._memory.take();
+        Ok(encoded
+            .into_iter()
+            .enumerate()
+            .map(|(j, encoded)| SealedBatch {
+                id: first_id + j as u64,
+                topic: self.topic,
+                partition: self.partition,
+                encoded,
+                owed: owed.remove(&(j as u32)).unwrap_or_default(),
+                record_count: 1,
+                deadline: self.deadline,
+                attempts: self.attempts,
+                retry_at: None,
+                _memory: if j == last { memory.take() } else { None },
+            })
+            .collect())
+    }
 }
 
 /// A batch whose records could not be encoded (a compression error).
@@ -191,4 +271,96 @@ pub(crate) struct SealFailure {
     pub owed: Owed,
     pub record_count: i32,
     pub reason: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::{oneshot, Semaphore};
+
+    use super::*;
+    use crate::report::DeliveryReport;
+
+    /// A split keeps the batch's place and order, hands each record's
+    /// report obligation to its own part, and gives stamped parts the
+    /// sequences their records had.
+    #[test]
+    fn a_split_batch_keeps_order_sequences_and_reports() {
+        let pool = Arc::new(Semaphore::new(1 << 20));
+        let memory = pool.clone().try_acquire_many_owned(1000).unwrap();
+        let topic = Topic::from("t");
+        let rec = |i: usize| Record::to("t").key(format!("k{i}")).value(format!("v{i}"));
+        let mut receivers = Vec::new();
+        let (tx, rx) = oneshot::channel();
+        receivers.push(Some(rx));
+        let mut open = OpenBatch::start(
+            7 << 16,
+            1 << 20,
+            10_000,
+            Compression::Lz4,
+            memory,
+            rec(0),
+            Some(ReplyTo::Oneshot(tx)),
+            Mono::now(),
+        );
+        for i in 1..5 {
+            let r = rec(i);
+            assert!(open.try_add(&r, 1000 + i as i64, 10_000));
+            // Record 2 is fire-and-forget: it owes no report.
+            if i == 2 {
+                receivers.push(None);
+                continue;
+            }
+            let (tx, rx) = oneshot::channel();
+            receivers.push(Some(rx));
+            open.owe(
+                i as u32,
+                1000 + i as i64,
+                Mono::now(),
+                r,
+                ReplyTo::Oneshot(tx),
+            );
+        }
+        let mut sealed = open.seal(topic, 3, Duration::from_secs(60)).unwrap();
+        sealed.encoded.set_stamp(ProducerStamp {
+            producer_id: 42,
+            producer_epoch: 1,
+            base_sequence: i32::MAX - 1,
+        });
+        let parts = sealed.split(7 << 16, 1 << 20).unwrap();
+        assert_eq!(parts.len(), 5);
+        assert_eq!(
+            pool.available_permits(),
+            (1 << 20) - 1000,
+            "memory still held"
+        );
+        for (j, p) in parts.iter().enumerate() {
+            assert_eq!(p.id, (7 << 16) + j as u64);
+            assert_eq!((p.record_count, p.partition), (1, 3));
+            let s = p.encoded.stamp();
+            assert_eq!((s.producer_id, s.producer_epoch), (42, 1));
+            // Sequences wrap past i32::MAX, as Kafka's do.
+            let want = [i32::MAX - 1, i32::MAX, 0, 1, 2][j];
+            assert_eq!(s.base_sequence, want);
+            let read =
+                crate::protocol::record_batch::decode::decode_records(p.encoded.bytes(), 1 << 20)
+                    .unwrap();
+            assert_eq!(read[0].value.as_deref(), Some(format!("v{j}").as_bytes()));
+            assert_eq!(p.owed.len(), usize::from(j != 2));
+        }
+        // Each part pays its own record's report; dropping the parts
+        // unpaid pays them Cancelled (the last line of defence), one each.
+        drop(parts);
+        assert_eq!(pool.available_permits(), 1 << 20, "memory released");
+        for (j, rx) in receivers.into_iter().enumerate() {
+            let Some(mut rx) = rx else { continue };
+            match rx.try_recv().expect("one report") {
+                DeliveryReport::Failed(e) => {
+                    assert_eq!(e.record.value.as_deref(), Some(format!("v{j}").as_bytes()))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
 }

@@ -107,6 +107,34 @@ impl Owed {
         self.chunks.iter().map(|c| c.entries.len()).sum()
     }
 
+    /// Splits the ledger by record: for each owed record, its offset delta
+    /// in this batch and a ledger of its own that owes just its report, at
+    /// offset delta 0. (For a batch split into one-record batches.)
+    pub(crate) fn into_singles(mut self) -> Vec<(u32, Owed)> {
+        let subscribers = std::mem::take(&mut self.subscribers);
+        let mut out = Vec::with_capacity(self.len());
+        for chunk in std::mem::take(&mut self.chunks) {
+            for mut p in chunk.entries {
+                let index = std::mem::replace(&mut p.index, 0);
+                let mut single = Owed::default();
+                let sole = match p.to {
+                    OwedTo::Subscription(i) => {
+                        single.subscribers.push(subscribers[i as usize].clone());
+                        p.to = OwedTo::Subscription(0);
+                        Some(0)
+                    }
+                    _ => None,
+                };
+                single.chunks.push(Chunk {
+                    entries: vec![p],
+                    sole,
+                });
+                out.push((index, single));
+            }
+        }
+        out
+    }
+
     /// Owes a report for the record at `index` to `reply`.
     #[inline(always)]
     pub(crate) fn push(

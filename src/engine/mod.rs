@@ -98,6 +98,7 @@ impl Engine {
         Arc::new(Engine {
             acc: Accumulator::new(
                 c.batch_size,
+                c.max_request_size,
                 c.batch_num_messages,
                 c.buffer_memory,
                 c.compression,

@@ -1,9 +1,9 @@
 //! Connecting, reconnecting with backoff, and losing the socket.
 //!
 //! A failed connect or a lost socket schedules a reconnect with
-//! exponential backoff and jitter; a lost socket (or a request past
-//! `request.timeout.ms`) also puts every in-flight batch back in its
-//! queue and asks for fresh metadata.
+//! exponential backoff and jitter and asks for fresh metadata; a lost
+//! socket (or a request past `request.timeout.ms`) also puts every
+//! in-flight batch back in its queue.
 
 use actix::prelude::*;
 use tokio::sync::mpsc;
@@ -99,6 +99,11 @@ impl BrokerConnection {
         for (_, c) in self.calls.drain() {
             c.fail(error.clone());
         }
+        // The broker may be gone for good (its partitions led elsewhere by
+        // now): ask again on every failed attempt, as the Java client's
+        // NetworkClient does, not only when a live socket is lost.
+        // Reconnect backoff bounds how often.
+        self.upstream.refresh_metadata.do_send(RefreshMetadata);
         self.schedule_reconnect(ctx);
     }
 

@@ -15,7 +15,7 @@ use crate::batching::batch::SealedBatch;
 use crate::batching::queue::QueueState;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
-use crate::protocol::record_batch::ProducerStamp;
+use crate::protocol::record_batch::{increment_sequence, ProducerStamp};
 use crate::report::ErrorKind;
 use crate::sync::lock;
 
@@ -34,6 +34,14 @@ impl BrokerConnection {
             }
             _ => return,
         };
+        // A broker quota asked us to wait (KIP-219): nothing until then.
+        if let Some(until) = self.throttled_until {
+            if until > Instant::now() {
+                self.schedule_wake(until, ctx);
+                return;
+            }
+            self.throttled_until = None;
+        }
         let engine = self.engine.clone();
         // The idempotent producer sends nothing until it has an id (and
         // nothing while an epoch bump is due).
@@ -296,14 +304,4 @@ fn topic_data(batches: &[SealedBatch]) -> Vec<TopicData<'_>> {
         }
     }
     topics
-}
-
-/// Sequences wrap from `i32::MAX` to 0 (Java's
-/// `DefaultRecordBatch.incrementSequence`).
-fn increment_sequence(seq: i32, by: i32) -> i32 {
-    if seq > i32::MAX - by {
-        by - (i32::MAX - seq) - 1
-    } else {
-        seq + by
-    }
 }

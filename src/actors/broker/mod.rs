@@ -85,6 +85,9 @@ pub struct BrokerConnection {
     calls: HashMap<i32, Call>,
     reconnect_attempts: u32,
     wake_at: Option<(Instant, SpawnHandle)>,
+    /// No Produce request before this instant: a broker quota's throttle
+    /// time (KIP-219).
+    throttled_until: Option<Instant>,
 }
 
 impl std::fmt::Debug for BrokerConnection {
@@ -116,6 +119,7 @@ impl BrokerConnection {
             calls: HashMap::new(),
             reconnect_attempts: 0,
             wake_at: None,
+            throttled_until: None,
         }
     }
 

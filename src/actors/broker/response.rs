@@ -2,7 +2,7 @@
 //! each batch in it (reports), retrying it, or failing it. Also where
 //! in-flight batches go back to their queues when a connection ends.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use kafka_protocol::messages::ProduceRequest;
@@ -145,6 +145,7 @@ impl BrokerConnection {
         self.engine
             .stats
             .record_request(self.node_id, now - f.sent_at);
+        self.on_throttle(resp.throttle_time_ms, f.version, now);
         let mut refresh = false;
         for b in f.batches {
             let pr = resp
@@ -200,6 +201,11 @@ impl BrokerConnection {
                     let msg = format!("{:?} from broker {}", c.error, self.node_id);
                     self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg);
                 }
+                // Too large as a whole: each record goes, or fails, on its
+                // own (Java's splitAndReenqueue).
+                Some(c) if c.error == ResponseError::MessageTooLarge && b.record_count > 1 => {
+                    self.split_too_large(b);
+                }
                 Some(c) => {
                     let q = self.engine.acc.queue(&b.topic, b.partition);
                     lock(&q.state).in_flight -= 1;
@@ -222,6 +228,70 @@ impl BrokerConnection {
             self.upstream.refresh_metadata.do_send(RefreshMetadata);
         }
         self.drain(ctx);
+    }
+
+    /// Puts the records of a batch the broker refused with
+    /// MESSAGE_TOO_LARGE back in its queue, one batch each, in its place
+    /// (`Accumulator::split`). A stamped batch's parts carry its sequences,
+    /// so the batches behind it (refused as out of order meanwhile) follow
+    /// them without an epoch bump.
+    fn split_too_large(&self, b: SealedBatch) {
+        let q = self.engine.acc.queue(&b.topic, b.partition);
+        let (id, records) = (b.id, b.record_count);
+        match self.engine.acc.split(b) {
+            Ok(parts) => {
+                tracing::info!(
+                    broker = self.node_id,
+                    topic = %q.topic,
+                    partition = q.partition,
+                    records,
+                    "MESSAGE_TOO_LARGE for a batch; retrying its records one by one"
+                );
+                let mut qs = lock(&q.state);
+                qs.in_flight -= 1;
+                if qs.unacked.remove(&id) {
+                    qs.unacked.extend(parts.iter().map(|p| p.id));
+                }
+                for p in parts {
+                    qs.requeue(p);
+                }
+            }
+            Err((b, why)) => {
+                lock(&q.state).in_flight -= 1;
+                self.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge),
+                        message: format!(
+                            "{} for a batch of {records} records that could not be split: {why}",
+                            ResponseError::MessageTooLarge
+                        ),
+                    },
+                );
+            }
+        }
+    }
+
+    /// A quota's throttle time in a response (KIP-219). From Produce v6 the
+    /// broker answers at once and leaves the wait to the client, which must
+    /// send this broker nothing more until the time has passed (as the Java
+    /// client's `NetworkClient.maybeThrottle` does); before v6 the broker
+    /// has already held the response back. Either way it is counted.
+    fn on_throttle(&mut self, throttle_ms: i32, version: i16, now: Instant) {
+        if throttle_ms <= 0 {
+            return;
+        }
+        let wait = Duration::from_millis(throttle_ms as u64);
+        self.engine.stats.record_throttle(self.node_id, wait);
+        tracing::debug!(
+            broker = self.node_id,
+            throttle_ms,
+            "throttled by a broker quota"
+        );
+        if version >= 6 {
+            let until = now + wait;
+            self.throttled_until = Some(self.throttled_until.map_or(until, |t| t.max(until)));
+        }
     }
 
     /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or

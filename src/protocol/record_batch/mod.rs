@@ -24,6 +24,7 @@
 //! - KIP-98 (producer id, epoch and base sequence in the batch header)
 
 mod compression;
+pub mod decode;
 pub mod varint;
 
 pub use compression::{Compression, CompressionError, UnknownCompression};
@@ -321,6 +322,16 @@ impl EncodedBatch {
             record_count: self.record_count,
             compression: self.compression,
         }
+    }
+}
+
+/// `seq + by` as record sequences count: they wrap from `i32::MAX` to 0
+/// (Java's `DefaultRecordBatch.incrementSequence`).
+pub fn increment_sequence(seq: i32, by: i32) -> i32 {
+    if seq > i32::MAX - by {
+        by - (i32::MAX - seq) - 1
+    } else {
+        seq + by
     }
 }
 

@@ -58,6 +58,33 @@ fn put_uvarint(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
+/// Reads a zig-zag varint off the front of `buf`, advancing it; `None` when
+/// the bytes end first or the value does not fit in 32 bits.
+pub fn get_varint(buf: &mut &[u8]) -> Option<i32> {
+    let u = get_uvarint(buf, 5)?;
+    let u = u32::try_from(u).ok()?;
+    Some(((u >> 1) as i32) ^ -((u & 1) as i32))
+}
+
+/// Reads a zig-zag varlong off the front of `buf`, advancing it.
+pub fn get_varlong(buf: &mut &[u8]) -> Option<i64> {
+    let u = get_uvarint(buf, 10)?;
+    Some(((u >> 1) as i64) ^ -((u & 1) as i64))
+}
+
+fn get_uvarint(buf: &mut &[u8], max_bytes: usize) -> Option<u64> {
+    let mut v: u64 = 0;
+    for i in 0..max_bytes {
+        let (&b, rest) = buf.split_first()?;
+        *buf = rest;
+        v |= u64::from(b & 0x7f) << (7 * i);
+        if b < 0x80 {
+            return Some(v);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
