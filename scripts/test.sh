@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then checks formatting, lints
-# and every test. Each broker test starts its own broker on a free port.
+# and every test. Each broker test starts its own broker (Tansu, or Apache
+# Kafka in KRaft mode) on free loopback ports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install-tools.sh
 export COURIER_TANSU="$PWD/.tools/bin/tansu"
+# Apache Kafka's jars, for the tests on the reference broker
+# (tests/support/kafka.rs starts its own clusters with `java -cp libs/*`).
+export COURIER_KAFKA_LIBS="$PWD/.tools/kafka/libs"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
