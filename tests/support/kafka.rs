@@ -469,7 +469,10 @@ impl KafkaCluster {
     }
 
     /// Kills broker `id` if it runs, starts it again on the same ports and
-    /// data, and waits until the cluster lists it again.
+    /// data, and waits until the cluster lists it again. That takes the
+    /// JVM's start-up and at least the rest of `broker.session.timeout.ms`
+    /// (4 s): until the controller has fenced the killed incarnation it
+    /// refuses the new one with DUPLICATE_BROKER_REGISTRATION.
     pub fn restart(&self, id: i32) {
         let b = self.broker(id);
         b.kill();
