@@ -677,36 +677,59 @@ impl KafkaCluster {
         );
     }
 
-    /// The batches of `topic`'s `partition` as each broker that holds a
-    /// replica stored them, read from the segment files by
-    /// `kafka.tools.DumpLogSegments`. Keyed by broker id.
-    pub fn dump_log(&self, topic: &str, partition: i32) -> BTreeMap<i32, Vec<DumpedBatch>> {
-        let mut out = BTreeMap::new();
+    /// The batches of every partition of `topic` as each broker that holds
+    /// a replica stored them, keyed by (partition, broker id), read from
+    /// the segment files by `kafka.tools.DumpLogSegments` (one JVM for all).
+    pub fn dump_log(&self, topic: &str) -> BTreeMap<(i32, i32), Vec<DumpedBatch>> {
+        // Segment file -> (partition, broker); files sort by base offset.
+        let mut owner = BTreeMap::new();
         for b in &self.brokers {
-            let dir = b.data_dir().join(format!("{topic}-{partition}"));
-            let Ok(entries) = std::fs::read_dir(&dir) else {
+            let Ok(dirs) = std::fs::read_dir(b.data_dir()) else {
                 continue;
             };
-            let mut segments: Vec<PathBuf> = entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.extension().is_some_and(|e| e == "log"))
-                .collect();
-            segments.sort();
-            let files = segments
-                .iter()
-                .map(|p| p.display().to_string())
-                .collect::<Vec<_>>()
-                .join(",");
-            let mut cmd = self.tool("kafka.tools.DumpLogSegments");
-            cmd.args(["--files", &files]);
-            let dump = run_tool(cmd);
-            let batches = String::from_utf8_lossy(&dump.stdout)
-                .lines()
-                .filter(|l| l.starts_with("baseOffset:"))
-                .map(DumpedBatch::parse)
-                .collect();
-            out.insert(b.id, batches);
+            for dir in dirs.flatten() {
+                let name = dir.file_name().to_string_lossy().into_owned();
+                let Some(partition) = name
+                    .strip_prefix(topic)
+                    .and_then(|rest| rest.strip_prefix('-'))
+                    .and_then(|p| p.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                for f in std::fs::read_dir(dir.path())
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                {
+                    if f.path().extension().is_some_and(|e| e == "log") {
+                        owner.insert(f.path(), (partition, b.id));
+                    }
+                }
+            }
+        }
+        let mut out: BTreeMap<(i32, i32), Vec<DumpedBatch>> = BTreeMap::new();
+        if owner.is_empty() {
+            return out;
+        }
+        let files: Vec<String> = owner.keys().map(|p| p.display().to_string()).collect();
+        let mut cmd = self.tool("kafka.tools.DumpLogSegments");
+        cmd.args(["--files", &files.join(",")]);
+        let dump = run_tool(cmd);
+        assert!(
+            dump.status.success(),
+            "DumpLogSegments failed ({}):\n{}",
+            dump.status,
+            String::from_utf8_lossy(&dump.stderr)
+        );
+        let mut current = None;
+        for line in String::from_utf8_lossy(&dump.stdout).lines() {
+            if let Some(file) = line.strip_prefix("Dumping ") {
+                current = Some(owner[Path::new(file.trim())]);
+                out.entry(owner[Path::new(file.trim())]).or_default();
+            } else if line.starts_with("baseOffset:") {
+                let key = current.expect("a batch line after a Dumping line");
+                out.entry(key).or_default().push(DumpedBatch::parse(line));
+            }
         }
         out
     }
