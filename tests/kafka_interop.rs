@@ -21,7 +21,11 @@
 //!   in a batch of its own (ignored test: when it shares one, all fail);
 //! - the idempotent producer with 5 requests in flight on 3 brokers: every
 //!   record once, in order per key, and the stored batches carry one
-//!   producer id with gapless sequences.
+//!   producer id with gapless sequences;
+//! - (ignored, a Courier bug) records reach a new leader after the old one
+//!   is SIGKILLed (this test starts a 3-broker cluster of its own);
+//! - the harness itself: brokers die with the test binary, and outlive the
+//!   test thread that started them.
 //!
 //! Run: `cargo test --test kafka_interop` (needs `bash scripts/install-tools.sh`).
 
@@ -35,7 +39,7 @@ use courier::record::Header;
 use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use kafka_protocol::error::ResponseError;
-use support::kafka::{JavaRecord, KafkaCluster};
+use support::kafka::{process_state, JavaRecord, KafkaCluster};
 use support::read_back;
 
 /// How long the Java console consumer waits for a record before giving up.
@@ -744,13 +748,7 @@ fn brokers_die_with_the_test_binary_and_outlive_the_thread_that_started_them() {
         .parse()
         .unwrap();
     // Dead: gone, or a zombie nobody has reaped yet.
-    let alive = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-            stat.rsplit(')')
-                .next()
-                .is_some_and(|s| !s.trim_start().starts_with('Z'))
-        })
-    };
+    let alive = || process_state(pid).is_some_and(|s| s != 'Z');
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while alive() {
         assert!(
