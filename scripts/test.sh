@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then checks formatting, lints
-# and every test. Each broker test starts its own broker on a free port.
+# and every test. Each broker test starts its own broker (Tansu, or Apache
+# Kafka in KRaft mode) on free loopback ports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install-tools.sh
 export COURIER_TANSU="$PWD/.tools/bin/tansu"
+# Apache Kafka's jars, for the tests on the reference broker
+# (tests/support/kafka.rs starts its own clusters with `java -cp libs/*`).
+export COURIER_KAFKA_LIBS="$PWD/.tools/kafka/libs"
 
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
@@ -15,6 +19,9 @@ echo "== cargo test"
 # tests/examples.rs runs the example binaries, which `cargo test` alone
 # builds only as test harnesses; build them as programs first. Benches are
 # only compiled and run once in criterion's --test mode, never timed here.
+# tests/kafka_interop.rs starts its own Apache Kafka clusters (1 and 3
+# brokers, KRaft) from $COURIER_KAFKA_LIBS; it fails, never skips, when the
+# jars or Java are missing.
 cargo build --examples --locked
 cargo test --all-targets --locked
 cargo test --doc --locked

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod kafka;
+
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
