@@ -17,13 +17,14 @@
 //! - keyed records sit where Java's own producer puts the same keys;
 //! - a LogAppendTime topic: the report carries the broker's time;
 //! - a record over the topic's `max.message.bytes` fails with the broker's
-//!   MESSAGE_TOO_LARGE while its neighbours are delivered, when it travels
-//!   in a batch of its own (ignored test: when it shares one, all fail);
+//!   MESSAGE_TOO_LARGE while its neighbours are delivered, whether it
+//!   travels in a batch of its own or shares one (which Courier then
+//!   splits);
 //! - the idempotent producer with 5 requests in flight on 3 brokers: every
 //!   record once, in order per key, and the stored batches carry one
 //!   producer id with gapless sequences;
-//! - (ignored, a Courier bug) records reach a new leader after the old one
-//!   is SIGKILLed (this test starts a 3-broker cluster of its own);
+//! - records reach a new leader after the old one is SIGKILLed (this test
+//!   starts a 3-broker cluster of its own);
 //! - the harness itself: brokers die with the test binary, and outlive the
 //!   test thread that started them.
 //!
@@ -301,21 +302,22 @@ async fn a_record_over_max_message_bytes_fails_alone_with_the_brokers_error() {
 
 /// The same with the default `batch.size` (16384), where the big record
 /// shares a batch with its neighbours: the broker refuses the whole batch
-/// (its size is over `max.message.bytes`), and Courier fails all 9 records
-/// with MESSAGE_TOO_LARGE, as librdkafka does. The Java client instead
-/// splits the batch into batches of `batch.size` and re-sends them: here
-/// that is the same batch again, so it loops until `delivery.timeout.ms`
-/// (all 9 then time out). Failing only the big record would take splitting
-/// down to one record per batch.
+/// (its size is over `max.message.bytes`). Courier splits it into one
+/// batch per record, so only the big record fails (at its second attempt)
+/// and its 8 neighbours are delivered. (librdkafka fails all 9; the Java
+/// client splits into batches of `batch.size`, here the same batch again,
+/// and loops until `delivery.timeout.ms`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "Courier fails every record of a batch the broker refuses as MESSAGE_TOO_LARGE; \
-            it does not split the batch to isolate the oversized record"]
 async fn a_record_over_max_message_bytes_fails_alone_in_a_shared_batch() {
     let (delivered, failed) = produce_around_a_big_record("16384").await;
     assert_eq!(
-        failed.iter().map(|f| &f.0[..]).collect::<Vec<_>>(),
-        vec!["big-5000 "],
-        "only the big record fails: {failed:?}"
+        failed,
+        vec![(
+            "big-5000 ".to_string(),
+            ErrorKind::Broker(ResponseError::MessageTooLarge),
+            2
+        )],
+        "only the big record fails, at its second attempt (after the split)"
     );
     assert_eq!(delivered.len(), 8, "its 8 neighbours are delivered");
 }
@@ -654,15 +656,13 @@ async fn idempotent_producer_writes_each_record_once_in_order_on_three_replicas(
 
 /// A partition's leader is killed (SIGKILL, so no clean shutdown); after
 /// `broker.session.timeout.ms` (4 s here) the controller fences it and
-/// moves leadership to another replica. Courier should find the new leader
-/// and deliver. Today it fetches metadata once, when the connection drops
-/// (before the fencing, so it still names the dead leader), and never again
-/// while its reconnects to the dead broker fail: the records wait for
-/// `metadata.max.age.ms` (5 min) and time out. (The Java client requests a
-/// metadata update on every failed connection attempt.)
+/// moves leadership to another replica. Courier must find the new leader
+/// and deliver. It used to fetch metadata once, when the connection
+/// dropped (before the fencing, so it still named the dead leader), and
+/// never again while its reconnects to the dead broker failed: the records
+/// waited for `metadata.max.age.ms` (5 min) and timed out. Now every failed
+/// connect asks for metadata, as the Java client does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "Courier does not refresh metadata while reconnects to a dead leader fail, \
-            so it never learns the new leader before metadata.max.age.ms"]
 async fn records_reach_the_new_leader_after_the_old_one_is_killed() {
     const N: usize = 20;
     let kafka = KafkaCluster::start(3);
