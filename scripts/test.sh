@@ -19,9 +19,9 @@ echo "== cargo test"
 # tests/examples.rs runs the example binaries, which `cargo test` alone
 # builds only as test harnesses; build them as programs first. Benches are
 # only compiled and run once in criterion's --test mode, never timed here.
-# tests/kafka_interop.rs starts its own Apache Kafka clusters (1 and 3
-# brokers, KRaft) from $COURIER_KAFKA_LIBS; it fails, never skips, when the
-# jars or Java are missing.
+# tests/kafka_interop.rs and tests/kafka_faults.rs start their own Apache
+# Kafka clusters (KRaft) from $COURIER_KAFKA_LIBS; they fail, never skip,
+# when the jars or Java are missing.
 cargo build --examples --locked
 cargo test --all-targets --locked
 cargo test --doc --locked

@@ -39,6 +39,9 @@ pub struct BrokerStats {
     /// The throttle time those responses asked for, added up. From Produce
     /// v6 on, the producer sends this broker nothing for that long.
     pub throttle_time: Duration,
+    /// Connections to this broker lost (socket errors, request timeouts,
+    /// unreadable responses), each followed by a reconnect.
+    pub disconnects: u64,
 }
 
 impl BrokerStats {
@@ -114,6 +117,10 @@ impl Stats {
                 .map(|(i, n)| (Duration::from_micros(1u64 << i), n.load(Ordering::Relaxed)))
                 .collect(),
         }
+    }
+
+    pub(crate) fn record_disconnect(&self, broker: i32) {
+        lock(&self.brokers).entry(broker).or_default().disconnects += 1;
     }
 
     pub(crate) fn record_throttle(&self, broker: i32, wait: Duration) {

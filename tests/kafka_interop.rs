@@ -287,15 +287,21 @@ async fn produce_around_a_big_record(
 /// client).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_over_max_message_bytes_fails_alone_with_the_brokers_error() {
-    let (delivered, failed) = produce_around_a_big_record("1024").await;
+    only_the_big_record_fails("1024", 1).await;
+}
+
+/// Produces the big record among 8 small ones with `batch_size`: only the
+/// big one fails, with MESSAGE_TOO_LARGE, after `attempts` attempts.
+async fn only_the_big_record_fails(batch_size: &str, attempts: u32) {
+    let (delivered, failed) = produce_around_a_big_record(batch_size).await;
     assert_eq!(
         failed,
         vec![(
             "big-5000 ".to_string(),
             ErrorKind::Broker(ResponseError::MessageTooLarge),
-            1
+            attempts
         )],
-        "only the big record fails, at its first attempt"
+        "only the big record fails, after {attempts} attempt(s)"
     );
     assert_eq!(delivered.len(), 8, "its 8 neighbours are delivered");
 }
@@ -309,17 +315,7 @@ async fn a_record_over_max_message_bytes_fails_alone_with_the_brokers_error() {
 /// and loops until `delivery.timeout.ms`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_record_over_max_message_bytes_fails_alone_in_a_shared_batch() {
-    let (delivered, failed) = produce_around_a_big_record("16384").await;
-    assert_eq!(
-        failed,
-        vec![(
-            "big-5000 ".to_string(),
-            ErrorKind::Broker(ResponseError::MessageTooLarge),
-            2
-        )],
-        "only the big record fails, at its second attempt (after the split)"
-    );
-    assert_eq!(delivered.len(), 8, "its 8 neighbours are delivered");
+    only_the_big_record_fails("16384", 2).await;
 }
 
 // ---------------------------------------------------------------------------
@@ -757,4 +753,65 @@ fn brokers_die_with_the_test_binary_and_outlive_the_thread_that_started_them() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Courier agrees with Apache Kafka on each API's version: the newest both
+/// speak. The broker's ranges are read here from a raw ApiVersions v3
+/// exchange on a socket of the test's own, not from Courier's negotiation,
+/// and the expected choice is computed from them and Courier's table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn versions_are_negotiated_from_the_brokers_api_versions() {
+    use bytes::BytesMut;
+    use courier::connection::{Connection, ConnectionOptions};
+    use courier::protocol::message::{decode_response, encode_request};
+    use courier::protocol::messages::ApiVersionsRequest;
+    use courier::protocol::versions::SUPPORTED;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let kafka = KafkaCluster::shared(1);
+    let addr = kafka.address(0);
+    let conn = Connection::connect(&addr, &ConnectionOptions::default())
+        .await
+        .expect("connect");
+    let agreed = *conn.versions();
+
+    let mut socket = tokio::net::TcpStream::connect(&addr).await.expect("socket");
+    let mut buf = BytesMut::new();
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(kafka_protocol::protocol::StrBytes::from_static_str("test"))
+        .with_client_software_version(kafka_protocol::protocol::StrBytes::from_static_str("1"));
+    encode_request(&mut buf, 7, None, 3, &req).expect("encode");
+    socket.write_all(&buf).await.expect("write");
+    let len = socket.read_i32().await.expect("length") as usize;
+    let mut frame = vec![0u8; len];
+    socket.read_exact(&mut frame).await.expect("frame");
+    let (correlation, resp) =
+        decode_response::<ApiVersionsRequest>(bytes::Bytes::from(frame), 3).expect("decode");
+    assert_eq!((correlation, resp.error_code), (7, 0));
+
+    let mut checked = 0;
+    for s in SUPPORTED {
+        let broker = resp
+            .api_keys
+            .iter()
+            .find(|k| k.api_key == s.api as i16)
+            .map(|k| (k.min_version, k.max_version));
+        let want = broker
+            .map(|(lo, hi)| (s.min.max(lo), s.max.min(hi)))
+            .filter(|(lo, hi)| lo <= hi)
+            .map(|(_, hi)| hi);
+        assert_eq!(
+            agreed.get(s.api),
+            want,
+            "{:?}: Courier speaks {}..={}, Kafka {broker:?}",
+            s.api,
+            s.min,
+            s.max
+        );
+        checked += 1;
+        eprintln!("{:?}: Kafka {broker:?}, agreed v{want:?}", s.api);
+    }
+    assert_eq!(checked, SUPPORTED.len());
+    // Kafka 4.1.1 speaks every version Courier does.
+    assert_eq!(agreed.produce, 12);
 }

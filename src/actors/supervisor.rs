@@ -203,13 +203,24 @@ impl ProducerSupervisor {
                     .get(q.topic.as_str())
                     .and_then(|t| t.leader(partition));
                 let timeout_ms = self.engine.config.delivery_timeout.as_millis();
+                // Say why nothing could be sent when the cluster told us.
+                let missing = snapshot.missing.get(&q.topic).map(|code| {
+                    let error = crate::kafka_error::classify(*code)
+                        .map_or_else(|| code.to_string(), |c| format!("{:?}", c.error));
+                    format!(
+                        "; the cluster does not know topic {:?} ({error})",
+                        q.topic.as_str()
+                    )
+                });
                 self.engine.acc.fail_unsent(
                     b,
                     ErrorKind::Timeout,
                     |attempts| {
                         format!(
-                            "not acknowledged within delivery.timeout.ms ({timeout_ms} ms) after {attempts} attempt(s); leader: {}",
-                            leader.map_or("none".to_string(), |l| l.to_string())
+                            "not acknowledged within delivery.timeout.ms ({timeout_ms} ms) after {attempts} attempt(s){}; leader: {}{}",
+                            if attempts > 0 { " (it may or may not have been written)" } else { "" },
+                            leader.map_or("none".to_string(), |l| l.to_string()),
+                            missing.unwrap_or_default()
                         )
                     },
                     &self.engine.stats,

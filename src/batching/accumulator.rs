@@ -352,7 +352,13 @@ impl Accumulator {
 
     /// Reports a batch that is not in flight (queued, open, or that failed
     /// to seal) as failed, and marks it done. `message` gets the attempts
-    /// made.
+    /// made. Call it without the batch's queue locked.
+    ///
+    /// A batch that was stamped (sent before, under an idempotent
+    /// producer's epoch) leaves its queue's `unacked` set: it will never be
+    /// acknowledged, and a stale entry there would make every later
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER look like a wait for it, so the epoch
+    /// bump that repairs the partition would never come.
     pub fn fail_unsent(
         &self,
         batch: Result<SealedBatch, SealFailure>,
@@ -360,6 +366,12 @@ impl Accumulator {
         message: impl FnOnce(u32) -> String,
         stats: &Stats,
     ) {
+        if let Ok(b) = &batch {
+            if b.encoded.stamp().producer_id >= 0 {
+                let q = self.queue(&b.topic, b.partition);
+                lock(&q.state).unacked.remove(&b.id);
+            }
+        }
         let (id, partition, count, attempts, owed) = match batch {
             Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
             Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),

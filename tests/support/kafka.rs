@@ -253,21 +253,39 @@ impl Broker {
     }
 }
 
-/// An Apache Kafka cluster in KRaft combined mode on loopback ports. Every
-/// JVM is killed on drop, and with the test binary.
+/// An Apache Kafka cluster in KRaft mode on loopback ports: brokers that
+/// are their own controllers (combined mode), or brokers beside one
+/// dedicated controller. Every JVM is killed on drop, and with the test
+/// binary.
 pub struct KafkaCluster {
     dir: PathBuf,
     brokers: Vec<Broker>,
+    /// The dedicated controller, if the brokers are not their own.
+    controller: Option<Broker>,
 }
+
+/// The node id of a dedicated controller.
+const CONTROLLER_ID: i32 = 100;
 
 impl KafkaCluster {
     /// Starts `n` brokers (1 or 3) and waits until all are registered.
     pub fn start(n: usize) -> KafkaCluster {
+        Self::start_as(n, false)
+    }
+
+    /// Starts `n` brokers (1 or 3) beside a dedicated KRaft controller, so
+    /// that brokers can die (even all but one) while the cluster still
+    /// elects leaders and shrinks ISRs: what fault tests need.
+    pub fn start_with_controller(n: usize) -> KafkaCluster {
+        Self::start_as(n, true)
+    }
+
+    fn start_as(n: usize, dedicated_controller: bool) -> KafkaCluster {
         assert!(n == 1 || n == 3, "KafkaCluster::start({n}): 1 or 3 brokers");
         libs_dir(); // fails early, naming the install script
         for attempt in 1..=3 {
             let started = Instant::now();
-            let cluster = Self::create(n);
+            let cluster = Self::create(n, dedicated_controller);
             let all = cluster.broker_ids();
             match cluster.wait_until(|c| c.registered_brokers() == all) {
                 Ok(()) => {
@@ -306,16 +324,33 @@ impl KafkaCluster {
         cell.get_or_init(|| KafkaCluster::start(n))
     }
 
+    /// [`start_with_controller`](Self::start_with_controller)`(3)`, once per
+    /// test binary.
+    pub fn shared_with_controller(n: usize) -> &'static KafkaCluster {
+        static THREE: OnceLock<KafkaCluster> = OnceLock::new();
+        assert_eq!(n, 3, "KafkaCluster::shared_with_controller({n}): 3 brokers");
+        THREE.get_or_init(|| KafkaCluster::start_with_controller(n))
+    }
+
     /// Lays out the directories, formats the storage and spawns the JVMs.
-    fn create(n: usize) -> KafkaCluster {
+    fn create(n: usize, dedicated_controller: bool) -> KafkaCluster {
         let dir = new_cluster_dir();
         let ports = free_ports(2 * n);
         let (ports, controller_ports) = ports.split_at(n);
-        let voters: Vec<String> = controller_ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| format!("{i}@127.0.0.1:{p}"))
-            .collect();
+        let voters: Vec<String> = if dedicated_controller {
+            vec![format!("{CONTROLLER_ID}@127.0.0.1:{}", controller_ports[0])]
+        } else {
+            controller_ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| format!("{i}@127.0.0.1:{p}"))
+                .collect()
+        };
+        let roles = if dedicated_controller {
+            Roles::Broker
+        } else {
+            Roles::Combined
+        };
         std::fs::write(dir.join("log4j2.xml"), BROKER_LOG4J2).expect("write log4j2.xml");
         std::fs::write(dir.join("tools-log4j2.xml"), TOOLS_LOG4J2).expect("write log4j2.xml");
         let brokers: Vec<Broker> = (0..n)
@@ -328,8 +363,9 @@ impl KafkaCluster {
                 };
                 std::fs::create_dir_all(&broker.dir).expect("create broker dir");
                 let config = broker_config(
+                    roles,
                     n,
-                    i,
+                    i as i32,
                     ports[i],
                     controller_ports[i],
                     &voters.join(","),
@@ -339,12 +375,41 @@ impl KafkaCluster {
                 broker
             })
             .collect();
-        let cluster = KafkaCluster { dir, brokers };
+        let controller = dedicated_controller.then(|| {
+            let c = Broker {
+                id: CONTROLLER_ID,
+                port: controller_ports[0],
+                dir: dir.join("controller"),
+                child: Mutex::new(None),
+            };
+            std::fs::create_dir_all(&c.dir).expect("create controller dir");
+            let config = broker_config(
+                Roles::Controller,
+                n,
+                CONTROLLER_ID,
+                0,
+                controller_ports[0],
+                &voters.join(","),
+                &c.data_dir(),
+            );
+            std::fs::write(c.config_path(), config).expect("write server.properties");
+            c
+        });
+        let cluster = KafkaCluster {
+            dir,
+            brokers,
+            controller,
+        };
         cluster.format_storage();
-        for b in &cluster.brokers {
+        for b in cluster.nodes() {
             b.spawn(&cluster.dir.join("log4j2.xml"));
         }
         cluster
+    }
+
+    /// Every JVM: the brokers, and the dedicated controller if any.
+    fn nodes(&self) -> impl Iterator<Item = &Broker> {
+        self.brokers.iter().chain(self.controller.as_ref())
     }
 
     /// `kafka-storage format` for every broker, in parallel, with one new
@@ -353,8 +418,7 @@ impl KafkaCluster {
         let cluster_id = new_cluster_id();
         let tools = self.dir.join("tools-log4j2.xml");
         let children: Vec<Child> = self
-            .brokers
-            .iter()
+            .nodes()
             .map(|b| {
                 let mut cmd = java(TOOL_JVM, &tools, "kafka.tools.StorageTool");
                 cmd.args(["format", "--cluster-id", &cluster_id, "--config"])
@@ -364,7 +428,7 @@ impl KafkaCluster {
                 spawn_tied_to_process(cmd).expect("spawn kafka.tools.StorageTool")
             })
             .collect();
-        for (b, child) in self.brokers.iter().zip(children) {
+        for (b, child) in self.nodes().zip(children) {
             let out = child.wait_with_output().expect("wait for StorageTool");
             assert!(
                 out.status.success(),
@@ -382,7 +446,7 @@ impl KafkaCluster {
     fn wait_until(&self, ready: impl Fn(&KafkaCluster) -> bool) -> Result<(), String> {
         let deadline = Instant::now() + START_LIMIT;
         loop {
-            for b in &self.brokers {
+            for b in self.nodes() {
                 if let Some(status) = b.exited() {
                     return Err(format!("broker {} exited: {status}", b.id));
                 }
@@ -411,8 +475,7 @@ impl KafkaCluster {
     }
 
     fn any_log_contains(&self, needle: &str) -> bool {
-        self.brokers
-            .iter()
+        self.nodes()
             .any(|b| std::fs::read_to_string(b.log_path()).is_ok_and(|log| log.contains(needle)))
     }
 
@@ -490,9 +553,247 @@ impl KafkaCluster {
         eprintln!("kafka: broker {id} back in {:.1?}", started.elapsed());
     }
 
+    /// Stops broker `id` cleanly (SIGTERM: a controlled shutdown, which
+    /// moves its leaderships away first) and waits until it has exited.
+    pub fn shutdown(&self, id: i32) {
+        let b = self.broker(id);
+        let Some(mut child) = b.child.lock().unwrap().take() else {
+            return;
+        };
+        signal_group(child.id(), libc::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while child.try_wait().ok().flatten().is_none() {
+            if Instant::now() > deadline {
+                eprintln!("kafka: broker {id} ignored SIGTERM for 60 s; killing it");
+                signal_group(child.id(), libc::SIGKILL);
+                let _ = child.wait();
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until every broker is registered and unfenced.
+    pub fn wait_for_brokers(&self) {
+        let all = self.broker_ids();
+        if let Err(why) = self.wait_until(|c| c.registered_brokers() == all) {
+            self.dump_logs();
+            panic!("kafka: not every broker is back: {why}");
+        }
+    }
+
+    /// Waits until every partition of every topic has all its replicas in
+    /// sync (a restarted broker has caught up).
+    pub fn wait_for_full_isr(&self) {
+        let ready = |c: &KafkaCluster| {
+            c.live_metadata(None).is_some_and(|m| {
+                m.topics.iter().all(|t| {
+                    t.partitions.iter().all(|p| {
+                        let mut isr: Vec<i32> = p.isr_nodes.iter().map(|b| b.0).collect();
+                        let mut replicas: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
+                        isr.sort_unstable();
+                        replicas.sort_unstable();
+                        p.leader_id.0 >= 0 && isr == replicas
+                    })
+                })
+            })
+        };
+        if let Err(why) = self.wait_until(ready) {
+            self.dump_logs();
+            panic!("kafka: replicas never all in sync: {why}");
+        }
+    }
+
+    /// Metadata from the first live broker that answers.
+    fn live_metadata(&self, topic: Option<&str>) -> Option<MetadataResponse> {
+        self.brokers
+            .iter()
+            .filter(|b| b.pid().is_some_and(|pid| process_state(pid) != Some('T')))
+            .find_map(|b| metadata_blocking(&b.address(), topic))
+    }
+
+    /// Each partition's leader (-1 for none), by partition.
+    pub fn leaders(&self, topic: &str) -> Vec<i32> {
+        let m = self
+            .live_metadata(Some(topic))
+            .unwrap_or_else(|| panic!("no broker answers Metadata for {topic}"));
+        let t = m.topics.first().expect("the topic");
+        let mut leaders: Vec<(i32, i32)> = t
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.leader_id.0))
+            .collect();
+        leaders.sort_unstable();
+        leaders.into_iter().map(|(_, l)| l).collect()
+    }
+
+    /// How many partitions `topic` has now.
+    pub fn partition_count(&self, topic: &str) -> i32 {
+        self.leaders(topic).len() as i32
+    }
+
+    /// Runs Kafka tool `main` (a class in `kafka-tools` or the broker jar)
+    /// with `args` against this cluster and returns what it printed;
+    /// panics with its output if it fails.
+    pub fn run(&self, main: &str, args: &[&str]) -> String {
+        let mut cmd = self.tool(main);
+        cmd.args(args);
+        let out = run_tool(cmd);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "{main} {args:?} failed ({}):\n{text}",
+            out.status
+        );
+        text
+    }
+
+    /// Grows `topic` to `partitions` partitions (`TopicCommand --alter`)
+    /// and waits until every new partition has a leader.
+    pub fn add_partitions(&self, topic: &str, partitions: i32) {
+        let n = partitions.to_string();
+        self.run(
+            "org.apache.kafka.tools.TopicCommand",
+            &[
+                "--bootstrap-server",
+                &self.bootstrap(),
+                "--alter",
+                "--topic",
+                topic,
+                "--partitions",
+                &n,
+            ],
+        );
+        let grown = |c: &KafkaCluster| {
+            let l = c.leaders(topic);
+            l.len() == partitions as usize && l.iter().all(|l| *l >= 0)
+        };
+        if let Err(why) = self.wait_until(grown) {
+            panic!("{topic} never had {partitions} partitions with leaders: {why}");
+        }
+    }
+
+    /// Deletes `topic` (`TopicCommand --delete`).
+    pub fn delete_topic(&self, topic: &str) {
+        self.run(
+            "org.apache.kafka.tools.TopicCommand",
+            &[
+                "--bootstrap-server",
+                &self.bootstrap(),
+                "--delete",
+                "--topic",
+                topic,
+            ],
+        );
+    }
+
+    /// Reassigns every partition of `topic` to the same replicas in a
+    /// rotated order (`ReassignPartitionsCommand`), so that each one's
+    /// preferred leader changes, and waits until the reassignment is done.
+    pub fn rotate_replicas(&self, topic: &str) {
+        let m = self.live_metadata(Some(topic)).expect("metadata");
+        let t = m.topics.first().expect("the topic");
+        let parts: Vec<String> = t
+            .partitions
+            .iter()
+            .map(|p| {
+                let mut r: Vec<i32> = p.replica_nodes.iter().map(|b| b.0).collect();
+                r.rotate_left(1);
+                format!(
+                    r#"{{"topic":"{topic}","partition":{},"replicas":[{}]}}"#,
+                    p.partition_index,
+                    r.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
+                )
+            })
+            .collect();
+        let file = self.dir.join(format!("reassign-{topic}.json"));
+        std::fs::write(
+            &file,
+            format!(r#"{{"version":1,"partitions":[{}]}}"#, parts.join(",")),
+        )
+        .expect("write reassignment");
+        let file = file.display().to_string();
+        let b = self.bootstrap();
+        self.run(
+            "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+            &[
+                "--bootstrap-server",
+                &b,
+                "--reassignment-json-file",
+                &file,
+                "--execute",
+            ],
+        );
+        let done = |c: &KafkaCluster| {
+            let out = c.run(
+                "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+                &[
+                    "--bootstrap-server",
+                    &b,
+                    "--reassignment-json-file",
+                    &file,
+                    "--verify",
+                ],
+            );
+            !out.contains("still in progress")
+        };
+        if let Err(why) = self.wait_until(done) {
+            panic!("reassignment of {topic} never finished: {why}");
+        }
+    }
+
+    /// Elects the preferred (first-listed) replica of every partition of
+    /// `topic` as its leader (`LeaderElectionCommand --election-type
+    /// PREFERRED`).
+    pub fn elect_preferred_leaders(&self, topic: &str) {
+        let n = self.partition_count(topic);
+        let parts: Vec<String> = (0..n)
+            .map(|p| format!(r#"{{"topic":"{topic}","partition":{p}}}"#))
+            .collect();
+        let file = self.dir.join(format!("elect-{topic}.json"));
+        std::fs::write(&file, format!(r#"{{"partitions":[{}]}}"#, parts.join(",")))
+            .expect("write election file");
+        let file = file.display().to_string();
+        self.run(
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            &[
+                "--bootstrap-server",
+                &self.bootstrap(),
+                "--election-type",
+                "PREFERRED",
+                "--path-to-json-file",
+                &file,
+            ],
+        );
+    }
+
+    /// Sets a produce quota (`producer_byte_rate`, bytes a second per
+    /// broker) for clients with `client_id` (`kafka.admin.ConfigCommand`).
+    pub fn set_producer_quota(&self, client_id: &str, bytes_per_second: u64) {
+        let config = format!("producer_byte_rate={bytes_per_second}");
+        self.run(
+            "kafka.admin.ConfigCommand",
+            &[
+                "--bootstrap-server",
+                &self.bootstrap(),
+                "--alter",
+                "--add-config",
+                &config,
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client_id,
+            ],
+        );
+    }
+
     /// Prints the tail of every broker's log to stderr.
     pub fn dump_logs(&self) {
-        for b in &self.brokers {
+        for b in self.nodes() {
             let log = std::fs::read_to_string(b.log_path()).unwrap_or_default();
             let lines: Vec<&str> = log.lines().collect();
             let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
@@ -766,7 +1067,7 @@ impl Drop for KafkaCluster {
         if failed {
             self.dump_logs();
         }
-        for b in &self.brokers {
+        for b in self.nodes() {
             b.kill();
         }
         if failed {
@@ -1009,26 +1310,59 @@ fn new_cluster_id() -> String {
 }
 
 /// `server.properties` for broker `i` of `n`.
+/// What a node of the cluster is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Roles {
+    /// A broker that is also one of the controllers.
+    Combined,
+    /// A broker only (beside a dedicated controller).
+    Broker,
+    /// The dedicated controller.
+    Controller,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn broker_config(
+    roles: Roles,
     n: usize,
-    i: usize,
+    id: i32,
     port: u16,
     controller_port: u16,
     voters: &str,
     data: &Path,
 ) -> String {
     let min_isr = n.min(2);
+    let (process_roles, listeners) = match roles {
+        Roles::Combined => (
+            "broker,controller",
+            format!(
+                "listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 inter.broker.listener.name=PLAINTEXT"
+            ),
+        ),
+        Roles::Broker => (
+            "broker",
+            format!(
+                "listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 inter.broker.listener.name=PLAINTEXT"
+            ),
+        ),
+        Roles::Controller => (
+            "controller",
+            format!("listeners=CONTROLLER://127.0.0.1:{controller_port}"),
+        ),
+    };
     format!(
         "\
 # Written by tests/support/kafka.rs.
-process.roles=broker,controller
-node.id={i}
+process.roles={process_roles}
+node.id={id}
 controller.quorum.voters={voters}
-listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners=PLAINTEXT://127.0.0.1:{port}
+{listeners}
 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
 log.dirs={data}
 # Topics are created by the tests, with the partitions they ask for.
 auto.create.topics.enable=false

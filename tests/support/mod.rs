@@ -184,6 +184,37 @@ pub fn read_back(
     out
 }
 
+/// Reads `expected` records from `topic` (partitions `0..partitions`) with
+/// the rdkafka consumer, from the beginning, handing each to `f` as it
+/// comes (nothing is kept: for logs too large to hold); panics after
+/// `limit` if fewer arrive.
+pub fn for_each_read_back(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    limit: Duration,
+    mut f: impl FnMut(ReadRecord),
+) {
+    let consumer = reader(bootstrap, topic, partitions);
+    let deadline = Instant::now() + limit;
+    let mut n = 0;
+    while n < expected {
+        assert!(
+            Instant::now() < deadline,
+            "read back only {n} of {expected} records from {topic} within {limit:?}"
+        );
+        match consumer.poll(Duration::from_millis(100)) {
+            None => continue,
+            Some(Err(e)) => panic!("consumer error: {e}"),
+            Some(Ok(m)) => {
+                n += 1;
+                f(ReadRecord::from_message(&m));
+            }
+        }
+    }
+}
+
 /// An rdkafka consumer assigned to every partition of `topic`, from the
 /// beginning: the independent reader all the read-back helpers use.
 fn reader(bootstrap: &str, topic: &str, partitions: i32) -> rdkafka::consumer::BaseConsumer {

@@ -135,6 +135,7 @@ impl BrokerConnection {
             ctx.cancel_future(reader);
         }
         self.generation += 1;
+        self.engine.stats.record_disconnect(self.node_id);
         self.requeue_in_flight(Some(&error));
         for (_, c) in self.calls.drain() {
             c.fail(error.clone());
