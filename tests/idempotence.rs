@@ -1,9 +1,9 @@
-//! The idempotent producer against Tansu, behind a proxy that drops the
-//! connection instead of relaying a Produce response: the broker wrote the
-//! batch, the producer never heard, and retries it. With idempotence (the
-//! default) the log holds every record exactly once and in order per key;
-//! without it, the same fault leaves duplicates — which shows the check
-//! can fail.
+//! The idempotent producer against Tansu and Apache Kafka, each behind a
+//! proxy that drops the connection instead of relaying a Produce response:
+//! the broker wrote the batch, the producer never heard, and retries it.
+//! With idempotence (the default, with 5 requests in flight) the log holds
+//! every record exactly once and in order per key; without it, the same
+//! fault leaves duplicates — which shows the check can fail.
 
 mod support;
 
@@ -11,15 +11,65 @@ use std::collections::HashMap;
 
 use courier::{Producer, Record, ReportMode};
 use futures::StreamExt;
-use support::{read_all, ProxiedTansu, ProxyFault};
+use support::kafka::KafkaCluster;
+use support::{free_port, read_all, read_back, FaultProxy, ProxiedTansu, ProxyFault};
 
 const N: usize = 3000;
 
-async fn run(idempotent: bool) -> (Vec<support::ReadRecord>, Option<(i64, i16)>, usize) {
-    let cluster = ProxiedTansu::start();
-    let b = cluster.proxy.bootstrap();
+/// A broker behind a fault proxy; clients are told the proxy's address.
+enum Proxied {
+    Tansu(ProxiedTansu),
+    Kafka(KafkaCluster, FaultProxy),
+}
+
+impl Proxied {
+    async fn start(kafka: bool, topic: &str) -> Proxied {
+        if !kafka {
+            let t = ProxiedTansu::start();
+            support::create_topic(&t.proxy.bootstrap(), topic, 3).await;
+            return Proxied::Tansu(t);
+        }
+        let port = free_port();
+        let cluster = KafkaCluster::start_advertising(port);
+        let proxy = FaultProxy::start(port, cluster.address(0));
+        cluster.create_topic(topic, 3, 1, &[]).await;
+        Proxied::Kafka(cluster, proxy)
+    }
+
+    fn proxy(&self) -> &FaultProxy {
+        match self {
+            Proxied::Tansu(t) => &t.proxy,
+            Proxied::Kafka(_, p) => p,
+        }
+    }
+
+    /// Everything the topic's log holds.
+    fn log(&self, topic: &str, at_least: usize) -> Vec<support::ReadRecord> {
+        let b = self.proxy().bootstrap();
+        match self {
+            // Tansu's high watermarks lag: read until the log is quiet.
+            Proxied::Tansu(_) => read_all(&b, topic, 3, at_least),
+            Proxied::Kafka(k, _) => {
+                let total: i64 = k.end_offsets(topic, 3).iter().sum();
+                read_back(
+                    &b,
+                    topic,
+                    3,
+                    total as usize,
+                    std::time::Duration::from_secs(60),
+                )
+            }
+        }
+    }
+}
+
+async fn run(
+    idempotent: bool,
+    kafka: bool,
+) -> (Vec<support::ReadRecord>, Option<(i64, i16)>, usize) {
     let topic = if idempotent { "idem-on" } else { "idem-off" };
-    support::create_topic(&b, topic, 3).await;
+    let cluster = Proxied::start(kafka, topic).await;
+    let b = cluster.proxy().bootstrap();
     let producer = Producer::builder()
         .bootstrap(&b)
         .set(
@@ -34,7 +84,7 @@ async fn run(idempotent: bool) -> (Vec<support::ReadRecord>, Option<(i64, i16)>,
     let (sub, mut stream) = producer.subscribe(ReportMode::All);
     for i in 0..N {
         if i == N / 3 || i == 2 * N / 3 {
-            cluster.proxy.arm(ProxyFault::DropResponse);
+            cluster.proxy().arm(ProxyFault::DropResponse);
         }
         sub.produce(
             Record::to(topic)
@@ -57,15 +107,30 @@ async fn run(idempotent: bool) -> (Vec<support::ReadRecord>, Option<(i64, i16)>,
     let pid = producer.producer_id();
     producer.close().await;
     let applied = cluster
-        .proxy
+        .proxy()
         .applied
         .load(std::sync::atomic::Ordering::SeqCst);
-    (read_all(&b, topic, 3, N), pid, applied)
+    (cluster.log(topic, N), pid, applied)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lost_responses_cause_no_duplicates_or_reordering_with_idempotence() {
-    let (log, pid, applied) = run(true).await;
+    check_exactly_once_in_order(run(true, false).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lost_responses_cause_no_duplicates_or_reordering_on_kafka() {
+    check_exactly_once_in_order(run(true, true).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_idempotence_the_same_fault_duplicates_records_on_kafka() {
+    check_duplicates(run(false, true).await);
+}
+
+fn check_exactly_once_in_order(
+    (log, pid, applied): (Vec<support::ReadRecord>, Option<(i64, i16)>, usize),
+) {
     assert!(applied >= 1, "the proxy dropped a Produce response");
     let (id, epoch) = pid.expect("the broker assigned a producer id");
     assert!(id >= 0 && epoch >= 0);
@@ -83,7 +148,10 @@ async fn lost_responses_cause_no_duplicates_or_reordering_with_idempotence() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_idempotence_the_same_fault_duplicates_records() {
-    let (log, pid, applied) = run(false).await;
+    check_duplicates(run(false, false).await);
+}
+
+fn check_duplicates((log, pid, applied): (Vec<support::ReadRecord>, Option<(i64, i16)>, usize)) {
     assert!(applied >= 1);
     assert_eq!(pid, None);
     assert!(

@@ -270,22 +270,29 @@ const CONTROLLER_ID: i32 = 100;
 impl KafkaCluster {
     /// Starts `n` brokers (1 or 3) and waits until all are registered.
     pub fn start(n: usize) -> KafkaCluster {
-        Self::start_as(n, false)
+        Self::start_as(n, false, None)
+    }
+
+    /// Starts one broker that tells clients to reach it at
+    /// `127.0.0.1:advertised` (where a test's proxy listens and relays to
+    /// the broker's real port).
+    pub fn start_advertising(advertised: u16) -> KafkaCluster {
+        Self::start_as(1, false, Some(advertised))
     }
 
     /// Starts `n` brokers (1 or 3) beside a dedicated KRaft controller, so
     /// that brokers can die (even all but one) while the cluster still
     /// elects leaders and shrinks ISRs: what fault tests need.
     pub fn start_with_controller(n: usize) -> KafkaCluster {
-        Self::start_as(n, true)
+        Self::start_as(n, true, None)
     }
 
-    fn start_as(n: usize, dedicated_controller: bool) -> KafkaCluster {
+    fn start_as(n: usize, dedicated_controller: bool, advertised: Option<u16>) -> KafkaCluster {
         assert!(n == 1 || n == 3, "KafkaCluster::start({n}): 1 or 3 brokers");
         libs_dir(); // fails early, naming the install script
         for attempt in 1..=3 {
             let started = Instant::now();
-            let cluster = Self::create(n, dedicated_controller);
+            let cluster = Self::create(n, dedicated_controller, advertised);
             let all = cluster.broker_ids();
             match cluster.wait_until(|c| c.registered_brokers() == all) {
                 Ok(()) => {
@@ -333,7 +340,7 @@ impl KafkaCluster {
     }
 
     /// Lays out the directories, formats the storage and spawns the JVMs.
-    fn create(n: usize, dedicated_controller: bool) -> KafkaCluster {
+    fn create(n: usize, dedicated_controller: bool, advertised: Option<u16>) -> KafkaCluster {
         let dir = new_cluster_dir();
         let ports = free_ports(2 * n);
         let (ports, controller_ports) = ports.split_at(n);
@@ -362,7 +369,7 @@ impl KafkaCluster {
                     child: Mutex::new(None),
                 };
                 std::fs::create_dir_all(&broker.dir).expect("create broker dir");
-                let config = broker_config(
+                let mut config = broker_config(
                     roles,
                     n,
                     i as i32,
@@ -371,6 +378,12 @@ impl KafkaCluster {
                     &voters.join(","),
                     &broker.data_dir(),
                 );
+                if let Some(a) = advertised {
+                    config = config.replace(
+                        &format!("advertised.listeners=PLAINTEXT://127.0.0.1:{}", ports[i]),
+                        &format!("advertised.listeners=PLAINTEXT://127.0.0.1:{a}"),
+                    );
+                }
                 std::fs::write(broker.config_path(), config).expect("write server.properties");
                 broker
             })
