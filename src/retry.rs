@@ -345,6 +345,14 @@ pub struct RetryOutcomes {
     permits: Arc<Semaphore>,
 }
 
+/// Nobody will read these outcomes: producing through the handle stops
+/// (`Closed`), rather than waiting for ever on a bound no reader frees.
+impl Drop for RetryOutcomes {
+    fn drop(&mut self) {
+        self.permits.close();
+    }
+}
+
 impl futures::Stream for RetryOutcomes {
     type Item = RetryOutcome;
     fn poll_next(
@@ -368,7 +376,7 @@ impl RetryActor {
         capacity: usize,
     ) -> (RetryHandle, RetryOutcomes) {
         let (tx, rx) = mpsc::unbounded();
-        let permits = Arc::new(Semaphore::new(capacity.max(1)));
+        let permits = Arc::new(Semaphore::new(capacity.clamp(1, Semaphore::MAX_PERMITS)));
         let handle = Self::start(
             producer,
             policy,

@@ -445,3 +445,61 @@ async fn full_batches_go_without_waiting_for_linger() {
     }
     producer.close().await;
 }
+
+/// A subscription whose stream is gone, or whose producer has closed, no
+/// longer holds producing up on its bound: the record comes back `Closed`
+/// at once instead of waiting for a reader that will never come. (No
+/// broker needed.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging() {
+    use courier::{BatchRejected, ProduceError};
+    let limit = Duration::from_secs(5);
+    let p = Producer::builder()
+        .bootstrap("127.0.0.1:1")
+        .set("max.block.ms", "500")
+        .build()
+        .unwrap();
+
+    // The stream is dropped: nobody will ever read, so nothing is taken.
+    let (sub, stream) = p.subscribe_with_capacity(ReportMode::All, 1);
+    drop(stream);
+    for i in 0..2 {
+        let r = tokio::time::timeout(limit, sub.produce(Record::to("t").value(i.to_string())))
+            .await
+            .expect("produce must not hang");
+        match r {
+            Err(ProduceError::Closed(record)) => {
+                assert_eq!(record.value.as_deref(), Some(i.to_string().as_bytes()))
+            }
+            other => panic!("record {i}: {other:?}"),
+        }
+    }
+    let batch = (0..3)
+        .map(|i| Record::to("t").value(i.to_string()))
+        .collect();
+    match tokio::time::timeout(limit, sub.produce_batch(batch))
+        .await
+        .expect("produce_batch must not hang")
+    {
+        Err(BatchRejected {
+            accepted: 0,
+            reason: ProduceError::Closed(_),
+            rest,
+        }) => assert_eq!(rest.len(), 2, "the rest is handed back"),
+        other => panic!("{other:?}"),
+    }
+
+    // The stream lives but is not read, and its bound (1) is taken by one
+    // record's report (no broker: it fails after max.block.ms). Once the
+    // producer is closed, the next record is refused rather than waiting.
+    let (sub2, _unread) = p.subscribe_with_capacity(ReportMode::All, 1);
+    sub2.produce(Record::to("t").value("first")).await.unwrap();
+    p.close().await;
+    let r = tokio::time::timeout(limit, sub2.produce(Record::to("t").value("second")))
+        .await
+        .expect("produce after close must not hang");
+    assert!(matches!(r, Err(ProduceError::Closed(_))), "{r:?}");
+
+    // A bound larger than a semaphore can count is clamped, not a panic.
+    let _ = p.subscribe_with_capacity(ReportMode::All, usize::MAX);
+}

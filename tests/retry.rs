@@ -406,3 +406,29 @@ async fn stopping_the_retry_actor_reports_every_record_it_holds() {
     }
     p.close().await;
 }
+
+/// With its outcome stream dropped, nobody will free the handle's bound:
+/// producing through the handle returns `Closed` with the record at once
+/// instead of waiting for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_outcome_stream_stops_producing_instead_of_hanging() {
+    let m = mock(&["unread"]);
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let (retry, out) = RetryActor::start_with_stream(p.clone(), RetryPolicy::builder().build(), 1);
+    drop(out);
+    for i in 0..2 {
+        let r = tokio::time::timeout(
+            Duration::from_secs(5),
+            retry.produce(Record::to("unread").value(format!("{i}"))),
+        )
+        .await
+        .expect("produce must not hang");
+        match r {
+            Err(courier::ProduceError::Closed(record)) => {
+                assert_eq!(record.value.as_deref(), Some(format!("{i}").as_bytes()))
+            }
+            other => panic!("record {i}: {other:?}"),
+        }
+    }
+    p.close().await;
+}

@@ -345,7 +345,7 @@ impl Handler<Shutdown> for ProducerSupervisor {
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
             act.engine.cancel_queued();
-            act.engine.wake_subscriptions();
+            act.engine.close_subscriptions();
             ctx.stop();
         });
     }

@@ -166,6 +166,15 @@ impl SubscriptionShared {
         self.waker.wake();
     }
 
+    /// No more records may be produced into this subscription (its stream
+    /// is gone, or the producer closed): a producer waiting for the bound
+    /// gets `Closed` instead of waiting for ever. Reports still due keep
+    /// arriving; the stream can still read them.
+    pub(crate) fn close(&self) {
+        self.outstanding.close();
+        self.waker.wake();
+    }
+
     fn finished(&self) -> bool {
         (self.handles.load(Ordering::Acquire) == 0 || self.producer_closed.load(Ordering::Acquire))
             && self.outstanding.available_permits() == self.capacity
@@ -180,6 +189,14 @@ impl SubscriptionShared {
 pub struct ReportStream {
     shared: Arc<SubscriptionShared>,
     local: VecDeque<ReportChunk>,
+}
+
+/// Nobody will read these reports: producing into the subscription stops
+/// (`Closed`), rather than waiting for ever on a bound no reader frees.
+impl Drop for ReportStream {
+    fn drop(&mut self) {
+        self.shared.close();
+    }
 }
 
 impl ReportStream {

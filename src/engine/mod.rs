@@ -133,13 +133,14 @@ impl Engine {
         lock(&self.subscriptions).push(Arc::downgrade(shared));
     }
 
-    /// Wakes every subscription stream, so streams whose producer closed can
-    /// end.
-    pub(crate) fn wake_subscriptions(&self) {
+    /// Closes every subscription (the producer is closed or dropped): a
+    /// producer waiting for a subscription's bound gets `Closed`, and each
+    /// stream is woken so it can end once its reports are read.
+    pub(crate) fn close_subscriptions(&self) {
         let mut subs = lock(&self.subscriptions);
         subs.retain(|w| match w.upgrade() {
             Some(s) => {
-                s.wake();
+                s.close();
                 true
             }
             None => false,

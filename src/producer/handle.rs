@@ -185,7 +185,7 @@ impl Producer {
         if !self.engine.stopped_flag.load(Ordering::Acquire) {
             let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
         }
-        self.engine.wake_subscriptions();
+        self.engine.close_subscriptions();
     }
 
     /// Makes the connection actor for `broker` panic inside a handler, to

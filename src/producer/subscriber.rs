@@ -30,13 +30,16 @@ impl Producer {
     }
 
     /// [`subscribe`](Self::subscribe) with a chosen bound on outstanding
-    /// reports.
+    /// reports (at least 1; larger than tokio's semaphore can count is
+    /// clamped to `tokio::sync::Semaphore::MAX_PERMITS`).
     pub fn subscribe_with_capacity(
         &self,
         mode: ReportMode,
         capacity: usize,
     ) -> (Subscriber, ReportStream) {
-        let shared = SubscriptionShared::new(mode, capacity.max(1), self.engine.closed.clone());
+        // tokio's semaphore holds at most MAX_PERMITS.
+        let capacity = capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        let shared = SubscriptionShared::new(mode, capacity, self.engine.closed.clone());
         self.engine.register_subscription(&shared);
         (
             Subscriber {
