@@ -503,3 +503,43 @@ async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging
     // A bound larger than a semaphore can count is clamped, not a panic.
     let _ = p.subscribe_with_capacity(ReportMode::All, usize::MAX);
 }
+
+/// A custom partitioner that answers with a partition the topic does not
+/// have (negative, or past the end): the record fails at once with
+/// `UnknownPartition`, naming the partitioner, instead of waiting out
+/// `delivery.timeout.ms` in a queue no broker leads (or, for a negative
+/// one, landing on partition 0).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioner_answering_a_missing_partition_fails_the_record_at_once() {
+    use courier::partitioner::{Partitioner, TopicLayout};
+    struct Fixed(i32);
+    impl Partitioner for Fixed {
+        fn partition(&self, _: &str, _: Option<&[u8]>, _: &TopicLayout) -> i32 {
+            self.0
+        }
+    }
+    let broker = broker_with_topic("bad-partitioner", 2).await;
+    for answer in [-1, 2, 99] {
+        // Short timeouts, so that without the check the record would come
+        // back as a Timeout (or, for -1, be delivered to partition 0) well
+        // within the hang guard below.
+        let producer = Producer::builder()
+            .bootstrap(&broker.bootstrap())
+            .set("request.timeout.ms", "1000")
+            .set("delivery.timeout.ms", "3000")
+            .partitioner(Fixed(answer))
+            .build()
+            .unwrap();
+        let r = tokio::time::timeout(
+            Duration::from_secs(30),
+            producer.send(Record::to("bad-partitioner").key("k").value("v")),
+        )
+        .await
+        .expect("a report, not a hang");
+        let e = r.expect_err("no such partition");
+        assert_eq!(e.kind, ErrorKind::UnknownPartition, "{e}");
+        assert!(e.message.contains("chosen by the partitioner"), "{e}");
+        assert_eq!(e.partition, Some(answer));
+        producer.close().await;
+    }
+}

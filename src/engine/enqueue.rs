@@ -338,18 +338,7 @@ impl Engine {
             available: &tm.available,
         };
         let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
-            (Some(p), _) => {
-                if p < 0 || p >= tm.partition_count {
-                    let msg = format!(
-                        "partition {p} does not exist; topic {:?} has {}",
-                        record.topic.as_str(),
-                        tm.partition_count
-                    );
-                    self.reject(record, reply, ErrorKind::UnknownPartition, msg, Some(p));
-                    return Ok(Ok(()));
-                }
-                (p, false)
-            }
+            (Some(p), _) => (p, false),
             (None, key) => (
                 self.partitioner.partition(&record.topic, key, &layout),
                 key.is_none(),
@@ -361,6 +350,29 @@ impl Engine {
         let mut allow_new_batch = !sticky;
         let mut seal_failures = Vec::new();
         loop {
+            // The record's own partition, or a (custom) partitioner's
+            // answer: one that does not exist fails the record now, rather
+            // than after delivery.timeout.ms in a queue no broker leads.
+            if partition < 0 || partition >= tm.partition_count {
+                let by = if record.partition.is_some() {
+                    ""
+                } else {
+                    " (chosen by the partitioner)"
+                };
+                let msg = format!(
+                    "partition {partition}{by} does not exist; topic {:?} has {}",
+                    record.topic.as_str(),
+                    tm.partition_count
+                );
+                self.reject(
+                    record,
+                    reply,
+                    ErrorKind::UnknownPartition,
+                    msg,
+                    Some(partition),
+                );
+                return Ok(Ok(()));
+            }
             let result = self.acc.with_queue(record, partition, |queue, record| {
                 let r = self.acc.append(
                     queue,
