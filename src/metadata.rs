@@ -65,19 +65,33 @@ impl MetadataSnapshot {
                 missing.insert(topic, t.error_code);
                 continue;
             }
-            missing.remove(&topic);
-            let count = t
-                .partitions
-                .iter()
-                .map(|p| p.partition_index + 1)
-                .max()
-                .unwrap_or(0);
-            let mut leaders = vec![-1; count.max(0) as usize];
-            for p in &t.partitions {
-                if p.partition_index >= 0 {
-                    leaders[p.partition_index as usize] = p.leader_id.0;
+            // Kafka lists every partition of a topic, indexes 0..n. Sizes
+            // come from the entries the response holds (already bounded by
+            // its bytes), never from an index read off the wire: an index
+            // outside 0..n, or one listed twice, makes the topic's entry
+            // unusable, and the previous view of it is kept.
+            let n = t.partitions.len();
+            let mut leaders = vec![-1; n];
+            let mut seen = vec![false; n];
+            let bad = t.partitions.iter().find(|p| {
+                match usize::try_from(p.partition_index).ok().filter(|i| *i < n) {
+                    Some(i) if !std::mem::replace(&mut seen[i], true) => {
+                        leaders[i] = p.leader_id.0;
+                        false
+                    }
+                    _ => true,
                 }
-            }
+            });
+            let (Some(count), None) = (i32::try_from(n).ok(), bad) else {
+                tracing::warn!(
+                    topic = %topic,
+                    partitions = n,
+                    bad_index = bad.map(|p| p.partition_index),
+                    "metadata lists a partition index twice or outside the topic's partitions; ignored"
+                );
+                continue;
+            };
+            missing.remove(&topic);
             let available = (0..count).filter(|p| leaders[*p as usize] >= 0).collect();
             topics.insert(
                 topic,
@@ -93,6 +107,65 @@ impl MetadataSnapshot {
             topics,
             missing,
             fetched_at: Some(Instant::now()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kafka_protocol::messages::metadata_response::{
+        MetadataResponsePartition, MetadataResponseTopic,
+    };
+    use kafka_protocol::messages::{BrokerId, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+
+    fn response(partitions: &[(i32, i32)]) -> MetadataResponse {
+        let t = MetadataResponseTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_static_str("t"))))
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|(index, leader)| {
+                        MetadataResponsePartition::default()
+                            .with_partition_index(*index)
+                            .with_leader_id(BrokerId(*leader))
+                    })
+                    .collect(),
+            );
+        MetadataResponse::default().with_topics(vec![t])
+    }
+
+    #[test]
+    fn partitions_in_any_order_give_leaders_by_index() {
+        let s = MetadataSnapshot::from_response(
+            &response(&[(2, 7), (0, 5), (1, -1)]),
+            &MetadataSnapshot::default(),
+        );
+        let t = &s.topics["t"];
+        assert_eq!(t.partition_count, 3);
+        assert_eq!(t.leaders, vec![5, -1, 7]);
+        assert_eq!(t.available, vec![0, 2]);
+    }
+
+    /// Hostile indexes neither panic (`i32::MAX + 1` overflowed) nor
+    /// allocate by the index (1e9 made a 4 GB vector): the entry is ignored
+    /// and the topic keeps its previous metadata.
+    #[test]
+    fn hostile_partition_indexes_are_ignored() {
+        let before = MetadataSnapshot::from_response(
+            &response(&[(0, 1), (1, 2)]),
+            &MetadataSnapshot::default(),
+        );
+        for hostile in [
+            vec![(i32::MAX, 1)],
+            vec![(1_000_000_000, 1), (0, 1)],
+            vec![(-5, 1)],
+            vec![(0, 1), (0, 2)], // index 1 missing: 0 twice
+            vec![(0, 1), (2, 1)],
+        ] {
+            let s = MetadataSnapshot::from_response(&response(&hostile), &before);
+            assert_eq!(s.topics["t"], before.topics["t"], "{hostile:?}");
         }
     }
 }
