@@ -67,6 +67,10 @@ pub(crate) struct Engine {
     /// Records rejected before reaching a batch (they still get a report);
     /// with the accumulator's per-partition counts, the `produced` count.
     pub rejected: AtomicU64,
+    /// Set once a `Shutdown` has been sent to the supervisor (by `close`,
+    /// or by the last handle's drop): exactly one is sent, even when a
+    /// `close` is abandoned half-way.
+    pub shutdown_sent: AtomicBool,
     /// Set when the actor system has stopped.
     pub stopped: Notify,
     pub stopped_flag: AtomicBool,
@@ -115,6 +119,7 @@ impl Engine {
             subscriptions: Mutex::new(Vec::new()),
             flushing: AtomicUsize::new(0),
             rejected: AtomicU64::new(0),
+            shutdown_sent: AtomicBool::new(false),
             stopped: Notify::new(),
             stopped_flag: AtomicBool::new(false),
             actors,

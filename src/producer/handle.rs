@@ -33,7 +33,10 @@ struct HandleGuard {
 
 impl Drop for HandleGuard {
     fn drop(&mut self) {
-        if !self.engine.closed.swap(true, Ordering::AcqRel) {
+        self.engine.closed.store(true, Ordering::Release);
+        // Unless a `close` already sent its Shutdown (a `close` whose future
+        // was dropped half-way has not: the actor tree must still stop).
+        if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
             self.supervisor.do_send(Shutdown { cancel: true });
         }
     }
@@ -181,7 +184,9 @@ impl Producer {
         self.engine.closed.store(true, Ordering::Release);
         self.engine.flush().await;
         let stopped = self.engine.stopped.notified();
-        self.supervisor.do_send(Shutdown { cancel: false });
+        if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
+            self.supervisor.do_send(Shutdown { cancel: false });
+        }
         if !self.engine.stopped_flag.load(Ordering::Acquire) {
             let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
         }
