@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use courier::{Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::KafkaCluster;
-use support::{free_port, read_all, read_back, FaultProxy, ProxiedTansu, ProxyFault};
+use support::{free_port, read_all, FaultProxy, ProxiedTansu, ProxyFault};
 
 const N: usize = 3000;
 
@@ -49,16 +49,7 @@ impl Proxied {
         match self {
             // Tansu's high watermarks lag: read until the log is quiet.
             Proxied::Tansu(_) => read_all(&b, topic, 3, at_least),
-            Proxied::Kafka(k, _) => {
-                let total: i64 = k.end_offsets(topic, 3).iter().sum();
-                read_back(
-                    &b,
-                    topic,
-                    3,
-                    total as usize,
-                    std::time::Duration::from_secs(60),
-                )
-            }
+            Proxied::Kafka(k, _) => k.read_log(topic, 3),
         }
     }
 }

@@ -349,18 +349,8 @@ async fn acks_zero_one_and_all_each_write_every_record_once() {
         producer.close().await;
         assert_eq!(reports.len(), N, "acks={acks}: one report per record");
 
-        let log = read_back(
-            &kafka.bootstrap(),
-            &topic,
-            PARTITIONS,
-            N,
-            Duration::from_secs(60),
-        );
-        assert_eq!(
-            kafka.end_offsets(&topic, PARTITIONS).iter().sum::<i64>(),
-            N as i64,
-            "acks={acks}: exactly {N} records in the log"
-        );
+        let log = kafka.read_log(&topic, PARTITIONS);
+        assert_eq!(log.len(), N, "acks={acks}: exactly {N} records in the log");
         let at: HashMap<(i32, i64), Option<Vec<u8>>> = log
             .iter()
             .map(|r| ((r.partition, r.offset), r.value.clone()))
@@ -579,18 +569,8 @@ async fn idempotent_producer_writes_each_record_once_in_order_on_three_replicas(
     producer.close().await;
     assert_eq!(reports.len(), N, "one report per record");
 
-    let log = read_back(
-        &kafka.bootstrap(),
-        &topic,
-        PARTITIONS,
-        N,
-        Duration::from_secs(120),
-    );
-    assert_eq!(
-        kafka.end_offsets(&topic, PARTITIONS).iter().sum::<i64>(),
-        N as i64,
-        "no duplicates in the log"
-    );
+    let log = kafka.read_log(&topic, PARTITIONS);
+    assert_eq!(log.len(), N, "no duplicates in the log");
     let at: HashMap<(i32, i64), &support::ReadRecord> =
         log.iter().map(|r| ((r.partition, r.offset), r)).collect();
     let mut reported = HashSet::new();
@@ -906,15 +886,8 @@ async fn every_report_path_on_kafka() {
         "the actor got more reports than records"
     );
 
-    let total: i64 = kafka.end_offsets(&topic, PARTITIONS).iter().sum();
-    assert_eq!(total, 4 * N as i64, "every record once, nothing else");
-    let log = read_back(
-        &kafka.bootstrap(),
-        &topic,
-        PARTITIONS,
-        total as usize,
-        Duration::from_secs(60),
-    );
+    let log = kafka.read_log(&topic, PARTITIONS);
+    assert_eq!(log.len(), 4 * N, "every record once, nothing else");
     let at: HashMap<(i32, i64), String> = log
         .iter()
         .map(|r| {

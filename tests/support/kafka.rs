@@ -1048,6 +1048,20 @@ impl KafkaCluster {
         out
     }
 
+    /// Every record of `topic` (partitions `0..partitions`), read by the
+    /// rdkafka consumer: as many as the high watermarks say it holds
+    /// (Kafka's are exact), duplicates included, by partition and offset.
+    pub fn read_log(&self, topic: &str, partitions: i32) -> Vec<super::ReadRecord> {
+        let total: i64 = self.end_offsets(topic, partitions).iter().sum();
+        super::read_back(
+            &self.bootstrap(),
+            topic,
+            partitions,
+            total as usize,
+            Duration::from_secs(120),
+        )
+    }
+
     /// Each partition's log end offset (high watermark) as the rdkafka
     /// client reads it: how many records `topic` holds, duplicates
     /// included.
