@@ -525,15 +525,18 @@ async fn partitions_added_mid_stream_follow_the_java_rule() {
     let _logs = cluster().logs_on_panic();
     let topic = new_topic("grow").await;
     let growing = topic.clone();
-    let grown_at = Arc::new(AtomicUsize::new(usize::MAX));
+    // (Records produced before the command, records produced by the
+    // time the new partitions all had leaders.)
+    let grown_at = Arc::new((AtomicUsize::new(usize::MAX), AtomicUsize::new(usize::MAX)));
     let g = grown_at.clone();
     let t = stream_through(&topic, Shape::of(RECORDS), &[], true, move |p| {
         p.wait_for(RECORDS / 4);
         p.mark_fault();
         // Records produced before the command cannot know of the new
-        // partitions.
-        g.store(p.produced.load(Ordering::Relaxed), Ordering::Relaxed);
+        // partitions; from a few seconds after it has finished, all do.
+        g.0.store(p.produced.load(Ordering::Relaxed), Ordering::Relaxed);
         cluster().add_partitions(&growing, 2 * PARTITIONS);
+        g.1.store(p.produced.load(Ordering::Relaxed), Ordering::Relaxed);
         p.mark_healed();
     })
     .await;
@@ -541,9 +544,10 @@ async fn partitions_added_mid_stream_follow_the_java_rule() {
     t.assert_exactly_once_in_order("grow");
     assert_eq!(t.failed, 0, "nothing may be lost: {:?}", t.causes);
     // Before the change every key is on murmur2 % 6; from a few seconds
-    // after it (metadata.max.age.ms is 2 s here) on murmur2 % 12. (The
-    // progress counter moves every 100 records: allow that much.)
-    let grown = grown_at.load(Ordering::Relaxed);
+    // after it is done (metadata.max.age.ms is 2 s here) on murmur2 % 12.
+    // (The progress counter moves every 100 records: allow that much.)
+    let grown = grown_at.0.load(Ordering::Relaxed);
+    let done = grown_at.1.load(Ordering::Relaxed);
     let mut moved = 0;
     for (i, p) in t.partitions.iter().enumerate() {
         let key = format!("k{:02}", i % KEYS);
@@ -552,7 +556,7 @@ async fn partitions_added_mid_stream_follow_the_java_rule() {
         let p = p.expect("delivered");
         if i + 100 < grown {
             assert_eq!(p, old, "record {i} before the change");
-        } else if i > grown + 5 * RATE {
+        } else if i > done + 5 * RATE {
             assert_eq!(p, new, "record {i} well after the change");
             moved += usize::from(new != old);
         } else {
