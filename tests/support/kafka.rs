@@ -1050,7 +1050,9 @@ impl KafkaCluster {
 
     /// Every record of `topic` (partitions `0..partitions`), read by the
     /// rdkafka consumer: as many as the high watermarks say it holds
-    /// (Kafka's are exact), duplicates included, by partition and offset.
+    /// (Kafka's are exact once every record is replicated, as `acks=all`
+    /// waits for; after acks 0 or 1 call [`KafkaCluster::wait_for_records`]
+    /// first), duplicates included, by partition and offset.
     pub fn read_log(&self, topic: &str, partitions: i32) -> Vec<super::ReadRecord> {
         let total: i64 = self.end_offsets(topic, partitions).iter().sum();
         super::read_back(
@@ -1060,6 +1062,21 @@ impl KafkaCluster {
             total as usize,
             Duration::from_secs(120),
         )
+    }
+
+    /// Waits (up to 30 s) until `topic`'s high watermarks add up to at
+    /// least `records`; returns the last sum. For `acks` 0 and 1: the high
+    /// watermark moves only once the followers have fetched the records,
+    /// which the producer did not wait for.
+    pub fn wait_for_records(&self, topic: &str, partitions: i32, records: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let held: i64 = self.end_offsets(topic, partitions).iter().sum();
+            if held as usize >= records || Instant::now() > deadline {
+                return held as usize;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Each partition's log end offset (high watermark) as the rdkafka
