@@ -20,8 +20,12 @@
 //! - KIP-98 (exactly-once delivery), KIP-360 (producer id recovery)
 //! - Java: `TransactionManager`, `RecordAccumulator.drainBatchesForOneNode`
 
-use crate::sync::lock;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::clock::backoff;
+use crate::report::ErrorKind;
+use crate::sync::lock;
 
 /// Where the producer id stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,36 +41,90 @@ pub(crate) enum Phase {
     NeedsBump,
 }
 
+/// Why an InitProducerId attempt failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FetchError {
+    /// Worth another try after a backoff: no connection, a timeout, a
+    /// retriable error code (a coordinator loading, say).
+    Transient(String),
+    /// The cluster refuses (an authorization error, a broker without
+    /// idempotence): retrying cannot help until it changes, so every
+    /// pending record fails with this cause at once, as in the Java client.
+    Refused(ErrorKind, String),
+}
+
+impl std::fmt::Display for FetchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FetchError::Transient(m) | FetchError::Refused(_, m) => f.write_str(m),
+        }
+    }
+}
+
+/// What [`Idempotence::begin_fetch`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fetch {
+    /// Send InitProducerId now: `Some` bumps the epoch of this id and
+    /// epoch, `None` asks for a fresh id.
+    Start(Option<(i64, i16)>),
+    /// A failed attempt's backoff runs until then.
+    After(Instant),
+    /// Nothing to do (ready, a fetch out, or a bump waiting for in-flight
+    /// requests).
+    Nothing,
+}
+
 #[derive(Debug)]
 struct State {
     producer_id: i64,
     epoch: i16,
     phase: Phase,
+    /// Attempts failed in a row, for the backoff.
+    failures: u32,
+    /// No new attempt before this.
+    retry_at: Option<Instant>,
+    /// The cluster's refusal, while it stands: pending records fail with
+    /// it.
+    refused: Option<(ErrorKind, String)>,
 }
 
 /// The producer id, epoch and phase, shared by every connection actor.
 #[derive(Debug)]
 pub(crate) struct Idempotence {
     state: Mutex<State>,
+    /// Backoff between failed InitProducerId attempts (`retry.backoff.ms`,
+    /// `retry.backoff.max.ms`).
+    backoff: (Duration, Duration),
 }
 
-impl Default for Idempotence {
-    fn default() -> Self {
+impl Idempotence {
+    /// A producer without an id yet, backing off failed attempts from
+    /// `base` up to `max`.
+    pub fn new(base: Duration, max: Duration) -> Idempotence {
         Idempotence {
             state: Mutex::new(State {
                 producer_id: -1,
                 epoch: -1,
                 phase: Phase::Unknown,
+                failures: 0,
+                retry_at: None,
+                refused: None,
             }),
+            backoff: (base, max),
         }
     }
-}
 
-impl Idempotence {
     /// The id and epoch to stamp with, when sending is allowed.
     pub fn ready(&self) -> Option<(i64, i16)> {
         let s = lock(&self.state);
         (s.phase == Phase::Ready).then_some((s.producer_id, s.epoch))
+    }
+
+    /// The cluster's refusal of a producer id, while it stands: records
+    /// waiting to be sent fail with it rather than wait for
+    /// `delivery.timeout.ms`.
+    pub fn refused(&self) -> Option<(ErrorKind, String)> {
+        lock(&self.state).refused.clone()
     }
 
     #[cfg(test)]
@@ -74,26 +132,28 @@ impl Idempotence {
         lock(&self.state).phase
     }
 
-    /// Starts a fetch if one is due: returns the current id and epoch to
-    /// bump from (`Some` for a bump, `None` for a first id). `in_flight` is
-    /// the number of requests in flight across all connections.
-    pub fn begin_fetch(&self, in_flight: usize) -> Option<Option<(i64, i16)>> {
+    /// Starts a fetch if one is due. `in_flight` is the number of requests
+    /// in flight across all connections: a bump waits for none.
+    pub fn begin_fetch(&self, in_flight: usize, now: Instant) -> Fetch {
         let mut s = lock(&self.state);
         match s.phase {
             Phase::Unknown => {
+                if let Some(at) = s.retry_at.filter(|at| *at > now) {
+                    return Fetch::After(at);
+                }
                 s.phase = Phase::Fetching;
-                Some(None)
+                Fetch::Start(None)
             }
             Phase::NeedsBump if in_flight == 0 => {
                 s.phase = Phase::Fetching;
-                Some(Some((s.producer_id, s.epoch)))
+                Fetch::Start(Some((s.producer_id, s.epoch)))
             }
-            _ => None,
+            _ => Fetch::Nothing,
         }
     }
 
     /// A fetch finished.
-    pub fn fetched(&self, result: Result<(i64, i16), String>) {
+    pub fn fetched(&self, result: Result<(i64, i16), FetchError>, now: Instant) {
         let mut s = lock(&self.state);
         match result {
             Ok((id, epoch)) => {
@@ -101,13 +161,30 @@ impl Idempotence {
                 s.producer_id = id;
                 s.epoch = epoch;
                 s.phase = Phase::Ready;
+                s.failures = 0;
+                s.retry_at = None;
+                s.refused = None;
             }
             Err(e) => {
-                tracing::warn!(error = %e, "InitProducerId failed; will retry with a fresh id");
                 // A failed bump (a broker that lost this producer id, say
                 // after a restart) is retried as a request for a fresh id.
-                // That needs no wait: nothing was sent since the bump began.
+                // That needs no wait for in-flight requests: nothing was
+                // sent since the bump began.
                 s.phase = Phase::Unknown;
+                let wait = backoff(self.backoff.0, self.backoff.1, s.failures);
+                s.failures = s.failures.saturating_add(1);
+                s.retry_at = Some(now + wait);
+                // Once per run of failures at warn level (and every 32nd
+                // after), so an outage does not log ten lines a second.
+                if s.failures == 1 || s.failures % 32 == 0 {
+                    tracing::warn!(error = %e, failures = s.failures, retry_in = ?wait, "InitProducerId failed");
+                } else {
+                    tracing::debug!(error = %e, failures = s.failures, retry_in = ?wait, "InitProducerId failed");
+                }
+                s.refused = match e {
+                    FetchError::Refused(kind, message) => Some((kind, message)),
+                    FetchError::Transient(_) => None,
+                };
             }
         }
     }
@@ -131,32 +208,90 @@ impl Idempotence {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kafka_error::ResponseError;
+
+    fn idem() -> Idempotence {
+        Idempotence::new(Duration::from_millis(100), Duration::from_secs(1))
+    }
 
     #[test]
     fn bump_waits_for_nothing_in_flight_and_ignores_stale_errors() {
-        let i = Idempotence::default();
+        let i = idem();
+        let now = Instant::now();
         assert_eq!(i.ready(), None);
-        assert_eq!(i.begin_fetch(3), Some(None), "a first id does not wait");
-        assert_eq!(i.begin_fetch(0), None, "one fetch at a time");
-        i.fetched(Ok((7, 0)));
+        assert_eq!(
+            i.begin_fetch(3, now),
+            Fetch::Start(None),
+            "a first id does not wait"
+        );
+        assert_eq!(i.begin_fetch(0, now), Fetch::Nothing, "one fetch at a time");
+        i.fetched(Ok((7, 0)), now);
         assert_eq!(i.ready(), Some((7, 0)));
         i.needs_bump((7, 0));
         assert_eq!(i.ready(), None, "no sending while a bump is due");
-        assert_eq!(i.begin_fetch(2), None, "bump waits for in-flight requests");
-        assert_eq!(i.begin_fetch(0), Some(Some((7, 0))));
-        i.fetched(Err("broker down".into()));
+        assert_eq!(
+            i.begin_fetch(2, now),
+            Fetch::Nothing,
+            "bump waits for in-flight requests"
+        );
+        assert_eq!(i.begin_fetch(0, now), Fetch::Start(Some((7, 0))));
+        i.fetched(Err(FetchError::Transient("broker down".into())), now);
         assert_eq!(
             i.phase(),
             Phase::Unknown,
             "a failed bump asks for a fresh id"
         );
-        assert_eq!(i.begin_fetch(0), Some(None));
-        i.fetched(Ok((7, 1)));
+        let later = now + Duration::from_secs(2);
+        assert_eq!(i.begin_fetch(0, later), Fetch::Start(None));
+        i.fetched(Ok((7, 1)), later);
         i.needs_bump((7, 0));
         assert_eq!(
             i.ready(),
             Some((7, 1)),
             "an error about the old epoch is stale"
         );
+    }
+
+    #[test]
+    fn failed_attempts_back_off_exponentially_up_to_the_cap() {
+        let i = idem();
+        let now = Instant::now();
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            let Fetch::Start(None) = i.begin_fetch(0, now + Duration::from_secs(60)) else {
+                panic!("a fetch is due after the backoff");
+            };
+            i.fetched(Err(FetchError::Transient("refused".into())), now);
+            let Fetch::After(at) = i.begin_fetch(0, now) else {
+                panic!("no new attempt during the backoff");
+            };
+            waits.push(at - now);
+        }
+        // 100 ms doubling to the 1 s cap, each within 20 % jitter.
+        for (n, w) in waits.iter().enumerate() {
+            let nominal = (100u64 << n.min(4)).min(1000) as f64;
+            let ms = w.as_secs_f64() * 1000.0;
+            assert!(
+                ms >= nominal * 0.8 - 1.0 && ms <= nominal * 1.2 + 1.0 && ms <= 1000.0,
+                "wait {n}: {ms} ms for a nominal {nominal}"
+            );
+        }
+        assert_eq!(i.refused(), None, "transient failures refuse nothing");
+    }
+
+    #[test]
+    fn a_refusal_stands_until_an_id_is_granted() {
+        let i = idem();
+        let now = Instant::now();
+        let _ = i.begin_fetch(0, now);
+        let kind = ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed);
+        i.fetched(Err(FetchError::Refused(kind, "no ACL".into())), now);
+        assert_eq!(i.refused(), Some((kind, "no ACL".into())));
+        let later = now + Duration::from_secs(2);
+        assert_eq!(i.begin_fetch(0, later), Fetch::Start(None), "tried again");
+        assert!(i.refused().is_some(), "still refused while the retry is out");
+        i.fetched(Ok((9, 0)), later);
+        assert_eq!(i.refused(), None);
+        assert_eq!(i.ready(), Some((9, 0)));
     }
 }

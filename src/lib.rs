@@ -53,7 +53,7 @@ pub use actors::msgs::Produce;
 pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
-pub use engine::error::{BatchRejected, ProduceError};
+pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use producer::{Producer, ProducerBuilder, Subscriber};
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};

@@ -19,6 +19,9 @@ pub struct TopicMetadata {
     pub leaders: Vec<i32>,
     /// Partitions that have a leader, ascending.
     pub available: Vec<i32>,
+    /// The topic's id (Metadata v10+; 0 when the broker gives none). A new
+    /// id under the same name means the topic was deleted and re-created.
+    pub topic_id: u128,
 }
 
 impl TopicMetadata {
@@ -99,6 +102,7 @@ impl MetadataSnapshot {
                     partition_count: count,
                     leaders,
                     available,
+                    topic_id: t.topic_id.as_u128(),
                 },
             );
         }

@@ -166,6 +166,18 @@ pub struct Record {
 }
 
 impl Record {
+    /// Its key, value and header bytes: about what it holds in memory.
+    pub fn approx_size(&self) -> usize {
+        let bytes = |b: &Option<Bytes>| b.as_ref().map_or(0, Bytes::len);
+        bytes(&self.key)
+            + bytes(&self.value)
+            + self
+                .headers
+                .iter()
+                .map(|h| h.key.len() + bytes(&h.value))
+                .sum::<usize>()
+    }
+
     /// A record for `topic` with no key, value, headers, partition or
     /// timestamp yet.
     pub fn to(topic: impl Into<Topic>) -> Self {

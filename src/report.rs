@@ -53,6 +53,9 @@ pub enum ErrorKind {
     Cancelled,
     /// A compression codec failed.
     Compression,
+    /// The producer was full: `buffer.memory`, and for `Produce` messages
+    /// also as many bytes of them waiting for it.
+    QueueFull,
 }
 
 impl fmt::Display for ErrorKind {
@@ -65,6 +68,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Broker(e) => write!(f, "broker error {e:?} ({})", e.code()),
             ErrorKind::Cancelled => f.write_str("cancelled"),
             ErrorKind::Compression => f.write_str("compression failed"),
+            ErrorKind::QueueFull => f.write_str("producer queue full"),
         }
     }
 }
@@ -83,6 +87,32 @@ pub struct DeliveryError {
     pub attempts: u32,
     /// The record, handed back unchanged.
     pub record: Record,
+}
+
+impl DeliveryError {
+    /// Whether the record may be in the log despite this failure, so that
+    /// producing it again may write it twice. True when it was sent
+    /// (`attempts > 0`) and no answer said the broker refused it: a
+    /// timeout, a producer closed while the answer was awaited, an error
+    /// that comes after the leader's append (NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    /// REQUEST_TIMED_OUT, NETWORK_EXCEPTION), or any error after more than
+    /// one attempt (an earlier attempt's fate is unknown). False when the
+    /// record was never sent or its one attempt was refused outright.
+    pub fn may_have_been_written(&self) -> bool {
+        if self.attempts == 0 {
+            return false;
+        }
+        match self.kind {
+            ErrorKind::Timeout | ErrorKind::Cancelled => true,
+            ErrorKind::Broker(
+                ResponseError::NotEnoughReplicasAfterAppend
+                | ResponseError::RequestTimedOut
+                | ResponseError::NetworkException,
+            ) => true,
+            ErrorKind::Broker(_) => self.attempts > 1,
+            _ => false,
+        }
+    }
 }
 
 /// One delivery report.

@@ -21,10 +21,17 @@
 //!   by count and bytes (past the bound a failure is final at once, with a
 //!   reason that says so), and a stream subscriber's unread outcomes are
 //!   bounded (producing through the handle waits).
-//! - If the actor stops or dies, every record it holds is reported
+//! - Stopping ([`RetryHandle::stop`]) is orderly: producing through the
+//!   handle returns `Closed` from then on; records waiting for a next
+//!   attempt are reported `Failed { reason: Stopped }` at once (with their
+//!   last error, which says whether they may have been written:
+//!   [`DeliveryError::may_have_been_written`]); records on their first
+//!   attempt, and retries already sent, get their real outcome (a failure
+//!   is not retried again: `Stopped`); the actor stops once every record
+//!   produced through the handle has had its outcome.
+//! - If the actor dies (a panic), every record it holds is reported
 //!   `Failed { reason: Stopped }`: nothing vanishes.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -255,6 +262,16 @@ impl Downstream {
     }
 }
 
+/// What a retry actor shares with its handles, outside the actor.
+#[derive(Debug, Default)]
+struct Shared {
+    /// Set by `stop`: the handle accepts nothing more.
+    stopping: std::sync::atomic::AtomicBool,
+    /// Records produced through the handle whose first report has not
+    /// reached the actor yet: a stopping actor waits for them.
+    first_attempts: AtomicU64,
+}
+
 /// A record between attempts.
 struct Tracked {
     attempts: u32,
@@ -273,9 +290,15 @@ pub struct RetryActor {
     downstream: Arc<Downstream>,
     stats: Arc<RetryStats>,
     waiting_bytes: usize,
-    /// Records this actor holds (waiting or being re-produced), by id, so
-    /// that stopping can report every one.
-    held: std::collections::HashMap<u64, Record>,
+    /// Records waiting for their next attempt, by id, with their last
+    /// failure, so that stopping can report every one.
+    held: std::collections::HashMap<u64, Tracked>,
+    /// Records being re-produced or dead-lettered now, by id: a stopping
+    /// actor waits for their outcome; a dying one reports them.
+    sending: std::collections::HashMap<u64, DeliveryError>,
+    shared: Arc<Shared>,
+    /// `stop` was asked for: finish what is out, then stop.
+    stopping: bool,
     next_id: u64,
     /// Stop the actix system on stop (the actor has its own thread).
     owns_system: bool,
@@ -296,12 +319,14 @@ pub struct RetryHandle {
     addr: Addr<RetryActor>,
     stats: Arc<RetryStats>,
     permits: Option<Arc<Semaphore>>,
+    shared: Arc<Shared>,
 }
 
 impl RetryHandle {
     /// Produces `record`; its one final outcome goes to this retry actor's
     /// subscriber. With a stream subscriber, waits while the stream's bound
-    /// of unread outcomes is reached.
+    /// of unread outcomes is reached. After [`stop`](Self::stop) (or once
+    /// the actor is gone), `Closed` with the record.
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
         if let Some(p) = &self.permits {
             match p.acquire().await {
@@ -309,11 +334,18 @@ impl RetryHandle {
                 Err(_) => return Err(ProduceError::Closed(record)),
             }
         }
-        let r = self
-            .producer
-            .produce_to(record, self.addr.clone().recipient())
-            .await;
+        // Counted before the report can arrive; a stopping actor waits
+        // for every counted record's report.
+        self.shared.first_attempts.fetch_add(1, Ordering::AcqRel);
+        let r = if self.shared.stopping.load(Ordering::Acquire) || !self.addr.connected() {
+            Err(ProduceError::Closed(record))
+        } else {
+            self.producer
+                .produce_to(record, self.addr.clone().recipient())
+                .await
+        };
         if r.is_err() {
+            self.shared.first_attempts.fetch_sub(1, Ordering::AcqRel);
             if let Some(p) = &self.permits {
                 p.add_permits(1);
             }
@@ -321,9 +353,13 @@ impl RetryHandle {
         r
     }
 
-    /// Stops the retry actor. Every record it holds (waiting for a next
-    /// attempt, or being re-produced) is reported `Failed { reason: Stopped }`.
+    /// Stops the retry actor, in order: producing through a handle returns
+    /// `Closed` from now on; records waiting for a next attempt are
+    /// reported `Failed { reason: Stopped }` at once; records on their
+    /// first attempt and retries already sent get their real outcome (a
+    /// failure is then final, `Stopped`); the actor stops once all have.
     pub fn stop(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
         self.addr.do_send(StopRetry);
     }
 
@@ -402,6 +438,7 @@ impl RetryActor {
         permits: Option<Arc<Semaphore>>,
     ) -> RetryHandle {
         let stats = Arc::new(RetryStats::default());
+        let shared = Arc::new(Shared::default());
         let actor = RetryActor {
             producer: producer.clone(),
             policy,
@@ -409,6 +446,9 @@ impl RetryActor {
             stats: stats.clone(),
             waiting_bytes: 0,
             held: std::collections::HashMap::new(),
+            sending: std::collections::HashMap::new(),
+            shared: shared.clone(),
+            stopping: false,
             next_id: 0,
             owns_system: false,
         };
@@ -438,6 +478,7 @@ impl RetryActor {
             addr,
             stats,
             permits,
+            shared,
         }
     }
 
@@ -463,7 +504,9 @@ impl RetryActor {
             error: error.clone(),
         });
         let tracked = Tracked { error, ..tracked };
-        let reason = if !self.policy.retry_on.matches(tracked.error.kind) {
+        let reason = if self.stopping {
+            Some(GiveUp::Stopped)
+        } else if !self.policy.retry_on.matches(tracked.error.kind) {
             Some(GiveUp::NotRetried)
         } else if tracked.attempts >= self.policy.max_attempts {
             Some(GiveUp::AttemptsExhausted)
@@ -486,24 +529,26 @@ impl RetryActor {
         let delay = self.policy.backoff(tracked.attempts - 1);
         let id = self.next_id;
         self.next_id += 1;
-        self.held.insert(id, tracked.error.record.clone());
         self.waiting_bytes += tracked.bytes;
+        self.held.insert(id, tracked);
         self.stats.waiting.store(self.held.len(), Ordering::Relaxed);
-        ctx.run_later(delay, move |act, ctx| act.attempt(id, tracked, ctx));
+        ctx.run_later(delay, move |act, ctx| act.attempt(id, ctx));
     }
 
-    fn attempt(&mut self, id: u64, tracked: Tracked, ctx: &mut Context<Self>) {
-        self.stats.retried.fetch_add(1, Ordering::Relaxed);
-        let Some(record) = self.held.get(&id).cloned() else {
+    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+        // Gone: reported when the actor began to stop.
+        let Some(tracked) = self.held.remove(&id) else {
             return;
         };
+        self.waiting_bytes -= tracked.bytes;
+        self.stats.waiting.store(self.held.len(), Ordering::Relaxed);
+        self.stats.retried.fetch_add(1, Ordering::Relaxed);
+        let record = tracked.error.record.clone();
+        self.sending.insert(id, tracked.error.clone());
         let producer = self.producer.clone();
         let fut = async move { producer.send(record).await };
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
-            if act.held.remove(&id).is_some() {
-                act.waiting_bytes -= tracked.bytes;
-            }
-            act.stats.waiting.store(act.held.len(), Ordering::Relaxed);
+            act.sending.remove(&id);
             let tracked = Tracked {
                 attempts: tracked.attempts + 1,
                 ..tracked
@@ -526,11 +571,17 @@ impl RetryActor {
                 }
                 Err(e) => act.on_failure(e, Some(tracked), ctx),
             }
+            act.finish_stopping(ctx);
         }));
     }
 
     fn give_up(&mut self, t: Tracked, reason: GiveUp, ctx: &mut Context<Self>) {
-        let Some(dlq) = self.policy.dead_letter_topic else {
+        // Stopping is not the policy giving up: no dead-letter write.
+        let dlq = self
+            .policy
+            .dead_letter_topic
+            .filter(|_| reason != GiveUp::Stopped);
+        let Some(dlq) = dlq else {
             self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
             return self.emit(RetryOutcome::Failed {
                 error: t.error,
@@ -565,7 +616,7 @@ impl RetryActor {
         };
         let id = self.next_id;
         self.next_id += 1;
-        self.held.insert(id, original.clone());
+        self.sending.insert(id, t.error.clone());
         self.dead_letter(id, record, t, reason, 0, ctx);
     }
 
@@ -585,7 +636,7 @@ impl RetryActor {
         let fut = async move { producer.send(to_send).await };
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
             Ok(dead_letter) => {
-                act.held.remove(&id);
+                act.sending.remove(&id);
                 act.stats.dead_lettered.fetch_add(1, Ordering::Relaxed);
                 act.emit(RetryOutcome::DeadLettered {
                     error: t.error,
@@ -593,15 +644,16 @@ impl RetryActor {
                     attempts: t.attempts,
                     dead_letter,
                 });
+                act.finish_stopping(ctx);
             }
-            Err(e) if tries + 1 < DEAD_LETTER_TRIES && e.attempts > 0 => {
+            Err(e) if tries + 1 < DEAD_LETTER_TRIES && e.attempts > 0 && !act.stopping => {
                 let delay = act.policy.backoff(tries);
                 ctx.run_later(delay, move |act, ctx| {
                     act.dead_letter(id, record, t, reason, tries + 1, ctx)
                 });
             }
             Err(e) => {
-                act.held.remove(&id);
+                act.sending.remove(&id);
                 act.stats.exhausted.fetch_add(1, Ordering::Relaxed);
                 act.emit(RetryOutcome::Failed {
                     error: t.error,
@@ -609,6 +661,7 @@ impl RetryActor {
                     attempts: t.attempts,
                     dead_letter_error: Some(Box::new(e)),
                 });
+                act.finish_stopping(ctx);
             }
         }));
     }
@@ -629,28 +682,52 @@ impl Actor for RetryActor {
 }
 
 impl RetryActor {
-    /// Reports every held record `Stopped`: nothing the actor holds may
-    /// vanish with it.
-    fn report_held(&mut self) {
-        let ids: HashSet<u64> = self.held.keys().copied().collect();
-        for id in ids {
-            if let Some(record) = self.held.remove(&id) {
-                self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
-                self.emit(RetryOutcome::Failed {
-                    error: DeliveryError {
-                        kind: ErrorKind::Cancelled,
-                        message: "retry actor stopped before the record's next attempt".into(),
-                        partition: None,
-                        attempts: 0,
-                        record,
-                    },
-                    reason: GiveUp::Stopped,
-                    attempts: 0,
-                    dead_letter_error: None,
-                });
-            }
+    /// Reports every record waiting for a next attempt `Stopped`, with its
+    /// last failure.
+    fn report_waiting(&mut self) {
+        for (_, t) in self.held.drain() {
+            self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+            self.downstream.send(RetryOutcome::Failed {
+                error: t.error,
+                reason: GiveUp::Stopped,
+                attempts: t.attempts,
+                dead_letter_error: None,
+            });
         }
+        self.waiting_bytes = 0;
         self.stats.waiting.store(0, Ordering::Relaxed);
+    }
+
+    /// Reports every record the actor still holds `Stopped`: nothing may
+    /// vanish with it. For a dying actor (a panic) or a stopped system.
+    fn report_held(&mut self) {
+        self.report_waiting();
+        for (_, mut error) in self.sending.drain() {
+            self.stats.exhausted.fetch_add(1, Ordering::Relaxed);
+            error.message = format!(
+                "{}; the retry actor stopped during a retry, which may or may not have been written",
+                error.message
+            );
+            error.kind = ErrorKind::Cancelled;
+            error.attempts = error.attempts.max(1);
+            self.downstream.send(RetryOutcome::Failed {
+                error,
+                reason: GiveUp::Stopped,
+                attempts: 0,
+                dead_letter_error: None,
+            });
+        }
+    }
+
+    /// A stopping actor stops once no record produced through its handle
+    /// waits for a first report and no retry or dead-letter write is out.
+    fn finish_stopping(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping
+            && self.sending.is_empty()
+            && self.shared.first_attempts.load(Ordering::Acquire) == 0
+        {
+            ctx.stop();
+        }
     }
 }
 
@@ -665,6 +742,12 @@ impl Handler<DeliveryReport> for RetryActor {
     type Result = ();
 
     fn handle(&mut self, report: DeliveryReport, ctx: &mut Context<Self>) {
+        // A first attempt's report (a record produced to this actor's
+        // address directly was never counted: the count saturates at 0).
+        let _ = self
+            .shared
+            .first_attempts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
         match report {
             DeliveryReport::Delivered(delivered) => self.emit(RetryOutcome::Delivered {
                 delivered,
@@ -672,6 +755,7 @@ impl Handler<DeliveryReport> for RetryActor {
             }),
             DeliveryReport::Failed(error) => self.on_failure(error, None, ctx),
         }
+        self.finish_stopping(ctx);
     }
 }
 
@@ -686,6 +770,9 @@ impl Message for StopRetry {
 impl Handler<StopRetry> for RetryActor {
     type Result = ();
     fn handle(&mut self, _: StopRetry, ctx: &mut Context<Self>) {
-        ctx.stop();
+        self.stopping = true;
+        self.shared.stopping.store(true, Ordering::Release);
+        self.report_waiting();
+        self.finish_stopping(ctx);
     }
 }

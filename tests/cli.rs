@@ -9,7 +9,7 @@ use std::process::{Command, Output, Stdio};
 
 use support::{read_back, Tansu};
 
-fn courier(args: &[&str], stdin: &str) -> Output {
+fn courier(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
         .args(args)
         .stdin(Stdio::piped())
@@ -20,7 +20,7 @@ fn courier(args: &[&str], stdin: &str) -> Output {
     // A child that exits before reading all its input (an error, say)
     // closes the pipe: the caller's assertions on its status and stderr
     // then say why, rather than this write's BrokenPipe.
-    let written = child.stdin.take().unwrap().write_all(stdin.as_bytes());
+    let written = child.stdin.take().unwrap().write_all(stdin.as_ref());
     let out = child.wait_with_output().unwrap();
     if let Err(e) = written {
         assert_eq!(
@@ -178,4 +178,38 @@ fn topic_produce_and_perf() {
         "{json}"
     );
     assert!(json.contains("\"p99\""), "{json}");
+}
+
+/// Input is bytes, as keys and values are: a line that is not UTF-8 is a
+/// record like any other (it used to end the input silently, exit 0, the
+/// rest of stdin dropped).
+#[test]
+fn produce_takes_lines_that_are_not_utf8() {
+    let broker = Tansu::start();
+    let b = broker.bootstrap();
+    let out = courier(
+        &["topic", "create", "-b", &b, "bytes", "--partitions", "1"],
+        "",
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let input: &[u8] = b"k1|first\n\xff\xfe|not utf-8 \xc3\x28\nk3|last\n";
+    let out = courier(&["produce", "-b", &b, "-t", "bytes", "-k", "|"], input);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "three reports");
+    let got: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> =
+        read_back(&b, "bytes", 1, 3, std::time::Duration::from_secs(30))
+            .into_iter()
+            .map(|r| (r.key, r.value))
+            .collect();
+    let want: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = vec![
+        (Some(b"k1".to_vec()), Some(b"first".to_vec())),
+        (Some(b"\xff\xfe".to_vec()), Some(b"not utf-8 \xc3\x28".to_vec())),
+        (Some(b"k3".to_vec()), Some(b"last".to_vec())),
+    ];
+    assert_eq!(got, want);
 }

@@ -581,3 +581,182 @@ async fn a_batch_refused_as_too_large_is_split_and_delivered() {
     );
     p.close().await;
 }
+
+/// Under idempotence a partition's first batch goes alone: a leader that
+/// knows nothing of a producer accepts any sequence from it, so batches
+/// pipelined behind a refused first one would be written ahead of it (the
+/// reordering once seen on Apache Kafka right after partitions were
+/// added). The mock checks no sequences, so it writes whatever arrives in
+/// the order it arrives: here the first Produce request is refused, and
+/// the log shows whether anything overtook it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_first_batch_is_not_overtaken() {
+    const N: usize = 400;
+    let topic = "first-batch";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION],
+    );
+    // Small batches: about ten are ready before the producer id is.
+    let p = producer(&m.bootstrap_servers(), &[("batch.size", "512")]);
+    let reports = produce_with_fault(&p, topic, N, |_| {}).await;
+    assert_eq!(reports.len(), N, "one report per record");
+    let mut retried = 0;
+    for (_, r) in &reports {
+        let DeliveryReport::Delivered(d) = r else {
+            panic!("record {} failed: {r:?}", value_of(r));
+        };
+        retried += usize::from(d.attempts > 1);
+    }
+    assert!(retried > 0, "the refused first batch was retried");
+    let log: Vec<usize> = support::read_all(&m.bootstrap_servers(), topic, 1, N)
+        .iter()
+        .map(|r| std::str::from_utf8(r.value.as_deref().unwrap()).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(log.len(), N, "every record once");
+    if let Some(at) = (0..N).find(|i| log[*i] != *i) {
+        panic!(
+            "the log is out of produce order from offset {at}: {:?}…",
+            &log[at..(at + 10).min(N)]
+        );
+    }
+    p.close().await;
+}
+
+/// Reports for `n` records produced at once, in arrival order.
+async fn produce_n(p: &Producer, topic: &str, from: usize, n: usize) -> Vec<DeliveryReport> {
+    let (sub, stream) = p.subscribe(ReportMode::All);
+    for i in from..from + n {
+        sub.produce(Record::to(topic).key("k").value(i.to_string()))
+            .await
+            .expect("accepted");
+    }
+    drop(sub);
+    tokio::time::timeout(Duration::from_secs(20), stream.collect::<Vec<_>>())
+        .await
+        .expect("every report well within delivery.timeout.ms")
+}
+
+/// An InitProducerId the cluster refuses (here CLUSTER_AUTHORIZATION_FAILED,
+/// as for a missing IDEMPOTENT_WRITE ACL) fails the records waiting for an
+/// id at once with that cause, not after `delivery.timeout.ms` as
+/// timeouts; the producer keeps asking (with backoff) and delivers once an
+/// id is granted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_producer_id_fails_waiting_records_with_its_cause() {
+    let topic = "refused-id";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    m.request_errors(
+        RDKafkaApiKey::InitProducerId,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED; 3],
+    );
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("delivery.timeout.ms", "60000"), ("linger.ms", "0")],
+    );
+    let started = Instant::now();
+    let reports = produce_n(&p, topic, 0, 10).await;
+    assert_eq!(reports.len(), 10, "one report per record");
+    for r in &reports {
+        let DeliveryReport::Failed(e) = r else {
+            panic!("delivered without a producer id: {r:?}");
+        };
+        assert_eq!(
+            e.kind,
+            ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed),
+            "{e}"
+        );
+        assert!(e.message.contains("IDEMPOTENT_WRITE"), "{e}");
+        assert!(e.record.value.is_some(), "the record comes back");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "failed at once, not at delivery.timeout.ms"
+    );
+    // The refusals are used up: the next attempt gets an id.
+    let mut delivered = 0;
+    for round in 0..50 {
+        let reports = produce_n(&p, topic, 100 * (round + 1), 10).await;
+        assert_eq!(reports.len(), 10);
+        delivered = reports.iter().filter(|r| r.is_delivered()).count();
+        if delivered == 10 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(delivered, 10, "delivers once an id is granted");
+    assert!(p.producer_id().is_some());
+    p.close().await;
+}
+
+/// A retriable InitProducerId error (a coordinator still loading) is
+/// retried with backoff, and nothing fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retriable_producer_id_error_is_retried() {
+    let topic = "retriable-id";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    m.request_errors(
+        RDKafkaApiKey::InitProducerId,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS; 3],
+    );
+    let p = producer(&m.bootstrap_servers(), &[]);
+    let reports = produce_n(&p, topic, 0, 10).await;
+    assert_eq!(reports.len(), 10);
+    for r in &reports {
+        assert!(r.is_delivered(), "{r:?}");
+    }
+    p.close().await;
+}
+
+/// `close_timeout` bounds `close` (as the Java client's
+/// `close(Duration)`): with a 3 s round trip, records in flight and queued
+/// are all failed when the 300 ms are up, each with exactly one report
+/// (`Cancelled`; the ones sent say they may have been written), and the
+/// call says it ran out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_timeout_bounds_close_and_reports_everything() {
+    let topic = "close-timeout";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(&m.bootstrap_servers(), &[("batch.size", "512")]);
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    m.broker_round_trip_time(1, Duration::from_secs(3)).unwrap();
+    let (sub, stream) = p.subscribe(ReportMode::All);
+    // 50-byte keys: about eight records a batch, so five requests in
+    // flight leave most batches queued.
+    for i in 0..200 {
+        sub.produce(Record::to(topic).key("k".repeat(50)).value(i.to_string()))
+            .await
+            .unwrap();
+    }
+    drop(sub);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let started = Instant::now();
+    let closed = p.close_timeout(Duration::from_millis(300)).await;
+    assert_eq!(closed, Err(courier::TimedOut(Duration::from_millis(300))));
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "returned before the round trip ended ({:?})",
+        started.elapsed()
+    );
+    let reports = tokio::time::timeout(Duration::from_secs(10), stream.collect::<Vec<_>>())
+        .await
+        .expect("the stream ends");
+    assert_eq!(reports.len(), 200, "one report per record");
+    let mut seen = HashSet::new();
+    let mut sent = 0;
+    for r in &reports {
+        assert!(seen.insert(value_of(r)), "one report each");
+        let DeliveryReport::Failed(e) = r else {
+            panic!("delivered within 300 ms of a 3 s round trip: {r:?}");
+        };
+        assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
+        sent += usize::from(e.may_have_been_written());
+    }
+    assert!(sent > 0, "some records were in flight");
+    assert!(sent < 200, "some were still queued");
+}

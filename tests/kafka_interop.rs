@@ -36,7 +36,7 @@
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use courier::partitioner::partition_for_key;
 use courier::record::Header;
@@ -938,4 +938,74 @@ async fn every_report_path_on_kafka() {
             );
         }
     }
+}
+
+/// A topic deleted and re-created with fewer partitions (6, then 4) while
+/// records wait for it: those placed on partitions 4 and 5, which no
+/// longer exist, fail at once with `UnknownPartition` (the new topic id
+/// tells Courier it is a new topic), not after `delivery.timeout.ms`
+/// (120 s by default) as timeouts; those on 0 to 3 are delivered to the
+/// new topic; `close` returns promptly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_for_partitions_gone_with_a_recreated_topic_fail_at_once() {
+    let kafka = KafkaCluster::shared(3);
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("recreated");
+    kafka.create_topic(&topic, 6, 3, &[]).await;
+    let producer = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .build()
+        .unwrap();
+    for p in 0..6 {
+        let d = producer
+            .send(Record::to(topic.as_str()).partition(p).value("before"))
+            .await
+            .expect("delivered before the deletion");
+        assert_eq!(d.partition, p);
+    }
+    kafka.delete_topic(&topic);
+    // Produced while Courier still sees six partitions: the broker's
+    // UNKNOWN_TOPIC_OR_PARTITION sends them back to their queues.
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for p in 0..6 {
+        for i in 0..10 {
+            sub.produce(
+                Record::to(topic.as_str())
+                    .partition(p)
+                    .value(format!("{p}-{i}")),
+            )
+            .await
+            .expect("accepted");
+        }
+    }
+    drop(sub);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while kafka.partition_count(&topic) != 0 {
+        assert!(Instant::now() < deadline, "{topic} never went away");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    kafka.create_topic(&topic, 4, 3, &[]).await;
+    let started = Instant::now();
+    let reports = tokio::time::timeout(Duration::from_secs(60), stream.collect::<Vec<_>>())
+        .await
+        .expect("every report well within delivery.timeout.ms");
+    assert_eq!(reports.len(), 60, "one report per record");
+    for r in &reports {
+        let value = text(r.record().value.as_ref()).unwrap();
+        let p: i32 = value.split('-').next().unwrap().parse().unwrap();
+        match r {
+            DeliveryReport::Delivered(d) if p < 4 => assert_eq!(d.partition, p),
+            DeliveryReport::Failed(e) if p >= 4 => {
+                assert_eq!(e.kind, ErrorKind::UnknownPartition, "{value}: {e}");
+                assert!(e.message.contains("re-created"), "{value}: {e}");
+            }
+            other => panic!("{value}: {other:?}"),
+        }
+    }
+    tokio::time::timeout(Duration::from_secs(10), producer.close())
+        .await
+        .expect("close does not wait for the gone partitions");
+    eprintln!("reports {:?} after the re-creation", started.elapsed());
+    let log = kafka.read_log(&topic, 4);
+    assert_eq!(log.len(), 40, "the new topic holds the 40 records for 0..4");
 }

@@ -543,3 +543,257 @@ async fn a_partitioner_answering_a_missing_partition_fails_the_record_at_once() 
         producer.close().await;
     }
 }
+
+/// Every public future runs without a tokio runtime: on a plain thread
+/// under `futures::executor::block_on`, producing into a full
+/// `buffer.memory` (which waits, bounded by `max.block.ms`), `flush` with
+/// batches pending, `send`, reading reports, and `close`. (Their timers
+/// live on the actors' runtime.)
+#[test]
+fn the_producer_works_from_a_plain_thread_without_a_runtime() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let broker = rt.block_on(broker_with_topic("plain", 1));
+    let bootstrap = broker.bootstrap();
+    let worker = std::thread::spawn(move || {
+        assert!(tokio::runtime::Handle::try_current().is_err(), "no runtime here");
+        let producer = Producer::builder()
+            .bootstrap(&bootstrap)
+            .set("buffer.memory", "32768")
+            .set("batch.size", "16384")
+            .set("linger.ms", "60000")
+            .set("max.block.ms", "300")
+            .build()
+            .unwrap();
+        futures::executor::block_on(async {
+            let (sub, stream) = producer.subscribe(ReportMode::All);
+            let value = vec![7u8; 10_000];
+            let mut produced = 0;
+            while sub
+                .try_produce(Record::to("plain").value(value.clone()))
+                .is_ok()
+            {
+                produced += 1;
+                assert!(produced < 100, "buffer.memory never filled");
+            }
+            // Full: these wait for memory (a timer), each for at most
+            // max.block.ms.
+            for _ in 0..3 {
+                sub.produce(Record::to("plain").value(value.clone()))
+                    .await
+                    .expect("accepted, or failed with a report");
+                produced += 1;
+            }
+            producer.flush().await;
+            // `send` (its batch lingers: the flush polled after it sends it).
+            let (d, ()) = futures::join!(
+                producer.send(Record::to("plain").value("after")),
+                producer.flush()
+            );
+            assert_eq!(d.expect("delivered").partition, 0);
+            producer.close().await;
+            drop(sub);
+            let reports: Vec<DeliveryReport> = stream.collect().await;
+            assert_eq!(reports.len(), produced, "one report per record");
+            for r in &reports {
+                match r {
+                    DeliveryReport::Delivered(_) => {}
+                    DeliveryReport::Failed(e) => {
+                        assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+                        assert!(e.message.contains("buffer.memory"), "{e}");
+                    }
+                }
+            }
+        });
+    });
+    worker.join().expect("no panic on a thread without a runtime");
+    drop(broker);
+}
+
+/// A record that needs more than all of `buffer.memory` fails at once with
+/// `RecordTooLarge` (as the Java client does), not after `max.block.ms`;
+/// `try_produce` says the same instead of `QueueFull` for ever.
+#[tokio::test]
+async fn a_record_larger_than_buffer_memory_fails_at_once() {
+    let broker = broker_with_topic("over-memory", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("buffer.memory", "32768")
+        .set("max.block.ms", "60000")
+        .build()
+        .unwrap();
+    producer
+        .send(Record::to("over-memory").value("warm"))
+        .await
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    let started = std::time::Instant::now();
+    let big = vec![1u8; 40_000];
+    sub.produce(Record::to("over-memory").value(big.clone()))
+        .await
+        .expect("taken, and failed with a report");
+    sub.try_produce(Record::to("over-memory").value(big.clone()))
+        .expect("taken, and failed with a report, not QueueFull");
+    sub.produce(Record::to("over-memory").value("small"))
+        .await
+        .unwrap();
+    drop(sub);
+    let reports: Vec<_> = tokio::time::timeout(Duration::from_secs(30), stream.collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert!(started.elapsed() < Duration::from_secs(30));
+    assert_eq!(reports.len(), 3);
+    for r in &reports[..2] {
+        let DeliveryReport::Failed(e) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(e.kind, ErrorKind::RecordTooLarge, "{e}");
+        assert!(e.message.contains("buffer.memory"), "{e}");
+        assert_eq!(e.record.value.as_deref(), Some(&big[..]), "handed back");
+    }
+    assert!(reports[2].is_delivered(), "{:?}", reports[2]);
+    producer.close().await;
+}
+
+/// Closing wakes a produce call waiting for `buffer.memory`: it returns
+/// `Closed` with its record at once, not at `max.block.ms`. (The broker is
+/// gone, so nothing frees memory meanwhile, and the close is bounded.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_wakes_produce_calls_waiting_for_memory() {
+    let broker = broker_with_topic("close-wakes", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("buffer.memory", "32768")
+        .set("batch.size", "16384")
+        .set("max.block.ms", "60000")
+        .build()
+        .unwrap();
+    producer
+        .send(Record::to("close-wakes").value("warm"))
+        .await
+        .unwrap();
+    drop(broker);
+    let value = vec![7u8; 10_000];
+    let mut accepted = 0;
+    while producer
+        .try_produce(Record::to("close-wakes").value(value.clone()))
+        .is_ok()
+    {
+        accepted += 1;
+        assert!(accepted < 100, "buffer.memory never filled");
+    }
+    let waiting = {
+        let producer = producer.clone();
+        tokio::spawn(async move {
+            // As big as the others: it needs a batch of its own.
+            producer
+                .produce(Record::to("close-wakes").value(vec![8u8; 10_000]))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    if waiting.is_finished() {
+        panic!("did not wait for memory: {:?}", waiting.await);
+    }
+    let started = std::time::Instant::now();
+    let closed = producer.close_timeout(Duration::from_secs(1)).await;
+    assert!(closed.is_err(), "nothing could be delivered");
+    let r = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("woken by the close, not at max.block.ms")
+        .unwrap();
+    match r {
+        Err(ProduceError::Closed(rec)) => assert_eq!(rec.value.as_deref(), Some(&[8u8; 10_000][..])),
+        other => panic!("{other:?}"),
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+}
+
+struct Collector(std::sync::mpsc::Sender<DeliveryReport>);
+
+impl actix::Actor for Collector {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<DeliveryReport> for Collector {
+    type Result = ();
+    fn handle(&mut self, r: DeliveryReport, _: &mut actix::Context<Self>) {
+        let _ = self.0.send(r);
+    }
+}
+
+/// The `Produce` message path is bounded too: while `buffer.memory` is
+/// full, records from `Produce` messages wait only up to as many bytes
+/// again; past that each fails at once with `QueueFull` (instead of
+/// piling up in tasks without limit). Every message still gets exactly
+/// one report.
+#[test]
+fn produce_messages_waiting_for_memory_are_bounded() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let broker = rt.block_on(broker_with_topic("actor-bound", 1));
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("buffer.memory", "32768")
+        .set("max.block.ms", "1000")
+        .set("delivery.timeout.ms", "120000")
+        .build()
+        .unwrap();
+    rt.block_on(producer.send(Record::to("actor-bound").value("warm")))
+        .unwrap();
+    drop(broker); // nothing frees memory from now on
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let system = std::thread::spawn(move || {
+        let sys = actix::System::new();
+        sys.block_on(async move {
+            use actix::Actor;
+            let addr = Collector(tx).start();
+            addr_tx
+                .send((addr.recipient::<DeliveryReport>(), actix::System::current()))
+                .unwrap();
+        });
+        sys.run().ok();
+    });
+    let (recipient, sys) = addr_rx.recv().unwrap();
+    const N: usize = 300;
+    for i in 0..N {
+        producer.actor().do_send(courier::Produce {
+            record: Record::to("actor-bound").value(format!("{i:04}").repeat(250)),
+            reply_to: recipient.clone(),
+        });
+    }
+    let mut kinds = std::collections::HashMap::<String, usize>::new();
+    let mut seen = std::collections::HashSet::new();
+    // QueueFull at once, the waiting ones at max.block.ms; then the
+    // appended ones when the bounded close gives up on them.
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Ok(r) = rx.recv_timeout(Duration::from_millis(100)) {
+            got.push(r);
+        }
+    }
+    let closed = rt.block_on(producer.close_timeout(Duration::from_millis(500)));
+    assert!(closed.is_err(), "nothing could be delivered");
+    while let Ok(r) = rx.recv_timeout(Duration::from_secs(5)) {
+        got.push(r);
+        if got.len() == N {
+            break;
+        }
+    }
+    assert!(rx.recv_timeout(Duration::from_millis(500)).is_err(), "no more reports than records");
+    assert_eq!(got.len(), N, "one report per message");
+    for r in &got {
+        assert!(seen.insert(r.record().value.clone()), "one report each");
+        let DeliveryReport::Failed(e) = r else {
+            panic!("delivered with the broker gone: {r:?}")
+        };
+        *kinds.entry(format!("{:?}", e.kind)).or_default() += 1;
+    }
+    let full = kinds.get("QueueFull").copied().unwrap_or(0);
+    let waited = kinds.get("Timeout").copied().unwrap_or(0);
+    assert!(full > 0, "the bound refused some: {kinds:?}");
+    // 1000-byte records: the waiting bound is buffer.memory's 32 KiB.
+    assert!(waited <= 33, "at most 32 KiB waited: {kinds:?}");
+    sys.stop();
+    system.join().unwrap();
+}

@@ -432,3 +432,100 @@ async fn a_dropped_outcome_stream_stops_producing_instead_of_hanging() {
     }
     p.close().await;
 }
+
+/// Stopping under traffic (issue: outcomes lost when the actor stopped
+/// while reports were on their way): with a 300 ms round trip, 100 records
+/// produced through the handle and `stop` called at once, every record
+/// still gets exactly one outcome. Records on their first attempt get their
+/// real one (delivered, or a failure made final as `Stopped`, which says
+/// whether the record may have been written); the handle refuses new
+/// records once stopped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_under_traffic_gives_every_record_its_outcome() {
+    let topic = "stop-under-traffic";
+    let m = mock(&[topic]);
+    let p = producer(&m.bootstrap_servers(), &[("linger.ms", "20")]);
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    for b in 1..=3 {
+        m.broker_round_trip_time(b, Duration::from_millis(300))
+            .unwrap();
+    }
+    // The next Produce request is refused outright (not retriable for the
+    // producer; the retry actor would retry, but it is stopping).
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_INVALID_RECORD],
+    );
+    let (retry, mut out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .backoff(Duration::from_millis(10), Duration::from_millis(10))
+            .build(),
+        10_000,
+    );
+    // Two waves, so that the refused request cannot hold them all.
+    let n = 100;
+    for i in 0..n {
+        if i == n / 2 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        retry
+            .produce(Record::to(topic).value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    retry.stop();
+    match retry.produce(Record::to(topic).value("late")).await {
+        Err(courier::ProduceError::Closed(r)) => assert_eq!(r.value.as_deref(), Some(&b"late"[..])),
+        other => panic!("a stopped handle accepted a record: {other:?}"),
+    }
+    let mut outcomes = HashMap::new();
+    while let Some(o) = tokio::time::timeout(Duration::from_secs(30), out.next())
+        .await
+        .expect("outcomes keep coming, then the stream ends")
+    {
+        assert!(outcomes.insert(value(&o), o).is_none(), "one outcome each");
+    }
+    assert_eq!(outcomes.len(), n, "every record has its outcome");
+    let mut delivered = HashSet::new();
+    let mut refused = HashSet::new();
+    for (v, o) in &outcomes {
+        match o {
+            RetryOutcome::Delivered { attempts: 1, .. } => {
+                delivered.insert(v.clone());
+            }
+            RetryOutcome::Failed {
+                reason: GiveUp::Stopped,
+                error,
+                ..
+            } => {
+                assert_eq!(error.attempts, 1, "{error}");
+                assert!(
+                    !error.may_have_been_written(),
+                    "refused outright, so not written: {error}"
+                );
+                refused.insert(v.clone());
+            }
+            other => panic!("{v}: {other:?}"),
+        }
+    }
+    assert!(!refused.is_empty(), "the injected errors failed some records");
+    assert!(
+        !delivered.is_empty(),
+        "{:?}",
+        outcomes.values().next()
+    );
+    // The log agrees: every delivered record is there, no refused one.
+    let log = support::read_all(&m.bootstrap_servers(), topic, 3, delivered.len() + 1);
+    let in_log: HashSet<String> = log
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    for v in &delivered {
+        assert!(in_log.contains(v), "delivered {v} is in the log");
+    }
+    for v in &refused {
+        assert!(!in_log.contains(v), "refused {v} is not in the log");
+    }
+    p.close().await;
+}

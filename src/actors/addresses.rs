@@ -55,7 +55,10 @@ impl ActorTree for Addresses {
         }
     }
 
-    fn ensure_topic(&self, topic: Topic) -> BoxFuture<'static, Option<Result<(), ErrorKind>>> {
+    fn ensure_topic(
+        &self,
+        topic: Topic,
+    ) -> BoxFuture<'static, Option<Result<(), (ErrorKind, String)>>> {
         let request = self
             .topic_waits
             .get()

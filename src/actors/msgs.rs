@@ -5,6 +5,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::MetadataResponse;
 use std::collections::HashMap;
 
+use crate::idempotence::FetchError;
 use crate::record::{Record, Topic};
 use crate::report::{DeliveryReport, ErrorKind};
 
@@ -52,7 +53,7 @@ pub(crate) struct InitProducer {
 }
 
 impl Message for InitProducer {
-    type Result = Result<(i64, i16), String>;
+    type Result = Result<(i64, i16), FetchError>;
 }
 
 /// The idempotent producer needs an id (or an epoch bump): the supervisor
@@ -118,7 +119,9 @@ pub(crate) struct EnsureTopic {
 }
 
 impl Message for EnsureTopic {
-    type Result = Result<(), ErrorKind>;
+    /// `Err` names the kind and, for people, why: the topic does not
+    /// exist, or no broker answered.
+    type Result = Result<(), (ErrorKind, String)>;
 }
 
 /// Refresh metadata soon (a leader moved, a connection broke).

@@ -23,7 +23,7 @@ use crate::metadata::MetadataSnapshot;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 
-type Waiter = (Instant, oneshot::Sender<Result<(), ErrorKind>>);
+type Waiter = (Instant, oneshot::Sender<Result<(), (ErrorKind, String)>>);
 
 /// The partitioner actor: the metadata cache and the topic waits (see the
 /// module docs for why it is named so).
@@ -37,6 +37,17 @@ pub(crate) struct PartitionerActor {
     fetching: bool,
     again: bool,
     failures: u32,
+    /// Why each broker (by id; bootstrap entries negative) failed the
+    /// metadata requests since the last answer: a topic wait that expires
+    /// meanwhile names these, not a missing topic.
+    fetch_errors: HashMap<i32, String>,
+    /// The last topic id seen for each topic: a new one means the topic
+    /// was deleted and re-created.
+    topic_ids: HashMap<Topic, u128>,
+    /// Re-created topics with batches left in partitions that no longer
+    /// exist: (the new id, the new partition count). Failed on every
+    /// metadata answer while any of them is in flight.
+    vanished: HashMap<Topic, (u128, i32)>,
 }
 
 impl PartitionerActor {
@@ -54,6 +65,9 @@ impl PartitionerActor {
             fetching: false,
             again: false,
             failures: 0,
+            fetch_errors: HashMap::new(),
+            topic_ids: HashMap::new(),
+            vanished: HashMap::new(),
         }
     }
 
@@ -94,11 +108,14 @@ impl PartitionerActor {
             match res {
                 Ok(resp) => {
                     act.failures = 0;
+                    act.fetch_errors.clear();
                     let previous = act.engine.metadata.load();
                     let snapshot = MetadataSnapshot::from_response(&resp, &previous);
                     tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
                     let brokers = snapshot.brokers.clone();
+                    act.track_recreated(&snapshot);
                     act.engine.metadata.store(Arc::new(snapshot));
+                    act.fail_vanished();
                     act.brokers_changed.do_send(BrokersChanged { brokers });
                     act.engine.wake_all();
                     act.answer_waiters();
@@ -106,6 +123,7 @@ impl PartitionerActor {
                 Err(error) => {
                     tracing::debug!(from = broker, %error, "metadata fetch failed");
                     act.failures = act.failures.saturating_add(1);
+                    act.fetch_errors.insert(broker, error);
                     act.again = true;
                 }
             }
@@ -114,6 +132,35 @@ impl PartitionerActor {
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
         }));
+    }
+
+    /// Notes topics whose id changed (deleted and re-created).
+    fn track_recreated(&mut self, snapshot: &MetadataSnapshot) {
+        for (topic, t) in &snapshot.topics {
+            let before = self.topic_ids.insert(*topic, t.topic_id);
+            let Some(before) = before.filter(|b| *b != 0 && t.topic_id != 0 && *b != t.topic_id)
+            else {
+                continue;
+            };
+            tracing::warn!(topic = %topic, before = %format!("{before:032x}"), now = %format!("{:032x}", t.topic_id), partitions = t.partition_count, "topic re-created");
+            self.engine.topic_recreated(topic.as_str());
+            self.vanished.insert(*topic, (t.topic_id, t.partition_count));
+        }
+    }
+
+    /// Fails batches left in partitions of re-created topics that no
+    /// longer exist; forgets a topic once none of them is in flight (or
+    /// it changed again).
+    fn fail_vanished(&mut self) {
+        let snapshot = self.engine.metadata.load();
+        let engine = &self.engine;
+        self.vanished.retain(|topic, (id, count)| {
+            snapshot
+                .topics
+                .get(topic.as_str())
+                .is_some_and(|t| t.topic_id == *id)
+                && engine.fail_vanished(topic.as_str(), *count)
+        });
     }
 
     fn has_unresolved(&self) -> bool {
@@ -138,11 +185,59 @@ impl PartitionerActor {
 
     fn expire_waiters(&mut self) {
         let now = Instant::now();
-        self.waiters.retain(|_, waiters| {
-            waiters.retain_mut(|(deadline, _)| *deadline > now);
-            // Dropping the expired senders is not enough: answer them.
+        if !self
+            .waiters
+            .values()
+            .flatten()
+            .any(|(deadline, _)| *deadline <= now)
+        {
+            return;
+        }
+        let snapshot = self.engine.metadata.load();
+        let unreachable = self.unreachable();
+        self.waiters.retain(|topic, waiters| {
+            let mut kept = Vec::with_capacity(waiters.len());
+            for (deadline, w) in waiters.drain(..) {
+                if deadline > now {
+                    kept.push((deadline, w));
+                    continue;
+                }
+                let why = match (&unreachable, snapshot.missing.get(topic.as_str())) {
+                    // No answer at all: that is the cause, and the topic
+                    // may well exist (retriable: Timeout).
+                    (Some(why), _) => (ErrorKind::Timeout, why.clone()),
+                    (None, Some(code)) => (
+                        ErrorKind::UnknownTopic,
+                        format!(
+                            "the cluster does not have it (error {code}{})",
+                            if *code == 3 { ", UNKNOWN_TOPIC_OR_PARTITION" } else { "" }
+                        ),
+                    ),
+                    (None, None) if snapshot.fetched_at.is_none() => {
+                        (ErrorKind::Timeout, "no metadata answer yet".to_string())
+                    }
+                    (None, None) => (
+                        ErrorKind::Timeout,
+                        "it has no partition with a leader".to_string(),
+                    ),
+                };
+                let _ = w.send(Err(why));
+            }
+            *waiters = kept;
             !waiters.is_empty()
         });
+    }
+
+    /// Why no broker answers, when the metadata requests since the last
+    /// answer all failed: each broker tried and its error.
+    fn unreachable(&self) -> Option<String> {
+        if self.fetch_errors.is_empty() {
+            return None;
+        }
+        let mut errors: Vec<_> = self.fetch_errors.iter().collect();
+        errors.sort();
+        let list: Vec<String> = errors.iter().map(|(_, e)| e.to_string()).collect();
+        Some(format!("no broker answered ({})", list.join("; ")))
     }
 }
 
@@ -158,7 +253,7 @@ impl Actor for PartitionerActor {
 }
 
 impl Handler<EnsureTopic> for PartitionerActor {
-    type Result = ResponseFuture<Result<(), ErrorKind>>;
+    type Result = ResponseFuture<Result<(), (ErrorKind, String)>>;
 
     fn handle(&mut self, msg: EnsureTopic, ctx: &mut Context<Self>) -> Self::Result {
         let ready = self
@@ -182,8 +277,8 @@ impl Handler<EnsureTopic> for PartitionerActor {
         Box::pin(async move {
             match rx.await {
                 Ok(r) => r,
-                // Expired (or the actor stopped) before the topic appeared.
-                Err(_) => Err(ErrorKind::UnknownTopic),
+                // The actor stopped before the topic appeared.
+                Err(_) => Err((ErrorKind::Cancelled, "producer closed".to_string())),
             }
         })
     }
@@ -201,7 +296,10 @@ impl Handler<StopPartitioner> for PartitionerActor {
     fn handle(&mut self, _: StopPartitioner, ctx: &mut Context<Self>) {
         for (_, waiters) in self.waiters.drain() {
             for (_, w) in waiters {
-                let _ = w.send(Err(ErrorKind::Cancelled));
+                let _ = w.send(Err((
+                    ErrorKind::Cancelled,
+                    "producer closed while waiting for the topic".to_string(),
+                )));
             }
         }
         ctx.stop();

@@ -20,7 +20,9 @@ use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::error::ProduceError;
+use crate::engine::enqueue::Resume;
 use crate::engine::Engine;
+use crate::idempotence::{Fetch, FetchError};
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
 use crate::sync::lock;
 
@@ -32,6 +34,8 @@ pub struct ProducerSupervisor {
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,
     addrs: HashMap<i32, String>,
+    /// A timer for the next InitProducerId attempt after a failed one.
+    idem_retry: Option<SpawnHandle>,
 }
 
 impl std::fmt::Debug for ProducerSupervisor {
@@ -49,6 +53,8 @@ impl ProducerSupervisor {
         addresses: Arc<Addresses>,
         owns_system: bool,
     ) -> Addr<Self> {
+        // The producer's futures set their timers here (Engine::timeout).
+        let _ = engine.runtime.set(tokio::runtime::Handle::current());
         ProducerSupervisor::create(move |ctx| {
             // The partitioner actor first: connection actors report stale
             // metadata to it. (Actors run their `started` only once this
@@ -63,6 +69,7 @@ impl ProducerSupervisor {
                 partitioner,
                 owns_system,
                 addrs: HashMap::new(),
+                idem_retry: None,
             };
             for (i, addr) in engine
                 .config
@@ -108,8 +115,19 @@ impl ProducerSupervisor {
             .iter()
             .map(|s| s.value().in_flight_len())
             .sum();
-        let Some(bump_from) = idem.begin_fetch(in_flight) else {
-            return;
+        let bump_from = match idem.begin_fetch(in_flight, Instant::now()) {
+            Fetch::Start(bump_from) => bump_from,
+            Fetch::After(at) => {
+                if self.idem_retry.is_none() {
+                    let wait = at.saturating_duration_since(Instant::now());
+                    self.idem_retry = Some(ctx.run_later(wait, |act, ctx| {
+                        act.idem_retry = None;
+                        act.drive_idempotence(ctx);
+                    }));
+                }
+                return;
+            }
+            Fetch::Nothing => return,
         };
         let mut brokers: Vec<_> = self
             .addresses
@@ -119,19 +137,31 @@ impl ProducerSupervisor {
             .collect();
         brokers.sort_by_key(|(id, _)| (*id < 0, fastrand::u32(..)));
         let Some((_, addr)) = brokers.into_iter().next() else {
-            idem.fetched(Err("no broker connection yet".into()));
-            return;
+            idem.fetched(
+                Err(FetchError::Transient("no broker connection yet".into())),
+                Instant::now(),
+            );
+            return self.drive_idempotence(ctx);
         };
         let fut = addr.send(InitProducer { bump_from });
-        ctx.spawn(fut.into_actor(self).map(|res, act, _| {
-            let res = res.unwrap_or_else(|_| Err("broker actor unavailable".into()));
-            let ok = res.is_ok();
-            if let Some(idem) = &act.engine.idem {
-                idem.fetched(res);
-            }
-            if ok {
+        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
+            let res = res.unwrap_or_else(|_| {
+                Err(FetchError::Transient("broker actor unavailable".into()))
+            });
+            let Some(idem) = &act.engine.idem else {
+                return;
+            };
+            idem.fetched(res, Instant::now());
+            if idem.ready().is_some() {
                 act.engine.wake_all();
+                return;
             }
+            // Refused: what waits to be sent fails now with the cause
+            // (records produced later fail when a connection drains them).
+            if let Some((kind, message)) = idem.refused() {
+                act.engine.fail_queued(kind, &message);
+            }
+            act.drive_idempotence(ctx);
         }));
     }
 
@@ -290,40 +320,67 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
 
 impl Handler<Produce> for ProducerSupervisor {
     type Result = ();
-    fn handle(&mut self, msg: Produce, ctx: &mut Context<Self>) {
-        let engine = self.engine.clone();
-        let reply_to = msg.reply_to.clone();
-        let fut = async move {
-            if let Err(e) = engine
-                .enqueue(msg.record, Some(ReplyTo::Actor(msg.reply_to)), true)
-                .await
-            {
-                let message = e.to_string();
-                let kind = match e {
-                    ProduceError::Closed(_) => ErrorKind::Cancelled,
-                    _ => ErrorKind::Timeout,
-                };
-                reply_to.do_send(DeliveryReport::Failed(DeliveryError {
-                    kind,
-                    message,
-                    partition: None,
-                    attempts: 0,
-                    record: e.into_record(),
-                }));
-            }
+    fn handle(&mut self, msg: Produce, _: &mut Context<Self>) {
+        let Produce { record, reply_to } = msg;
+        let fail = |e: ProduceError, to: &Recipient<DeliveryReport>| {
+            let message = e.to_string();
+            let kind = match e {
+                ProduceError::Closed(_) => ErrorKind::Cancelled,
+                ProduceError::QueueFull(_) => ErrorKind::QueueFull,
+                _ => ErrorKind::Timeout,
+            };
+            to.do_send(DeliveryReport::Failed(DeliveryError {
+                kind,
+                message,
+                partition: None,
+                attempts: 0,
+                record: e.into_record(),
+            }));
         };
+        // Most records are taken here at once, with no task.
+        let slow = match self.engine.enqueue_now(
+            record,
+            Some(ReplyTo::Actor(reply_to.clone())),
+            true,
+            &mut Resume::default(),
+        ) {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => return fail(e, &reply_to),
+            Err(slow) => slow,
+        };
+        // It must wait (for metadata or buffer.memory). Waiting records are
+        // bounded by their bytes, as buffer.memory bounds queued ones: past
+        // the bound a record fails at once, QueueFull, rather than pile up
+        // in detached tasks while the producer is full.
+        let bytes = slow.record().approx_size();
+        let waiting = &self.engine.actor_path_waiting;
+        if waiting.fetch_add(bytes, Ordering::AcqRel) + bytes > self.engine.config.buffer_memory {
+            waiting.fetch_sub(bytes, Ordering::AcqRel);
+            let why = format!(
+                "buffer.memory is full and {} bytes of Produce messages already wait for it; Producer::produce_to waits instead",
+                self.engine.config.buffer_memory
+            );
+            tracing::debug!(%why, "Produce message refused");
+            return fail(ProduceError::QueueFull(slow.into_record()), &reply_to);
+        }
+        let engine = self.engine.clone();
         // A detached task, not `ctx.spawn`: a future owned by the actor
         // would be dropped (with its record and reply_to) if the actor
-        // stopped while it waits for metadata or memory.
-        let _ = ctx;
-        actix::spawn(fut);
+        // stopped while it waits.
+        actix::spawn(async move {
+            let r = engine.enqueue_slow(slow).await;
+            engine.actor_path_waiting.fetch_sub(bytes, Ordering::AcqRel);
+            if let Err(e) = r {
+                fail(e, &reply_to);
+            }
+        });
     }
 }
 
 impl Handler<Shutdown> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
-        self.engine.closed.store(true, Ordering::Release);
+        self.engine.close_intake();
         let brokers: Vec<_> = self
             .addresses
             .connections

@@ -36,6 +36,14 @@ pub(crate) struct QueueState {
     pub sequence_owner: Option<(i64, i16)>,
     /// Idempotence: batches stamped and sent but not yet reported.
     pub unacked: BTreeSet<u64>,
+    /// Idempotence: the (producer id, epoch) under which the broker has
+    /// acknowledged a batch of this partition, so it holds our sequence
+    /// state. Until then one batch goes at a time: a leader that knows
+    /// nothing of a producer accepts any sequence from it (Kafka's
+    /// `ProducerAppendInfo.checkSequence`), so a batch pipelined behind a
+    /// refused first one (say NOT_LEADER_OR_FOLLOWER from a partition's
+    /// new leader) would be written ahead of it.
+    pub confirmed: Option<(i64, i16)>,
 }
 
 impl QueueState {

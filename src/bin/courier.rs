@@ -152,6 +152,15 @@ fn json_str(s: &str) -> String {
     out
 }
 
+/// `line` split at the first `sep` (which is not empty).
+fn split_once_bytes<'a>(line: &'a [u8], sep: &[u8]) -> Option<(&'a [u8], &'a [u8])> {
+    if sep.is_empty() {
+        return None;
+    }
+    let at = line.windows(sep.len()).position(|w| w == sep)?;
+    Some((&line[..at], &line[at + sep.len()..]))
+}
+
 fn report_line(seq: u64, topic: &str, report: &DeliveryReport) -> String {
     match report {
         DeliveryReport::Delivered(d) => format!(
@@ -182,11 +191,25 @@ async fn produce(a: Args) -> ExitCode {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failed = false;
     let mut pending = FuturesUnordered::new();
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<String>(1024);
+    // Lines are bytes (keys and values are bytes; nothing needs to be
+    // UTF-8), split at '\n'. A read error ends the input loudly.
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(1024);
     std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let Ok(line) = line else { break };
-            if tx.blocking_send(line).is_err() {
+        let mut input = std::io::stdin().lock();
+        for n in 1u64.. {
+            let mut line = Vec::new();
+            let line = match input.read_until(b'\n', &mut line) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if line.last() == Some(&b'\n') {
+                        line.pop();
+                    }
+                    Ok(line)
+                }
+                Err(e) => Err(format!("reading line {n} of standard input failed: {e}")),
+            };
+            let end = line.is_err();
+            if tx.blocking_send(line).is_err() || end {
                 break;
             }
         }
@@ -197,10 +220,19 @@ async fn produce(a: Args) -> ExitCode {
     loop {
         tokio::select! {
             line = rx.recv(), if !input_done && pending.len() < max_pending => {
-                let Some(line) = line else { input_done = true; continue };
+                let line = match line {
+                    None => { input_done = true; continue }
+                    Some(Err(e)) => {
+                        eprintln!("courier: {e}");
+                        failed = true;
+                        input_done = true;
+                        continue;
+                    }
+                    Some(Ok(line)) => line,
+                };
                 let mut record = Record::to(topic.as_str());
-                match a.key_sep.as_deref().and_then(|sep| line.split_once(sep)) {
-                    Some((k, v)) => record = record.key(k.to_string()).value(v.to_string()),
+                match a.key_sep.as_deref().and_then(|sep| split_once_bytes(&line, sep.as_bytes())) {
+                    Some((k, v)) => record = record.key(k.to_vec()).value(v.to_vec()),
                     None => record = record.value(line),
                 }
                 if reports == Reports::None {

@@ -27,5 +27,8 @@ pub(crate) trait ActorTree: Send + Sync + 'static {
     /// Waits until `topic`'s metadata is known, up to `max.block.ms`:
     /// `Some(Err(kind))` when it did not appear, `None` when the actors are
     /// gone (the producer closed).
-    fn ensure_topic(&self, topic: Topic) -> BoxFuture<'static, Option<Result<(), ErrorKind>>>;
+    fn ensure_topic(
+        &self,
+        topic: Topic,
+    ) -> BoxFuture<'static, Option<Result<(), (ErrorKind, String)>>>;
 }

@@ -58,6 +58,22 @@ pub(crate) enum Slow<'s> {
     Memory(Record, Option<ReplyTo<'s>>, usize, i32, Mono),
 }
 
+impl<'s> Slow<'s> {
+    /// The waiting record.
+    pub(crate) fn record(&self) -> &Record {
+        match self {
+            Slow::Metadata(r, _) | Slow::Memory(r, ..) => r,
+        }
+    }
+
+    /// The waiting record, given up on (its report is not owed).
+    pub(crate) fn into_record(self) -> Record {
+        match self {
+            Slow::Metadata(r, _) | Slow::Memory(r, ..) => r,
+        }
+    }
+}
+
 impl Engine {
     fn reject(
         &self,
@@ -121,9 +137,9 @@ impl Engine {
                     Slow::Metadata(record, reply) => {
                         match self.actors.ensure_topic(record.topic).await {
                             Some(Ok(())) => resume.metadata_awaited = true,
-                            Some(Err(kind)) => {
+                            Some(Err((kind, why))) => {
                                 let msg = format!(
-                                    "no metadata for topic {:?} within max.block.ms ({} ms)",
+                                    "no metadata for topic {:?} within max.block.ms ({} ms): {why}",
                                     record.topic.as_str(),
                                     self.config.max_block.as_millis()
                                 );
@@ -137,7 +153,7 @@ impl Engine {
                     Slow::Memory(record, reply, bytes, partition, accepted) => {
                         resume.accepted = Some(accepted);
                         let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
-                        match tokio::time::timeout(self.config.max_block, acquire).await {
+                        match self.timeout(self.config.max_block, acquire).await {
                             Ok(Ok(permit)) => resume.memory = Some(permit),
                             Ok(Err(_)) => return Err(ProduceError::Closed(record)),
                             Err(_) => {
@@ -419,6 +435,15 @@ impl Engine {
                     reply = rp;
                 }
                 Err(AppendError::NeedMemory(r, rp, bytes)) => {
+                    // More than all of buffer.memory: no wait can help.
+                    if bytes > self.config.buffer_memory {
+                        let msg = format!(
+                            "record needs a {bytes}-byte batch; buffer.memory is {}",
+                            self.config.buffer_memory
+                        );
+                        self.reject(r, rp, ErrorKind::RecordTooLarge, msg, Some(partition));
+                        return Ok(Ok(()));
+                    }
                     if !wait {
                         return Ok(Err(ProduceError::QueueFull(r)));
                     }

@@ -61,3 +61,10 @@ impl BatchRejected {
         }
     }
 }
+
+/// A bounded wait ([`crate::Producer::flush_timeout`],
+/// [`crate::Producer::close_timeout`]) ran out with records still
+/// unreported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("records were still unreported after {0:?}")]
+pub struct TimedOut(pub std::time::Duration);

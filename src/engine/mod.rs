@@ -74,6 +74,12 @@ pub(crate) struct Engine {
     /// Set when the actor system has stopped.
     pub stopped: Notify,
     pub stopped_flag: AtomicBool,
+    /// The runtime the actors run on (set when they start): the timers of
+    /// the producer's own futures live there, so callers need no runtime.
+    pub runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// Bytes of records from `Produce` messages waiting for metadata or
+    /// memory (bounded by `buffer.memory`).
+    pub actor_path_waiting: AtomicUsize,
     /// Whether a record fits in a Produce request at all.
     pub sizing: RequestSizing,
     /// The actor tree, as far as the engine needs it.
@@ -112,7 +118,9 @@ impl Engine {
             sizing: RequestSizing::new(&client_id, c.max_request_size),
             client_id,
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
-            idem: c.idempotent().then(Idempotence::default),
+            idem: c
+                .idempotent()
+                .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),
             partitioner,
             stats: Stats::default(),
             closed,
@@ -122,6 +130,8 @@ impl Engine {
             shutdown_sent: AtomicBool::new(false),
             stopped: Notify::new(),
             stopped_flag: AtomicBool::new(false),
+            runtime: std::sync::OnceLock::new(),
+            actor_path_waiting: AtomicUsize::new(0),
             actors,
             config: c,
         })
@@ -152,10 +162,39 @@ impl Engine {
         });
     }
 
+    /// Takes no more records: produce calls get `Closed`, including those
+    /// waiting for `buffer.memory` (its pool is closed).
+    pub(crate) fn close_intake(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.acc.pool.close();
+    }
+
+    /// `tokio::time::timeout` with its timer on the actors' runtime, so
+    /// that a producer future may be polled from any thread and executor
+    /// (`futures::executor::block_on` on a plain thread, say), not only
+    /// inside a tokio runtime with timers.
+    pub(crate) fn timeout<F: std::future::Future>(
+        &self,
+        d: Duration,
+        f: F,
+    ) -> tokio::time::Timeout<F> {
+        let _on_actors_runtime = self.runtime.get().map(|h| h.enter());
+        tokio::time::timeout(d, f)
+    }
+
     /// Waits until every batch opened before the call has been reported.
     pub(crate) async fn flush(&self) {
+        /// Ends this flush's "send lingering batches now" even when the
+        /// flush future is dropped half-way (a bounded flush).
+        struct Flushing<'a>(&'a AtomicUsize);
+        impl Drop for Flushing<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
         let upto = self.acc.next_batch_id();
         self.flushing.fetch_add(1, Ordering::AcqRel);
+        let _flushing = Flushing(&self.flushing);
         self.wake_all();
         loop {
             let changed = self.acc.incomplete_changed.notified();
@@ -164,14 +203,22 @@ impl Engine {
             }
             // Batches may sit in queues whose leader is unknown; the
             // periodic wake covers them, so wait with a bound.
-            let _ = tokio::time::timeout(Duration::from_millis(50), changed).await;
+            let _ = self.timeout(Duration::from_millis(50), changed).await;
             self.wake_all();
         }
-        self.flushing.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// Fails every batch still queued (not in flight) with `Cancelled`.
     pub(crate) fn cancel_queued(&self) {
+        self.fail_queued(
+            ErrorKind::Cancelled,
+            "producer closed or dropped before the record was sent",
+        );
+    }
+
+    /// Fails every batch waiting to be sent (open or sealed, not in
+    /// flight) with `kind` and `message`.
+    pub(crate) fn fail_queued(&self, kind: ErrorKind, message: &str) {
         for q in self.acc.all_queues() {
             let (open, ready) = {
                 let mut qs = lock(&q.state);
@@ -182,14 +229,57 @@ impl Engine {
                 batches.push(self.acc.seal(open, &q));
             }
             for b in batches {
+                self.acc
+                    .fail_unsent(b, kind, |_| message.to_string(), &self.stats);
+            }
+        }
+    }
+
+    /// `topic` was deleted and re-created (a new topic id). Its leaders
+    /// know nothing of this producer, so each partition takes one batch at
+    /// a time again until one is acknowledged (`QueueState::confirmed`).
+    pub(crate) fn topic_recreated(&self, topic: &str) {
+        for q in self.acc.all_queues().iter().filter(|q| q.topic.as_str() == topic) {
+            lock(&q.state).confirmed = None;
+        }
+    }
+
+    /// Fails what waits in `topic`'s partitions `count..` (gone since the
+    /// topic was re-created with `count` partitions) with
+    /// `UnknownPartition`, rather than at `delivery.timeout.ms`. Returns
+    /// whether a batch of those partitions is still in flight: it comes
+    /// back to its queue when its request fails, and the next call fails
+    /// it.
+    pub(crate) fn fail_vanished(&self, topic: &str, count: i32) -> bool {
+        let mut in_flight = false;
+        for q in self.acc.all_queues() {
+            if q.topic.as_str() != topic || q.partition < count {
+                continue;
+            }
+            let (open, ready) = {
+                let mut qs = lock(&q.state);
+                in_flight |= qs.in_flight > 0;
+                (qs.open.take(), std::mem::take(&mut qs.ready))
+            };
+            let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
+            if let Some(open) = open {
+                batches.push(self.acc.seal(open, &q));
+            }
+            for b in batches {
                 self.acc.fail_unsent(
                     b,
-                    ErrorKind::Cancelled,
-                    |_| "producer closed or dropped before the record was sent".into(),
+                    ErrorKind::UnknownPartition,
+                    |_| {
+                        format!(
+                            "partition {} of topic {topic:?} no longer exists: the topic was re-created with {count} partition(s)",
+                            q.partition
+                        )
+                    },
                     &self.stats,
                 );
             }
         }
+        in_flight
     }
 
     /// A snapshot of the counters.

@@ -19,7 +19,7 @@ use crate::actors::msgs::Shutdown;
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::{Resume, RunEnd};
-use crate::engine::error::{BatchRejected, ProduceError};
+use crate::engine::error::{BatchRejected, ProduceError, TimedOut};
 use crate::engine::Engine;
 use crate::record::Record;
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
@@ -33,7 +33,7 @@ struct HandleGuard {
 
 impl Drop for HandleGuard {
     fn drop(&mut self) {
-        self.engine.closed.store(true, Ordering::Release);
+        self.engine.close_intake();
         // Unless a `close` already sent its Shutdown (a `close` whose future
         // was dropped half-way has not: the actor tree must still stop).
         if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
@@ -178,17 +178,47 @@ impl Producer {
         self.engine.flush().await
     }
 
+    /// Like [`flush`](Self::flush), for at most `timeout`: `Err` when
+    /// records produced before the call are still unreported then (they
+    /// stay pending and are reported later as usual).
+    pub async fn flush_timeout(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.engine
+            .timeout(timeout, self.engine.flush())
+            .await
+            .map_err(|_| TimedOut(timeout))
+    }
+
     /// Stops accepting records, flushes, reports everything, and stops the
-    /// actors.
+    /// actors. Waits as long as delivery takes (at most about
+    /// `delivery.timeout.ms`); [`close_timeout`](Self::close_timeout)
+    /// bounds it.
     pub async fn close(&self) {
-        self.engine.closed.store(true, Ordering::Release);
+        self.engine.close_intake();
         self.engine.flush().await;
+        self.stop_actors(false).await;
+    }
+
+    /// Like [`close`](Self::close), but flushes for at most `timeout`
+    /// (as the Java client's `close(Duration)`): whatever is unreported
+    /// then fails at once, `Cancelled` (records sent but unanswered say
+    /// they may or may not have been written), and `Err` says so. Every
+    /// record still gets exactly one report.
+    pub async fn close_timeout(&self, timeout: Duration) -> Result<(), TimedOut> {
+        self.engine.close_intake();
+        let flushed = self.flush_timeout(timeout).await;
+        self.stop_actors(flushed.is_err()).await;
+        flushed
+    }
+
+    /// Stops the actor tree once (`cancel`: failing what is queued or in
+    /// flight) and waits for it, bounded.
+    async fn stop_actors(&self, cancel: bool) {
         let stopped = self.engine.stopped.notified();
         if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
-            self.supervisor.do_send(Shutdown { cancel: false });
+            self.supervisor.do_send(Shutdown { cancel });
         }
         if !self.engine.stopped_flag.load(Ordering::Acquire) {
-            let _ = tokio::time::timeout(Duration::from_secs(10), stopped).await;
+            let _ = self.engine.timeout(Duration::from_secs(10), stopped).await;
         }
         self.engine.close_subscriptions();
     }

@@ -8,7 +8,8 @@
 use actix::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::actors::broker::{backoff, BrokerConnection, ConnState};
+use crate::actors::broker::{BrokerConnection, ConnState};
+use crate::clock::backoff;
 use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame};
 use crate::connection::{Connection, ConnectionOptions};
 use crate::sync::lock;
@@ -47,6 +48,7 @@ impl BrokerConnection {
         let (mut reader, mut writer, versions, next_id) = conn.into_pipelined();
         self.next_correlation_id = next_id;
         self.reconnect_attempts = 0;
+        self.last_connect_error = None;
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<bytes::Bytes>>();
         // Weak addresses: the I/O tasks must not keep a retired actor alive
         // (actix's Supervisor restarts an actor while strong addresses exist).
@@ -96,6 +98,7 @@ impl BrokerConnection {
 
     pub(super) fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
         tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
+        self.last_connect_error = Some(error.clone());
         for (_, c) in self.calls.drain() {
             c.fail(error.clone());
         }

@@ -50,6 +50,11 @@ impl BrokerConnection {
             Some(i) => match i.ready() {
                 Some(id) => Some(id),
                 None => {
+                    // The cluster refused us an id: waiting records fail
+                    // with its cause now, not at delivery.timeout.ms.
+                    if let Some((kind, message)) = i.refused() {
+                        engine.fail_queued(kind, &message);
+                    }
                     self.upstream.ensure_producer_id.do_send(EnsureProducerId);
                     return;
                 }
@@ -83,6 +88,12 @@ impl BrokerConnection {
             for q in &queues {
                 let mut qi = lock(&q.state);
                 if strict_order && qi.in_flight > 0 {
+                    continue;
+                }
+                // Idempotent: no pipelining until the broker has
+                // acknowledged a batch of this epoch here
+                // (`QueueState::confirmed`).
+                if qi.in_flight > 0 && idem.is_some_and(|id| qi.confirmed != Some(id)) {
                     continue;
                 }
                 let batch = if let Some(front) = qi.ready.front() {

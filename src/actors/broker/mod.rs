@@ -84,6 +84,9 @@ pub struct BrokerConnection {
     /// Requests other than Produce, answered through a oneshot.
     calls: HashMap<i32, Call>,
     reconnect_attempts: u32,
+    /// Why the last connection attempt failed, until one succeeds (named
+    /// in the errors of requests that find no connection).
+    last_connect_error: Option<String>,
     wake_at: Option<(Instant, SpawnHandle)>,
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
@@ -118,6 +121,7 @@ impl BrokerConnection {
             upstream,
             calls: HashMap::new(),
             reconnect_attempts: 0,
+            last_connect_error: None,
             wake_at: None,
             throttled_until: None,
         }
@@ -133,7 +137,10 @@ impl BrokerConnection {
             ConnState::Connected { tx, versions, .. } => Ok((tx.clone(), *versions)),
             _ => {
                 self.ensure_connecting(ctx);
-                Err(format!("not connected to {}", self.addr))
+                Err(match &self.last_connect_error {
+                    Some(e) => format!("{}: {e}", self.addr),
+                    None => format!("{}: not connected yet", self.addr),
+                })
             }
         }
     }
@@ -149,13 +156,6 @@ impl BrokerConnection {
     }
 }
 
-fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.min(16));
-    let capped = exp.min(max).max(base);
-    // Up to 20% jitter, as the Java client.
-    let jitter = 0.8 + fastrand::f64() * 0.4;
-    capped.mul_f64(jitter).min(max.max(base))
-}
 
 impl Actor for BrokerConnection {
     type Context = Context<Self>;
@@ -246,7 +246,7 @@ impl Handler<CancelInFlight> for BrokerConnection {
                     b,
                     Outcome::Failed {
                         kind: ErrorKind::Cancelled,
-                        message: "producer dropped before the broker answered; the record may or may not have been written".into(),
+                        message: "producer closed or dropped before the broker answered; the record may or may not have been written".into(),
                     },
                 );
             }

@@ -14,7 +14,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::actors::broker::call::Call;
 use crate::actors::broker::BrokerConnection;
 use crate::actors::msgs::{FetchMetadata, InitProducer};
-use crate::kafka_error::classify;
+use crate::idempotence::FetchError;
+use crate::kafka_error::{classify, ResponseError};
+use crate::report::ErrorKind;
 use crate::protocol::message::encode_request;
 
 impl BrokerConnection {
@@ -79,17 +81,22 @@ impl Handler<FetchMetadata> for BrokerConnection {
 }
 
 impl Handler<InitProducer> for BrokerConnection {
-    type Result = ResponseFuture<Result<(i64, i16), String>>;
+    type Result = ResponseFuture<Result<(i64, i16), FetchError>>;
     fn handle(&mut self, msg: InitProducer, ctx: &mut Context<Self>) -> Self::Result {
+        let node = self.node_id;
         let (tx, versions) = match self.connected(ctx) {
             Ok(c) => c,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Err(e) => return Box::pin(async move { Err(FetchError::Transient(e)) }),
         };
         let Some(version) = versions.init_producer_id else {
-            let addr = self.addr.clone();
+            let message = format!(
+                "broker {node} at {} does not support InitProducerId, so the idempotent producer cannot start; set enable.idempotence=false",
+                self.addr
+            );
             return Box::pin(async move {
-                Err(format!(
-                    "{addr} does not support InitProducerId; set enable.idempotence=false"
+                Err(FetchError::Refused(
+                    ErrorKind::Broker(ResponseError::UnsupportedVersion),
+                    message,
                 ))
             });
         };
@@ -106,19 +113,46 @@ impl Handler<InitProducer> for BrokerConnection {
         }
         let (wtx, wrx) = oneshot::channel();
         if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx)) {
-            return Box::pin(async move { Err(e) });
+            return Box::pin(async move { Err(FetchError::Transient(e)) });
         }
         let timeout = self.engine.config.request_timeout;
         Box::pin(async move {
             let resp = match tokio::time::timeout(timeout, wrx).await {
-                Ok(Ok(r)) => r?,
-                Ok(Err(_)) => return Err("connection closed".into()),
-                Err(_) => return Err("InitProducerId timed out".into()),
+                Ok(Ok(r)) => r.map_err(FetchError::Transient)?,
+                Ok(Err(_)) => return Err(FetchError::Transient("connection closed".into())),
+                Err(_) => return Err(FetchError::Transient("InitProducerId timed out".into())),
             };
             match classify(resp.error_code) {
                 None => Ok((resp.producer_id.0, resp.producer_epoch)),
-                Some(c) => Err(format!("InitProducerId failed: {:?}", c.error)),
+                Some(c) => Err(init_error(node, c.error)),
             }
         })
     }
+}
+
+/// An InitProducerId error code as a [`FetchError`]. An authorization
+/// error or an unsupported version refuses the producer until the cluster
+/// changes; anything else (a coordinator loading or moving, an unknown
+/// server error: Tansu gives -1 for a while after a restart) is tried
+/// again after a backoff.
+fn init_error(node: i32, error: ResponseError) -> FetchError {
+    let refused = matches!(
+        error,
+        ResponseError::ClusterAuthorizationFailed
+            | ResponseError::TransactionalIdAuthorizationFailed
+            | ResponseError::UnsupportedVersion
+    );
+    if !refused {
+        return FetchError::Transient(format!("InitProducerId from broker {node}: {error:?}"));
+    }
+    let hint = match error {
+        ResponseError::ClusterAuthorizationFailed => {
+            " (the idempotent producer needs the IDEMPOTENT_WRITE ACL on the cluster, or WRITE on a topic from Kafka 3.0; or set enable.idempotence=false)"
+        }
+        _ => "",
+    };
+    FetchError::Refused(
+        ErrorKind::Broker(error),
+        format!("broker {node} refused the producer an id (InitProducerId): {error:?}{hint}"),
+    )
 }

@@ -8,7 +8,8 @@ use actix::prelude::*;
 use kafka_protocol::messages::ProduceRequest;
 
 use crate::actors::broker::state::InFlight;
-use crate::actors::broker::{backoff, BrokerConnection};
+use crate::actors::broker::BrokerConnection;
+use crate::clock::backoff;
 use crate::actors::msgs::RefreshMetadata;
 use crate::batching::batch::SealedBatch;
 use crate::delivery::router::route;
@@ -72,6 +73,20 @@ impl BrokerConnection {
         let mut q = lock(&queue.state);
         q.in_flight -= 1;
         q.requeue(batch);
+    }
+
+    /// A batch the broker accepted (or already had) leaves its partition's
+    /// in-flight count; for an idempotent producer the broker now holds
+    /// the partition's sequence state under the batch's epoch, so later
+    /// batches may be pipelined (`QueueState::confirmed`).
+    fn acknowledged(&self, b: &SealedBatch) {
+        let q = self.engine.acc.queue(&b.topic, b.partition);
+        let mut qs = lock(&q.state);
+        qs.in_flight -= 1;
+        if self.engine.idem.is_some() {
+            let s = b.encoded.stamp();
+            qs.confirmed = Some((s.producer_id, s.producer_epoch));
+        }
     }
 
     /// Reports a batch and releases it.
@@ -174,8 +189,7 @@ impl BrokerConnection {
                 // Already written by an earlier attempt whose answer was
                 // lost: a success. Newer brokers give the original offset.
                 Some(c) if c.error == ResponseError::DuplicateSequenceNumber => {
-                    let q = self.engine.acc.queue(&b.topic, b.partition);
-                    lock(&q.state).in_flight -= 1;
+                    self.acknowledged(&b);
                     self.settle(
                         b,
                         Outcome::Delivered {
@@ -185,8 +199,7 @@ impl BrokerConnection {
                     );
                 }
                 None => {
-                    let q = self.engine.acc.queue(&b.topic, b.partition);
-                    lock(&q.state).in_flight -= 1;
+                    self.acknowledged(&b);
                     self.settle(
                         b,
                         Outcome::Delivered {
