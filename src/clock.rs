@@ -50,6 +50,16 @@ impl Mono {
     }
 }
 
+/// The wait before retry number `attempt` (0 for the first retry):
+/// exponential from `base`, capped at `max`, with up to 20 % jitter either
+/// way as the Java client (`ExponentialBackoff`).
+pub(crate) fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.min(16));
+    let capped = exp.min(max).max(base);
+    let jitter = 0.8 + fastrand::f64() * 0.4;
+    capped.mul_f64(jitter).min(max.max(base))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,14 +79,4 @@ mod tests {
         assert_eq!(a.since(b), Duration::ZERO);
         assert_eq!(b.millis_since(a), ours.as_millis() as i64);
     }
-}
-
-/// The wait before retry number `attempt` (0 for the first retry):
-/// exponential from `base`, capped at `max`, with up to 20 % jitter either
-/// way as the Java client (`ExponentialBackoff`).
-pub(crate) fn backoff(base: Duration, max: Duration, attempt: u32) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.min(16));
-    let capped = exp.min(max).max(base);
-    let jitter = 0.8 + fastrand::f64() * 0.4;
-    capped.mul_f64(jitter).min(max.max(base))
 }

@@ -289,7 +289,10 @@ mod tests {
         assert_eq!(i.refused(), Some((kind, "no ACL".into())));
         let later = now + Duration::from_secs(2);
         assert_eq!(i.begin_fetch(0, later), Fetch::Start(None), "tried again");
-        assert!(i.refused().is_some(), "still refused while the retry is out");
+        assert!(
+            i.refused().is_some(),
+            "still refused while the retry is out"
+        );
         i.fetched(Ok((9, 0)), later);
         assert_eq!(i.refused(), None);
         assert_eq!(i.ready(), Some((9, 0)));

@@ -191,7 +191,11 @@ fn produce_takes_lines_that_are_not_utf8() {
         &["topic", "create", "-b", &b, "bytes", "--partitions", "1"],
         "",
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let input: &[u8] = b"k1|first\n\xff\xfe|not utf-8 \xc3\x28\nk3|last\n";
     let out = courier(&["produce", "-b", &b, "-t", "bytes", "-k", "|"], input);
     assert_eq!(
@@ -200,15 +204,22 @@ fn produce_takes_lines_that_are_not_utf8() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3, "three reports");
-    let got: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> =
-        read_back(&b, "bytes", 1, 3, std::time::Duration::from_secs(30))
-            .into_iter()
-            .map(|r| (r.key, r.value))
-            .collect();
-    let want: Vec<(Option<Vec<u8>>, Option<Vec<u8>>)> = vec![
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        3,
+        "three reports"
+    );
+    type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
+    let got: Vec<KeyValue> = read_back(&b, "bytes", 1, 3, std::time::Duration::from_secs(30))
+        .into_iter()
+        .map(|r| (r.key, r.value))
+        .collect();
+    let want: Vec<KeyValue> = vec![
         (Some(b"k1".to_vec()), Some(b"first".to_vec())),
-        (Some(b"\xff\xfe".to_vec()), Some(b"not utf-8 \xc3\x28".to_vec())),
+        (
+            Some(b"\xff\xfe".to_vec()),
+            Some(b"not utf-8 \xc3\x28".to_vec()),
+        ),
         (Some(b"k3".to_vec()), Some(b"last".to_vec())),
     ];
     assert_eq!(got, want);

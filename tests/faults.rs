@@ -613,7 +613,12 @@ async fn a_refused_first_batch_is_not_overtaken() {
     assert!(retried > 0, "the refused first batch was retried");
     let log: Vec<usize> = support::read_all(&m.bootstrap_servers(), topic, 1, N)
         .iter()
-        .map(|r| std::str::from_utf8(r.value.as_deref().unwrap()).unwrap().parse().unwrap())
+        .map(|r| {
+            std::str::from_utf8(r.value.as_deref().unwrap())
+                .unwrap()
+                .parse()
+                .unwrap()
+        })
         .collect();
     assert_eq!(log.len(), N, "every record once");
     if let Some(at) = (0..N).find(|i| log[*i] != *i) {

@@ -555,7 +555,10 @@ fn the_producer_works_from_a_plain_thread_without_a_runtime() {
     let broker = rt.block_on(broker_with_topic("plain", 1));
     let bootstrap = broker.bootstrap();
     let worker = std::thread::spawn(move || {
-        assert!(tokio::runtime::Handle::try_current().is_err(), "no runtime here");
+        assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "no runtime here"
+        );
         let producer = Producer::builder()
             .bootstrap(&bootstrap)
             .set("buffer.memory", "32768")
@@ -605,7 +608,9 @@ fn the_producer_works_from_a_plain_thread_without_a_runtime() {
             }
         });
     });
-    worker.join().expect("no panic on a thread without a runtime");
+    worker
+        .join()
+        .expect("no panic on a thread without a runtime");
     drop(broker);
 }
 
@@ -702,7 +707,9 @@ async fn close_wakes_produce_calls_waiting_for_memory() {
         .expect("woken by the close, not at max.block.ms")
         .unwrap();
     match r {
-        Err(ProduceError::Closed(rec)) => assert_eq!(rec.value.as_deref(), Some(&[8u8; 10_000][..])),
+        Err(ProduceError::Closed(rec)) => {
+            assert_eq!(rec.value.as_deref(), Some(&[8u8; 10_000][..]))
+        }
         other => panic!("{other:?}"),
     }
     assert!(started.elapsed() < Duration::from_secs(30));
@@ -780,7 +787,10 @@ fn produce_messages_waiting_for_memory_are_bounded() {
             break;
         }
     }
-    assert!(rx.recv_timeout(Duration::from_millis(500)).is_err(), "no more reports than records");
+    assert!(
+        rx.recv_timeout(Duration::from_millis(500)).is_err(),
+        "no more reports than records"
+    );
     assert_eq!(got.len(), N, "one report per message");
     for r in &got {
         assert!(seen.insert(r.record().value.clone()), "one report each");

@@ -144,7 +144,8 @@ impl PartitionerActor {
             };
             tracing::warn!(topic = %topic, before = %format!("{before:032x}"), now = %format!("{:032x}", t.topic_id), partitions = t.partition_count, "topic re-created");
             self.engine.topic_recreated(topic.as_str());
-            self.vanished.insert(*topic, (t.topic_id, t.partition_count));
+            self.vanished
+                .insert(*topic, (t.topic_id, t.partition_count));
         }
     }
 
@@ -210,7 +211,11 @@ impl PartitionerActor {
                         ErrorKind::UnknownTopic,
                         format!(
                             "the cluster does not have it (error {code}{})",
-                            if *code == 3 { ", UNKNOWN_TOPIC_OR_PARTITION" } else { "" }
+                            if *code == 3 {
+                                ", UNKNOWN_TOPIC_OR_PARTITION"
+                            } else {
+                                ""
+                            }
                         ),
                     ),
                     (None, None) if snapshot.fetched_at.is_none() => {

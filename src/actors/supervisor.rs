@@ -19,8 +19,8 @@ use crate::actors::broker::{BrokerConnection, Upstream};
 use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
 use crate::delivery::owed::ReplyTo;
-use crate::engine::error::ProduceError;
 use crate::engine::enqueue::Resume;
+use crate::engine::error::ProduceError;
 use crate::engine::Engine;
 use crate::idempotence::{Fetch, FetchError};
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
@@ -145,9 +145,8 @@ impl ProducerSupervisor {
         };
         let fut = addr.send(InitProducer { bump_from });
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
-            let res = res.unwrap_or_else(|_| {
-                Err(FetchError::Transient("broker actor unavailable".into()))
-            });
+            let res = res
+                .unwrap_or_else(|_| Err(FetchError::Transient("broker actor unavailable".into())));
             let Some(idem) = &act.engine.idem else {
                 return;
             };

@@ -239,7 +239,12 @@ impl Engine {
     /// know nothing of this producer, so each partition takes one batch at
     /// a time again until one is acknowledged (`QueueState::confirmed`).
     pub(crate) fn topic_recreated(&self, topic: &str) {
-        for q in self.acc.all_queues().iter().filter(|q| q.topic.as_str() == topic) {
+        for q in self
+            .acc
+            .all_queues()
+            .iter()
+            .filter(|q| q.topic.as_str() == topic)
+        {
             lock(&q.state).confirmed = None;
         }
     }

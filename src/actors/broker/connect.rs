@@ -9,8 +9,8 @@ use actix::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::actors::broker::{BrokerConnection, ConnState};
-use crate::clock::backoff;
 use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame};
+use crate::clock::backoff;
 use crate::connection::{Connection, ConnectionOptions};
 use crate::sync::lock;
 

@@ -156,7 +156,6 @@ impl BrokerConnection {
     }
 }
 
-
 impl Actor for BrokerConnection {
     type Context = Context<Self>;
 

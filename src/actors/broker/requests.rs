@@ -16,8 +16,8 @@ use crate::actors::broker::BrokerConnection;
 use crate::actors::msgs::{FetchMetadata, InitProducer};
 use crate::idempotence::FetchError;
 use crate::kafka_error::{classify, ResponseError};
-use crate::report::ErrorKind;
 use crate::protocol::message::encode_request;
+use crate::report::ErrorKind;
 
 impl BrokerConnection {
     /// Sends a non-Produce request whose answer goes to the `Call` made by

@@ -9,9 +9,9 @@ use kafka_protocol::messages::ProduceRequest;
 
 use crate::actors::broker::state::InFlight;
 use crate::actors::broker::BrokerConnection;
-use crate::clock::backoff;
 use crate::actors::msgs::RefreshMetadata;
 use crate::batching::batch::SealedBatch;
+use crate::clock::backoff;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
 use crate::kafka_error::{classify, ResponseError};
