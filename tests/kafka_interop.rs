@@ -1009,3 +1009,36 @@ async fn records_for_partitions_gone_with_a_recreated_topic_fail_at_once() {
     let log = kafka.read_log(&topic, 4);
     assert_eq!(log.len(), 40, "the new topic holds the 40 records for 0..4");
 }
+
+/// `batch.size` above `max.request.size` (4 MiB against the default
+/// 1 MiB) with a long linger: batches are capped so that each fits a
+/// request, and no record needs a second attempt (uncapped, a 4 MiB batch
+/// made a request the broker refused with MESSAGE_TOO_LARGE).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_size_over_max_request_size_is_capped_to_fit() {
+    const N: usize = 30_000;
+    let kafka = KafkaCluster::shared(1);
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("big-batches");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    let producer = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("batch.size", "4194304")
+        .set("linger.ms", "500")
+        .build()
+        .unwrap();
+    let value = "v".repeat(100);
+    let records = (0..N)
+        .map(|i| Record::to(topic.as_str()).value(format!("{i:06}{value}")))
+        .collect();
+    let reports = produce_all(&producer, records).await;
+    producer.close().await;
+    assert_eq!(reports.len(), N);
+    for r in &reports {
+        match r {
+            DeliveryReport::Delivered(d) => assert_eq!(d.attempts, 1, "{d:?}"),
+            DeliveryReport::Failed(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(kafka.read_log(&topic, 1).len(), N);
+}

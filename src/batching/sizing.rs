@@ -35,6 +35,18 @@ impl RequestSizing {
         }
     }
 
+    /// The largest batch a Produce request of `max.request.size` can
+    /// carry (with the longest topic name Kafka allows): `batch.size` is
+    /// capped by it, so a batch never makes a request the broker refuses
+    /// as too large. (A single record larger than this still goes alone,
+    /// if `too_large` lets it through.)
+    pub(crate) fn batch_cap(&self) -> usize {
+        const MAX_TOPIC_NAME: usize = 249;
+        self.max_request_size
+            .saturating_sub(self.overhead + MAX_TOPIC_NAME)
+            .max(1)
+    }
+
     /// The Produce request size `record` needs, when that is over
     /// `max.request.size`. A record well under the limit is let through on
     /// a quick upper bound, without sizing it exactly.

@@ -105,9 +105,21 @@ impl Engine {
         let c = config;
         let client_id = StrBytes::from_string(c.client_id.clone());
         let closed = Arc::new(AtomicBool::new(false));
+        let sizing = RequestSizing::new(&client_id, c.max_request_size);
+        // A batch must fit a request (the Java client lets a batch.size
+        // over max.request.size make requests the broker refuses).
+        let batch_size = c.batch_size.min(sizing.batch_cap());
+        if batch_size < c.batch_size {
+            tracing::info!(
+                batch_size = c.batch_size,
+                max_request_size = c.max_request_size,
+                capped_to = batch_size,
+                "batch.size capped so that a batch fits a request"
+            );
+        }
         Arc::new(Engine {
             acc: Accumulator::new(
-                c.batch_size,
+                batch_size,
                 c.max_request_size,
                 c.batch_num_messages,
                 c.buffer_memory,
@@ -115,7 +127,7 @@ impl Engine {
                 c.delivery_timeout,
                 closed.clone(),
             ),
-            sizing: RequestSizing::new(&client_id, c.max_request_size),
+            sizing,
             client_id,
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
             idem: c
