@@ -165,3 +165,45 @@ async fn producer_batches_without_reports_and_refusals_hand_back_the_rest() {
         .collect();
     assert_eq!(rest, [b"late1", b"late2", b"late3", b"late4"]);
 }
+
+/// A batch refused part-way, not at its first record: a subscription with
+/// room for three unread reports takes three records of five, the fourth
+/// waits for room, and when the stream is dropped (nobody will read) the
+/// call ends with `accepted: 3`, the fourth record in the reason and the
+/// fifth handed back. The three taken are in the log, the other two not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_refused_part_way_hands_back_exactly_what_it_did_not_take() {
+    let tansu = Tansu::start();
+    support::create_topic(&tansu.bootstrap(), "batch-part", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&tansu.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe_with_capacity(ReportMode::All, 3);
+    let batch: Vec<Record> = (0..5)
+        .map(|i| Record::to("batch-part").value(format!("v{i}")))
+        .collect();
+    let call = tokio::spawn(async move { sub.produce_batch(batch).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "the fourth record waits for room");
+    drop(stream);
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the call ends once nobody can read")
+        .unwrap()
+        .expect_err("refused part-way");
+    assert_eq!(refused.accepted, 3);
+    let ProduceError::Closed(fourth) = &refused.reason else {
+        panic!("{:?}", refused.reason)
+    };
+    assert_eq!(index_of(fourth), Some(3));
+    let rest: Vec<_> = refused.rest.iter().map(index_of).collect();
+    assert_eq!(rest, [Some(4)]);
+    producer.close().await;
+    let log = read_all(&tansu.bootstrap(), "batch-part", 1, 3);
+    let logged: Vec<_> = log
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    assert_eq!(logged, ["v0", "v1", "v2"]);
+}

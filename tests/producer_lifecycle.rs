@@ -258,6 +258,10 @@ async fn acks_zero_reports_sent_without_an_offset() {
     assert_eq!(d.offset, None, "acks=0 never claims an offset");
     assert_eq!(d.partition, 0);
     producer.close().await;
+    // "Sent" is all acks=0 can say; the record is in the log all the same.
+    let log = support::read_all(&broker.bootstrap(), "acks0", 1, 1);
+    assert_eq!(log.len(), 1, "exactly the one record");
+    assert_eq!(log[0].value.as_deref(), Some(&b"v"[..]));
 }
 
 #[tokio::test]
@@ -806,4 +810,50 @@ fn produce_messages_waiting_for_memory_are_bounded() {
     assert!(waited <= 33, "at most 32 KiB waited: {kinds:?}");
     sys.stop();
     system.join().unwrap();
+}
+
+/// A full `buffer.memory` makes a produce call wait, up to `max.block.ms`,
+/// then fail that record (`Timeout`, naming buffer.memory) with the record
+/// handed back. (The broker is gone, so nothing frees memory meanwhile.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_buffer_waits_up_to_max_block_ms_then_fails_the_record() {
+    let broker = broker_with_topic("max-block", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("buffer.memory", "32768")
+        .set("batch.size", "16384")
+        .set("max.block.ms", "700")
+        .build()
+        .unwrap();
+    producer
+        .send(Record::to("max-block").value("warm"))
+        .await
+        .unwrap();
+    drop(broker);
+    let value = vec![7u8; 10_000];
+    let mut accepted = 0;
+    let full = loop {
+        match producer.try_produce(Record::to("max-block").value(value.clone())) {
+            Ok(()) => accepted += 1,
+            Err(e) => break e,
+        }
+        assert!(accepted < 100, "buffer.memory never filled");
+    };
+    assert!(matches!(full, ProduceError::QueueFull(_)), "{full:?}");
+    let started = std::time::Instant::now();
+    let e = producer
+        .send(Record::to("max-block").value(vec![8u8; 10_000]))
+        .await
+        .expect_err("no memory came free");
+    let waited = started.elapsed();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    assert!(e.message.contains("buffer.memory"), "{e}");
+    assert_eq!(e.record.value.as_deref(), Some(&[8u8; 10_000][..]));
+    // It waited (for max.block.ms), and not much longer (a hang guard).
+    assert!(
+        waited >= Duration::from_millis(600),
+        "waited only {waited:?}"
+    );
+    assert!(waited < Duration::from_secs(30), "waited {waited:?}");
+    let _ = producer.close_timeout(Duration::from_millis(100)).await;
 }
