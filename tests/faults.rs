@@ -806,3 +806,58 @@ async fn close_timeout_bounds_close_and_reports_everything() {
     assert!(sent > 0, "some records were in flight");
     assert!(sent < 200, "some were still queued");
 }
+
+/// The last line of defence: a connection actor panics while it handles a
+/// Produce response, holding that response's batches. Their records are
+/// reported once each (`Cancelled`, "may or may not have been written":
+/// the broker had them), and the partition is not left wedged: with one
+/// request in flight at a time, a batch that never left the in-flight
+/// count would stop the partition for good, and one never marked done
+/// would hang every later `flush`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_holding_a_response_s_batches_loses_no_report_and_wedges_nothing() {
+    let topic = "response-panic";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("max.in.flight.requests.per.connection", "1")],
+    );
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    let mut injected = false;
+    let reports = produce_with_fault(&p, topic, 1000, |i| {
+        if i == 500 {
+            injected = p.inject_response_panic(1);
+        }
+    })
+    .await;
+    assert!(injected, "broker 1 had a connection actor");
+    assert_eq!(reports.len(), 1000, "one report per record");
+    let mut seen = HashSet::new();
+    let mut dropped = 0;
+    for (_, r) in &reports {
+        assert!(seen.insert(value_of(r)), "one report each");
+        if let DeliveryReport::Failed(e) = r {
+            assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
+            assert!(e.may_have_been_written(), "it was sent: {e}");
+            dropped += 1;
+        }
+    }
+    assert!(dropped > 0, "the panic held some batch");
+    tokio::time::timeout(Duration::from_secs(10), p.flush())
+        .await
+        .expect("flush does not wait for the dropped batch");
+    // The partition still sends.
+    let d = tokio::time::timeout(
+        Duration::from_secs(10),
+        p.send(Record::to(topic).value("after")),
+    )
+    .await
+    .expect("not wedged")
+    .expect("delivered");
+    assert_eq!(d.partition, 0);
+    assert_eq!(p.stats().actor_restarts, 1, "the actor was restarted");
+    tokio::time::timeout(Duration::from_secs(10), p.close())
+        .await
+        .expect("close does not hang");
+}

@@ -162,3 +162,14 @@ pub(crate) struct InjectPanic;
 impl Message for InjectPanic {
     type Result = ();
 }
+
+/// Panic while handling the next Produce response, holding its batches
+/// (fault-injection builds only): the last line of defence's test.
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InjectResponsePanic;
+
+#[cfg(feature = "fault-injection")]
+impl Message for InjectResponsePanic {
+    type Result = ();
+}

@@ -85,6 +85,25 @@ impl ProducerSupervisor {
     }
 
     fn start_broker(&mut self, id: i32, addr: String, ctx: &mut Context<Self>) {
+        // A broker whose address changed: its old actor lets go of its
+        // requests (back to their queues) before the new one starts on
+        // the same state, so that the two never send side by side.
+        if let Some((_, old)) = self.addresses.connections.remove(&id) {
+            self.addrs.insert(id, addr.clone());
+            let retired = old.send(Retire);
+            drop(old);
+            ctx.spawn(retired.into_actor(self).map(move |_, act, ctx| {
+                if act.addrs.get(&id) == Some(&addr) && !act.addresses.connections.contains_key(&id)
+                {
+                    act.launch_broker(id, addr, ctx);
+                }
+            }));
+            return;
+        }
+        self.launch_broker(id, addr, ctx);
+    }
+
+    fn launch_broker(&mut self, id: i32, addr: String, ctx: &mut Context<Self>) {
         let engine = self.engine.clone();
         let a = addr.clone();
         let state = self.addresses.broker_states.entry(id).or_default().clone();
@@ -98,6 +117,7 @@ impl ProducerSupervisor {
             old.do_send(Retire);
         }
         self.addrs.insert(id, addr);
+        self.engine.wake_all();
     }
 
     /// Gets the idempotent producer its id, or bumps the epoch once nothing
@@ -186,7 +206,7 @@ impl ProducerSupervisor {
                     .stats
                     .actor_restarts
                     .fetch_add(1, Ordering::Relaxed);
-                self.start_broker(id, addr, ctx);
+                self.launch_broker(id, addr, ctx);
             }
         }
     }
@@ -270,6 +290,7 @@ impl Actor for ProducerSupervisor {
             act.drive_idempotence(ctx);
             act.restart_dead_brokers(ctx);
             act.expire_batches();
+            act.engine.bury_abandoned();
             // Batches whose leader appeared or whose retry backoff ended.
             act.engine.wake_all();
         });

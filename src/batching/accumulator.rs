@@ -19,7 +19,7 @@ use std::time::Duration;
 use dashmap::DashMap;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
-use crate::batching::batch::{OpenBatch, SealFailure, SealedBatch};
+use crate::batching::batch::{Graveyard, OpenBatch, SealFailure, SealedBatch};
 use crate::batching::queue::{PartitionQueue, QueueState, TopicQueues};
 use crate::clock::Mono;
 use crate::delivery::owed::ReplyTo;
@@ -79,6 +79,8 @@ pub(crate) struct Accumulator {
     next_batch_id: AtomicU64,
     incomplete: Mutex<BTreeSet<u64>>,
     pub incomplete_changed: Notify,
+    /// Sealed batches dropped unsettled, to repair (`Engine::bury_abandoned`).
+    pub graveyard: Arc<Graveyard>,
 }
 
 impl Accumulator {
@@ -103,6 +105,7 @@ impl Accumulator {
             next_batch_id: AtomicU64::new(0),
             incomplete: Mutex::new(BTreeSet::new()),
             incomplete_changed: Notify::new(),
+            graveyard: Arc::default(),
         }
     }
 
@@ -323,7 +326,12 @@ impl Accumulator {
         open: OpenBatch,
         queue: &PartitionQueue,
     ) -> Result<SealedBatch, SealFailure> {
-        open.seal(queue.topic, queue.partition, self.delivery_timeout)
+        open.seal(
+            queue.topic,
+            queue.partition,
+            self.delivery_timeout,
+            &self.graveyard,
+        )
     }
 
     /// Splits a batch the broker refused as too large into one batch per
@@ -373,7 +381,10 @@ impl Accumulator {
             }
         }
         let (id, partition, count, attempts, owed) = match batch {
-            Ok(b) => (b.id, b.partition, b.record_count, b.attempts, b.owed),
+            Ok(mut b) => {
+                b.ledger.settle();
+                (b.id, b.partition, b.record_count, b.attempts, b.owed)
+            }
             Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
         };
         let message = message(attempts);

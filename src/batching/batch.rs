@@ -6,6 +6,7 @@
 //! records cannot be encoded becomes a [`SealFailure`] instead, which only
 //! carries what its reports need.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -18,6 +19,79 @@ use crate::protocol::record_batch::{
     RECORD_BATCH_OVERHEAD,
 };
 use crate::record::{Record, Topic};
+use crate::sync::lock;
+
+/// Sealed batches dropped without being settled (a panic while a
+/// connection actor held them): the last line of defence. `Owed`'s drop
+/// pays their reports; their partition's in-flight count and
+/// unacknowledged set, and the flush bookkeeping, are repaired from here
+/// by the supervisor's sweep (`Engine::bury_abandoned`), never from the
+/// drop itself, which may run while a queue lock is held.
+#[derive(Debug, Default)]
+pub(crate) struct Graveyard(Mutex<Vec<Abandoned>>);
+
+/// One batch dropped unsettled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Abandoned {
+    pub topic: Topic,
+    pub partition: i32,
+    pub id: u64,
+    /// It was counted in its queue's `in_flight`.
+    pub in_flight: bool,
+}
+
+impl Graveyard {
+    /// Takes every batch dropped since the last call.
+    pub(crate) fn take(&self) -> Vec<Abandoned> {
+        std::mem::take(&mut *lock(&self.0))
+    }
+}
+
+/// What a sealed batch owes its partition beyond its reports: to leave the
+/// in-flight count it entered and to be marked done. Settling the batch
+/// clears it; dropping an unsettled one records it in the [`Graveyard`].
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    graveyard: Arc<Graveyard>,
+    /// The batch (its `in_flight` unused here).
+    batch: Abandoned,
+    /// Counted in its queue's `in_flight` (`QueueState::take_off` and
+    /// `land` keep this and the count together).
+    pub in_flight: bool,
+    settled: bool,
+}
+
+impl Ledger {
+    pub(crate) fn new(graveyard: Arc<Graveyard>, topic: Topic, partition: i32, id: u64) -> Ledger {
+        Ledger {
+            graveyard,
+            batch: Abandoned {
+                topic,
+                partition,
+                id,
+                in_flight: false,
+            },
+            in_flight: false,
+            settled: false,
+        }
+    }
+
+    /// The ledger of part `id` of this batch (a split), not in flight.
+    fn part(&self, id: u64) -> Ledger {
+        Ledger::new(
+            self.graveyard.clone(),
+            self.batch.topic,
+            self.batch.partition,
+            id,
+        )
+    }
+
+    /// The batch is settled (reported and marked done) or handed on
+    /// (split into parts): nothing is left to repair.
+    pub(crate) fn settle(&mut self) {
+        self.settled = true;
+    }
+}
 
 /// The batch being filled for one partition.
 #[derive(Debug)]
@@ -136,6 +210,7 @@ impl OpenBatch {
         topic: Topic,
         partition: i32,
         delivery_timeout: Duration,
+        graveyard: &Arc<Graveyard>,
     ) -> Result<SealedBatch, SealFailure> {
         let record_count = self.builder.record_count();
         match self.builder.finish(ProducerStamp::NONE) {
@@ -150,6 +225,7 @@ impl OpenBatch {
                 attempts: 0,
                 retry_at: None,
                 _memory: Some(self.memory),
+                ledger: Ledger::new(graveyard.clone(), topic, partition, self.id),
             }),
             Err(e) => Err(SealFailure {
                 id: self.id,
@@ -185,6 +261,28 @@ pub(crate) struct SealedBatch {
     /// The batch's `buffer.memory` reservation (after a split, the last
     /// part holds it).
     _memory: Option<OwnedSemaphorePermit>,
+    /// Last: dropped after `owed` has paid the reports of an unsettled
+    /// batch.
+    pub ledger: Ledger,
+}
+
+/// An unsettled batch dropped: its partition and the flush bookkeeping are
+/// repaired later (see [`Graveyard`]).
+impl Drop for Ledger {
+    fn drop(&mut self) {
+        if self.settled {
+            return;
+        }
+        tracing::error!(
+            topic = %self.batch.topic,
+            partition = self.batch.partition,
+            batch = self.batch.id,
+            "batch dropped unsettled; its reports are paid Cancelled and its partition repaired"
+        );
+        let mut dropped = self.batch;
+        dropped.in_flight = self.in_flight;
+        lock(&self.graveyard.0).push(dropped);
+    }
 }
 
 impl SealedBatch {
@@ -244,6 +342,9 @@ impl SealedBatch {
             .collect();
         let last = encoded.len() - 1;
         let mut memory = self._memory.take();
+        // The parts carry on for this batch (the first under its id).
+        self.ledger.settle();
+        let ledger = &self.ledger;
         Ok(encoded
             .into_iter()
             .enumerate()
@@ -258,6 +359,7 @@ impl SealedBatch {
                 attempts: self.attempts,
                 retry_at: None,
                 _memory: if j == last { memory.take() } else { None },
+                ledger: ledger.part(first_id + j as u64),
             })
             .collect())
     }
@@ -322,7 +424,9 @@ mod tests {
                 ReplyTo::Oneshot(tx),
             );
         }
-        let mut sealed = open.seal(topic, 3, Duration::from_secs(60)).unwrap();
+        let mut sealed = open
+            .seal(topic, 3, Duration::from_secs(60), &Arc::default())
+            .unwrap();
         sealed.encoded.set_stamp(ProducerStamp {
             producer_id: 42,
             producer_epoch: 1,

@@ -47,6 +47,24 @@ pub(crate) struct QueueState {
 }
 
 impl QueueState {
+    /// A batch goes out: counted in flight, and its ledger knows (so a
+    /// batch dropped unsettled leaves the count: `batch::Graveyard`).
+    pub fn take_off(&mut self, b: &mut SealedBatch) {
+        if !b.ledger.in_flight {
+            self.in_flight += 1;
+            b.ledger.in_flight = true;
+        }
+    }
+
+    /// A batch is back (answered, failed or to be retried): no longer
+    /// counted in flight.
+    pub fn land(&mut self, b: &mut SealedBatch) {
+        if b.ledger.in_flight {
+            self.in_flight -= 1;
+            b.ledger.in_flight = false;
+        }
+    }
+
     /// Puts a batch back for another attempt, in batch-id order: ids grow
     /// with creation within a partition, so retries keep the partition's
     /// original order whatever order their failures were seen in. (Not

@@ -58,6 +58,9 @@ pub(crate) struct Owed {
     /// Capacity of the first chunk (sized from the batch's first record,
     /// so a small batch does not reserve a whole chunk).
     pub first_capacity: usize,
+    /// The batch was sent at least once: if it is dropped unreported, its
+    /// records may or may not have been written.
+    pub sent: bool,
 }
 
 /// Consecutive owed entries of one batch.
@@ -79,12 +82,23 @@ impl Drop for Owed {
         );
         let mut per_sub: Vec<Vec<DeliveryReport>> =
             self.subscribers.iter().map(|_| Vec::new()).collect();
+        let (attempts, message) = if self.sent {
+            (
+                1,
+                "internal error: the batch was dropped before it was reported; it was sent, so it may or may not have been written",
+            )
+        } else {
+            (
+                0,
+                "internal error: the batch was dropped before it was reported; it was never sent",
+            )
+        };
         for p in self.chunks.drain(..).flat_map(|c| c.entries) {
             let report = DeliveryReport::Failed(DeliveryError {
                 kind: ErrorKind::Cancelled,
-                message: "internal error: the batch was dropped before it was reported".into(),
+                message: message.into(),
                 partition: None,
-                attempts: 0,
+                attempts,
                 record: p.record,
             });
             match p.to {

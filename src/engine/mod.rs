@@ -181,6 +181,29 @@ impl Engine {
         self.acc.pool.close();
     }
 
+    /// Repairs what sealed batches dropped unsettled left behind (see
+    /// `batching::batch::Graveyard`; their reports were paid by `Owed`'s
+    /// drop): each leaves its queue's in-flight count and unacknowledged
+    /// set and is marked done, so flushes do not wait for it and the
+    /// partition sends again. Called by the supervisor's periodic sweep.
+    pub(crate) fn bury_abandoned(&self) {
+        let dropped = self.acc.graveyard.take();
+        if dropped.is_empty() {
+            return;
+        }
+        for b in &dropped {
+            let q = self.acc.queue(&b.topic, b.partition);
+            let mut qs = lock(&q.state);
+            if b.in_flight {
+                qs.in_flight = qs.in_flight.saturating_sub(1);
+            }
+            qs.unacked.remove(&b.id);
+            drop(qs);
+            self.acc.batch_done(b.id);
+        }
+        self.wake_all();
+    }
+
     /// `tokio::time::timeout` with its timer on the actors' runtime, so
     /// that a producer future may be polled from any thread and executor
     /// (`futures::executor::block_on` on a plain thread, say), not only

@@ -13,9 +13,9 @@ use actix::Addr;
 use tokio::sync::oneshot;
 
 use crate::actors::addresses::Addresses;
-#[cfg(feature = "fault-injection")]
-use crate::actors::msgs::InjectPanic;
 use crate::actors::msgs::Shutdown;
+#[cfg(feature = "fault-injection")]
+use crate::actors::msgs::{InjectPanic, InjectResponsePanic};
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::{Resume, RunEnd};
@@ -221,6 +221,20 @@ impl Producer {
             let _ = self.engine.timeout(Duration::from_secs(10), stopped).await;
         }
         self.engine.close_subscriptions();
+    }
+
+    /// Makes the connection actor for `broker` panic while it handles its
+    /// next Produce response, holding that response's batches, to test the
+    /// last line of defence. Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_response_panic(&self, broker: i32) -> bool {
+        match self.addresses.connections.get(&broker) {
+            Some(a) => {
+                a.do_send(InjectResponsePanic);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Makes the connection actor for `broker` panic inside a handler, to

@@ -23,7 +23,7 @@ impl BrokerConnection {
     /// Moves sendable batches of the partitions this broker leads into
     /// Produce requests, while in-flight room remains.
     pub(super) fn drain(&mut self, ctx: &mut Context<Self>) {
-        if self.node_id < 0 {
+        if self.node_id < 0 || self.retired {
             return; // bootstrap connections carry metadata only
         }
         let (tx, versions) = match &self.state {
@@ -145,7 +145,7 @@ impl BrokerConnection {
                     if let Some((id, epoch)) = idem {
                         stamp_sequence(&mut qi, &mut b, id, epoch);
                     }
-                    qi.in_flight += 1;
+                    qi.take_off(&mut b);
                     size += b.encoded.len();
                     batches.push(b);
                 }
@@ -204,10 +204,10 @@ impl BrokerConnection {
         // Exact size check: a request never exceeds max.request.size. Extra
         // batches go back into their queues (by batch id).
         while batches.len() > 1 && frame_size(&header, &topics(&batches)) > cfg.max_request_size {
-            let b = batches.pop().expect("more than one");
+            let mut b = batches.pop().expect("more than one");
             let q = self.engine.acc.queue(&b.topic, b.partition);
             let mut qi = lock(&q.state);
-            qi.in_flight -= 1;
+            qi.land(&mut b);
             qi.requeue(b);
             drop(qi);
         }
@@ -217,9 +217,9 @@ impl BrokerConnection {
             Ok(frame) => frame,
             Err(e) => {
                 // Cannot happen with well-formed batches; fail them rather than loop.
-                for b in batches {
+                for mut b in batches {
                     let q = self.engine.acc.queue(&b.topic, b.partition);
-                    lock(&q.state).in_flight -= 1;
+                    lock(&q.state).land(&mut b);
                     self.settle(
                         b,
                         Outcome::Failed {
@@ -242,13 +242,14 @@ impl BrokerConnection {
         );
         for b in &mut batches {
             b.attempts += 1;
+            b.owed.sent = true;
         }
         let _ = tx.send(frame.parts);
         if cfg.acks.wire() == 0 {
             // No response will come: "sent, offset unknown".
-            for b in batches {
+            for mut b in batches {
                 let q = self.engine.acc.queue(&b.topic, b.partition);
-                lock(&q.state).in_flight -= 1;
+                lock(&q.state).land(&mut b);
                 self.settle(
                     b,
                     Outcome::Delivered {

@@ -87,6 +87,13 @@ pub struct BrokerConnection {
     /// Why the last connection attempt failed, until one succeeds (named
     /// in the errors of requests that find no connection).
     last_connect_error: Option<String>,
+    /// Retired (`Retire`): its in-flight batches are back in their queues
+    /// and the shared `BrokerState` may already serve its successor, so
+    /// it touches nothing more.
+    retired: bool,
+    /// Panic on the next Produce response (fault-injection builds only).
+    #[cfg(feature = "fault-injection")]
+    panic_in_response: bool,
     wake_at: Option<(Instant, SpawnHandle)>,
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
@@ -122,6 +129,9 @@ impl BrokerConnection {
             calls: HashMap::new(),
             reconnect_attempts: 0,
             last_connect_error: None,
+            retired: false,
+            #[cfg(feature = "fault-injection")]
+            panic_in_response: false,
             wake_at: None,
             throttled_until: None,
         }
@@ -177,18 +187,7 @@ impl Actor for BrokerConnection {
     }
 
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
-        // Nothing in flight may vanish: back to the queues for the next
-        // leader, or reported if expired.
-        if let ConnState::Connected { reader, .. } =
-            std::mem::replace(&mut self.state, ConnState::Idle)
-        {
-            ctx.cancel_future(reader);
-        }
-        self.generation += 1;
-        self.requeue_in_flight(Some("connection retired"));
-        for (_, c) in self.calls.drain() {
-            c.fail("connection retired".into());
-        }
+        self.let_go(ctx);
         Running::Stop
     }
 }
@@ -227,9 +226,35 @@ impl Handler<ConnectionLost> for BrokerConnection {
     }
 }
 
+impl BrokerConnection {
+    /// Lets go of the connection and of everything in flight, once: back
+    /// to the queues for the next leader (or reported, if expired), so
+    /// nothing in flight vanishes.
+    fn let_go(&mut self, ctx: &mut Context<Self>) {
+        if self.retired {
+            return;
+        }
+        self.retired = true;
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.requeue_in_flight(Some("connection retired"));
+        for (_, c) in self.calls.drain() {
+            c.fail("connection retired".into());
+        }
+    }
+}
+
+/// Retires the actor: it lets go of its requests before it answers, so
+/// that a successor on the same `BrokerState` (a broker whose address
+/// changed) can start once the answer is in, never beside it.
 impl Handler<Retire> for BrokerConnection {
     type Result = ();
     fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        self.let_go(ctx);
         ctx.stop();
     }
 }
@@ -238,9 +263,9 @@ impl Handler<CancelInFlight> for BrokerConnection {
     type Result = ();
     fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
         while let Some(f) = self.pop_in_flight(false) {
-            for b in f.batches {
+            for mut b in f.batches {
                 let q = self.engine.acc.queue(&b.topic, b.partition);
-                lock(&q.state).in_flight -= 1;
+                lock(&q.state).land(&mut b);
                 self.settle(
                     b,
                     Outcome::Failed {
@@ -251,6 +276,16 @@ impl Handler<CancelInFlight> for BrokerConnection {
             }
         }
         ctx.stop();
+    }
+}
+
+/// Arms a panic for the next Produce response (tests of the last line of
+/// defence only).
+#[cfg(feature = "fault-injection")]
+impl Handler<InjectResponsePanic> for BrokerConnection {
+    type Result = ();
+    fn handle(&mut self, _: InjectResponsePanic, _: &mut Context<Self>) {
+        self.panic_in_response = true;
     }
 }
 

@@ -49,7 +49,7 @@ impl BrokerConnection {
     ) {
         let queue = self.engine.acc.queue(&batch.topic, batch.partition);
         if now >= batch.deadline {
-            lock(&queue.state).in_flight -= 1;
+            lock(&queue.state).land(&mut batch);
             let attempts = batch.attempts;
             self.settle(
                 batch,
@@ -71,7 +71,7 @@ impl BrokerConnection {
             ),
         );
         let mut q = lock(&queue.state);
-        q.in_flight -= 1;
+        q.land(&mut batch);
         q.requeue(batch);
     }
 
@@ -79,10 +79,10 @@ impl BrokerConnection {
     /// in-flight count; for an idempotent producer the broker now holds
     /// the partition's sequence state under the batch's epoch, so later
     /// batches may be pipelined (`QueueState::confirmed`).
-    fn acknowledged(&self, b: &SealedBatch) {
+    fn acknowledged(&self, b: &mut SealedBatch) {
         let q = self.engine.acc.queue(&b.topic, b.partition);
         let mut qs = lock(&q.state);
-        qs.in_flight -= 1;
+        qs.land(b);
         if self.engine.idem.is_some() {
             let s = b.encoded.stamp();
             qs.confirmed = Some((s.producer_id, s.producer_epoch));
@@ -90,7 +90,8 @@ impl BrokerConnection {
     }
 
     /// Reports a batch and releases it.
-    pub(super) fn settle(&self, batch: SealedBatch, outcome: Outcome) {
+    pub(super) fn settle(&self, mut batch: SealedBatch, outcome: Outcome) {
+        batch.ledger.settle();
         if self.engine.idem.is_some() {
             let q = self.engine.acc.queue(&batch.topic, batch.partition);
             lock(&q.state).unacked.remove(&batch.id);
@@ -148,6 +149,13 @@ impl BrokerConnection {
                 return self.connection_lost(e.to_string(), ctx);
             }
         };
+        #[cfg(feature = "fault-injection")]
+        if std::mem::take(&mut self.panic_in_response) {
+            panic!(
+                "injected panic in the response path, holding {} batch(es)",
+                f.batches.len()
+            );
+        }
         let now = Instant::now();
         let _span = tracing::debug_span!(
             "produce_response",
@@ -162,7 +170,7 @@ impl BrokerConnection {
             .record_request(self.node_id, now - f.sent_at);
         self.on_throttle(resp.throttle_time_ms, f.version, now);
         let mut refresh = false;
-        for b in f.batches {
+        for mut b in f.batches {
             let pr = resp
                 .responses
                 .iter()
@@ -189,7 +197,7 @@ impl BrokerConnection {
                 // Already written by an earlier attempt whose answer was
                 // lost: a success. Newer brokers give the original offset.
                 Some(c) if c.error == ResponseError::DuplicateSequenceNumber => {
-                    self.acknowledged(&b);
+                    self.acknowledged(&mut b);
                     self.settle(
                         b,
                         Outcome::Delivered {
@@ -199,7 +207,7 @@ impl BrokerConnection {
                     );
                 }
                 None => {
-                    self.acknowledged(&b);
+                    self.acknowledged(&mut b);
                     self.settle(
                         b,
                         Outcome::Delivered {
@@ -221,7 +229,7 @@ impl BrokerConnection {
                 }
                 Some(c) => {
                     let q = self.engine.acc.queue(&b.topic, b.partition);
-                    lock(&q.state).in_flight -= 1;
+                    lock(&q.state).land(&mut b);
                     let detail = pr
                         .error_message
                         .as_ref()
@@ -248,9 +256,10 @@ impl BrokerConnection {
     /// (`Accumulator::split`). A stamped batch's parts carry its sequences,
     /// so the batches behind it (refused as out of order meanwhile) follow
     /// them without an epoch bump.
-    fn split_too_large(&self, b: SealedBatch) {
+    fn split_too_large(&self, mut b: SealedBatch) {
         let q = self.engine.acc.queue(&b.topic, b.partition);
         let (id, records) = (b.id, b.record_count);
+        lock(&q.state).land(&mut b);
         match self.engine.acc.split(b) {
             Ok(parts) => {
                 tracing::info!(
@@ -261,7 +270,6 @@ impl BrokerConnection {
                     "MESSAGE_TOO_LARGE for a batch; retrying its records one by one"
                 );
                 let mut qs = lock(&q.state);
-                qs.in_flight -= 1;
                 if qs.unacked.remove(&id) {
                     qs.unacked.extend(parts.iter().map(|p| p.id));
                 }
@@ -270,7 +278,6 @@ impl BrokerConnection {
                 }
             }
             Err((b, why)) => {
-                lock(&q.state).in_flight -= 1;
                 self.settle(
                     b,
                     Outcome::Failed {
