@@ -861,3 +861,42 @@ async fn a_panic_holding_a_response_s_batches_loses_no_report_and_wedges_nothing
         .await
         .expect("close does not hang");
 }
+
+/// The partitioner actor is supervised: after it panics, a topic not seen
+/// before is still resolved (a wait it held asks its successor) and
+/// leader moves are still followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_partitioner_actor_is_restarted() {
+    let m = MockCluster::new(3).expect("mock cluster");
+    for t in ["known", "new-after-panic"] {
+        m.create_topic(t, 3, 1).expect("create topic");
+    }
+    let p = producer(&m.bootstrap_servers(), &[]);
+    p.send(Record::to("known").value("warm")).await.unwrap();
+    p.inject_partitioner_panic();
+    // At once: the wait for this topic's metadata may land on the dying
+    // actor or on its successor.
+    let d = tokio::time::timeout(
+        Duration::from_secs(20),
+        p.send(Record::to("new-after-panic").key("k").value("x")),
+    )
+    .await
+    .expect("not stuck on the dead partitioner")
+    .expect("delivered");
+    assert!(d.offset.is_some());
+    assert!(
+        p.stats().actor_restarts >= 1,
+        "the partitioner was restarted"
+    );
+    // Leaders move: the new partitioner's metadata follows them.
+    for part in 0..3 {
+        m.partition_leader("known", part, Some(1 + (part + 1) % 3))
+            .unwrap();
+    }
+    let reports = produce_with_fault(&p, "known", 600, |_| {}).await;
+    assert_eq!(reports.len(), 600);
+    for (_, r) in &reports {
+        assert!(r.is_delivered(), "{r:?}");
+    }
+    p.close().await;
+}

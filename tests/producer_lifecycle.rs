@@ -19,6 +19,19 @@ async fn broker_with_topic(topic: &str, partitions: i32) -> Tansu {
     broker
 }
 
+/// Waits until no batch holds `buffer.memory` (a delivered batch's memory
+/// is released just after its report is out).
+async fn memory_released(producer: &Producer) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while producer.stats().buffered_bytes > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "memory never released"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 #[tokio::test]
 async fn send_reports_partition_offset_timestamp_and_attempts() {
     let broker = broker_with_topic("send", 2).await;
@@ -665,7 +678,7 @@ async fn a_record_larger_than_buffer_memory_fails_at_once() {
 
 /// Closing wakes a produce call waiting for `buffer.memory`: it returns
 /// `Closed` with its record at once, not at `max.block.ms`. (The broker is
-/// gone, so nothing frees memory meanwhile, and the close is bounded.)
+/// stopped, so nothing frees memory meanwhile, and the close is bounded.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_wakes_produce_calls_waiting_for_memory() {
     let broker = broker_with_topic("close-wakes", 1).await;
@@ -680,7 +693,8 @@ async fn close_wakes_produce_calls_waiting_for_memory() {
         .send(Record::to("close-wakes").value("warm"))
         .await
         .unwrap();
-    drop(broker);
+    memory_released(&producer).await;
+    broker.pause();
     let value = vec![7u8; 10_000];
     let mut accepted = 0;
     while producer
@@ -701,7 +715,11 @@ async fn close_wakes_produce_calls_waiting_for_memory() {
     };
     tokio::time::sleep(Duration::from_millis(300)).await;
     if waiting.is_finished() {
-        panic!("did not wait for memory: {:?}", waiting.await);
+        panic!(
+            "did not wait for memory: {:?} (accepted {accepted}, stats {:?})",
+            waiting.await,
+            producer.stats()
+        );
     }
     let started = std::time::Instant::now();
     let closed = producer.close_timeout(Duration::from_secs(1)).await;
@@ -750,7 +768,8 @@ fn produce_messages_waiting_for_memory_are_bounded() {
         .unwrap();
     rt.block_on(producer.send(Record::to("actor-bound").value("warm")))
         .unwrap();
-    drop(broker); // nothing frees memory from now on
+    rt.block_on(memory_released(&producer));
+    broker.pause(); // nothing frees memory from now on
     let (tx, rx) = std::sync::mpsc::channel();
     let (addr_tx, addr_rx) = std::sync::mpsc::channel();
     let system = std::thread::spawn(move || {
@@ -814,7 +833,7 @@ fn produce_messages_waiting_for_memory_are_bounded() {
 
 /// A full `buffer.memory` makes a produce call wait, up to `max.block.ms`,
 /// then fail that record (`Timeout`, naming buffer.memory) with the record
-/// handed back. (The broker is gone, so nothing frees memory meanwhile.)
+/// handed back. (The broker is stopped, so nothing frees memory meanwhile.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_buffer_waits_up_to_max_block_ms_then_fails_the_record() {
     let broker = broker_with_topic("max-block", 1).await;
@@ -829,7 +848,8 @@ async fn a_full_buffer_waits_up_to_max_block_ms_then_fails_the_record() {
         .send(Record::to("max-block").value("warm"))
         .await
         .unwrap();
-    drop(broker);
+    memory_released(&producer).await;
+    broker.pause();
     let value = vec![7u8; 10_000];
     let mut accepted = 0;
     let full = loop {

@@ -6,11 +6,13 @@
 //! `engine::ActorTree`), what producer handles use to list connections,
 //! and what the supervisor updates as brokers come and go.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use actix::{Addr, Recipient};
 use dashmap::DashMap;
 use futures::future::BoxFuture;
+use tokio::sync::Notify;
 
 use crate::actors::broker::state::BrokerState;
 use crate::actors::broker::BrokerConnection;
@@ -18,6 +20,36 @@ use crate::actors::msgs::{EnsureTopic, Wake};
 use crate::engine::ActorTree;
 use crate::record::Topic;
 use crate::report::ErrorKind;
+use crate::sync::lock;
+
+/// Where topic waits go: the current partitioner actor, replaced when the
+/// supervisor restarts a dead one. A wait whose partitioner died waits for
+/// its successor and asks again.
+#[derive(Debug, Default)]
+pub(crate) struct TopicWaits {
+    current: Mutex<Option<Recipient<EnsureTopic>>>,
+    changed: Notify,
+    closed: AtomicBool,
+}
+
+impl TopicWaits {
+    /// The partitioner (a new one, after a restart) takes the waits.
+    pub fn set(&self, to: Recipient<EnsureTopic>) {
+        *lock(&self.current) = Some(to);
+        self.changed.notify_waiters();
+    }
+
+    /// The producer is stopping: waits end (`None`: closed).
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        *lock(&self.current) = None;
+        self.changed.notify_waiters();
+    }
+
+    fn get(&self) -> Option<Recipient<EnsureTopic>> {
+        lock(&self.current).clone()
+    }
+}
 
 /// Addresses shared by the engine, the producer handles and the actors.
 #[derive(Debug, Default)]
@@ -28,8 +60,9 @@ pub(crate) struct Addresses {
     /// Per-broker state that outlives connection actors (their in-flight
     /// requests), by broker id.
     pub broker_states: DashMap<i32, Arc<BrokerState>>,
-    /// The partitioner actor, for `EnsureTopic` waits; set once it starts.
-    pub topic_waits: OnceLock<Recipient<EnsureTopic>>,
+    /// The partitioner actor, for `EnsureTopic` waits; set when it starts
+    /// (and again when it is restarted).
+    pub topic_waits: Arc<TopicWaits>,
 }
 
 impl ActorTree for Addresses {
@@ -59,14 +92,25 @@ impl ActorTree for Addresses {
         &self,
         topic: Topic,
     ) -> BoxFuture<'static, Option<Result<(), (ErrorKind, String)>>> {
-        let request = self
-            .topic_waits
-            .get()
-            .map(|p| p.send(EnsureTopic { topic }));
+        let waits = self.topic_waits.clone();
         Box::pin(async move {
-            match request {
-                Some(r) => r.await.ok(),
-                None => None,
+            loop {
+                // Before reading the current partitioner: a replacement
+                // made after this line wakes the wait below.
+                let changed = waits.changed.notified();
+                let partitioner = waits.get()?;
+                match partitioner.send(EnsureTopic { topic }).await {
+                    Ok(Some(answer)) => return Some(answer),
+                    // The partitioner died (its successor takes over
+                    // within the supervisor's 100 ms check), or the
+                    // producer is stopping.
+                    Ok(None) | Err(_) => {
+                        if waits.closed.load(Ordering::Acquire) {
+                            return None;
+                        }
+                        changed.await;
+                    }
+                }
             }
         })
     }

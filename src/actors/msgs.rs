@@ -120,8 +120,9 @@ pub(crate) struct EnsureTopic {
 
 impl Message for EnsureTopic {
     /// `Err` names the kind and, for people, why: the topic does not
-    /// exist, or no broker answered.
-    type Result = Result<(), (ErrorKind, String)>;
+    /// exist, or no broker answered. `None`: the partitioner went away
+    /// before it answered (it died): ask its successor.
+    type Result = Option<Result<(), (ErrorKind, String)>>;
 }
 
 /// Refresh metadata soon (a leader moved, a connection broke).

@@ -250,6 +250,12 @@ impl Actor for PartitionerActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // A restarted partitioner: the topics of interest are those with
+        // queues and those in the last published metadata.
+        self.topics
+            .extend(self.engine.acc.all_queues().iter().map(|q| q.topic));
+        self.topics
+            .extend(self.engine.metadata.load().topics.keys().copied());
         self.fetch(ctx);
         let age = self.engine.config.metadata_max_age;
         ctx.run_interval(age, |act, ctx| act.fetch(ctx));
@@ -258,7 +264,7 @@ impl Actor for PartitionerActor {
 }
 
 impl Handler<EnsureTopic> for PartitionerActor {
-    type Result = ResponseFuture<Result<(), (ErrorKind, String)>>;
+    type Result = ResponseFuture<Option<Result<(), (ErrorKind, String)>>>;
 
     fn handle(&mut self, msg: EnsureTopic, ctx: &mut Context<Self>) -> Self::Result {
         let ready = self
@@ -269,7 +275,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
             .get(msg.topic.as_str())
             .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
         if ready {
-            return Box::pin(async { Ok(()) });
+            return Box::pin(async { Some(Ok(())) });
         }
         let (tx, rx) = oneshot::channel();
         let max_block = self.engine.config.max_block;
@@ -279,13 +285,8 @@ impl Handler<EnsureTopic> for PartitionerActor {
             .push((Instant::now() + max_block, tx));
         self.topics.insert(msg.topic);
         self.fetch(ctx);
-        Box::pin(async move {
-            match rx.await {
-                Ok(r) => r,
-                // The actor stopped before the topic appeared.
-                Err(_) => Err((ErrorKind::Cancelled, "producer closed".to_string())),
-            }
-        })
+        // Dropped unanswered: this actor died (a stopping one answers).
+        Box::pin(async move { rx.await.ok() })
     }
 }
 
@@ -293,6 +294,15 @@ impl Handler<RefreshMetadata> for PartitionerActor {
     type Result = ();
     fn handle(&mut self, _: RefreshMetadata, ctx: &mut Context<Self>) {
         self.fetch(ctx);
+    }
+}
+
+/// Panics inside a handler (tests of its supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<InjectPanic> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, _: InjectPanic, _: &mut Context<Self>) {
+        panic!("injected panic in the partitioner actor");
     }
 }
 

@@ -62,7 +62,7 @@ impl ProducerSupervisor {
             let partitioner =
                 PartitionerActor::new(engine.clone(), addresses.clone(), ctx.address().recipient())
                     .start();
-            let _ = addresses.topic_waits.set(partitioner.clone().recipient());
+            addresses.topic_waits.set(partitioner.clone().recipient());
             let mut sup = ProducerSupervisor {
                 engine: engine.clone(),
                 addresses,
@@ -108,7 +108,8 @@ impl ProducerSupervisor {
         let a = addr.clone();
         let state = self.addresses.broker_states.entry(id).or_default().clone();
         let upstream = Upstream {
-            refresh_metadata: self.partitioner.clone().recipient(),
+            // Through the supervisor, which knows the current partitioner.
+            refresh_metadata: ctx.address().recipient(),
             ensure_producer_id: ctx.address().recipient(),
         };
         let actor =
@@ -211,6 +212,31 @@ impl ProducerSupervisor {
         }
     }
 
+    /// The partitioner actor died (a panic: actix does not catch it):
+    /// start another. Its state is rebuilt (the topics of interest from the
+    /// queues, the metadata from a fetch); topic waits the dead one held
+    /// ask the new one again (`TopicWaits`).
+    fn restart_dead_partitioner(&mut self, ctx: &mut Context<Self>) {
+        if self.partitioner.connected() || self.engine.closed.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::warn!("partitioner actor died; restarting it");
+        self.engine
+            .stats
+            .actor_restarts
+            .fetch_add(1, Ordering::Relaxed);
+        let partitioner = PartitionerActor::new(
+            self.engine.clone(),
+            self.addresses.clone(),
+            ctx.address().recipient(),
+        )
+        .start();
+        self.addresses
+            .topic_waits
+            .set(partitioner.clone().recipient());
+        self.partitioner = partitioner;
+    }
+
     /// Fails batches whose delivery timeout passed while they waited in a
     /// queue (no leader, broker down). In-flight batches are handled by
     /// their connection when the response or the request timeout comes.
@@ -289,6 +315,7 @@ impl Actor for ProducerSupervisor {
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
             act.drive_idempotence(ctx);
             act.restart_dead_brokers(ctx);
+            act.restart_dead_partitioner(ctx);
             act.expire_batches();
             act.engine.bury_abandoned();
             // Batches whose leader appeared or whose retry backoff ended.
@@ -419,12 +446,31 @@ impl Handler<Shutdown> for ProducerSupervisor {
             }
         }
         self.partitioner.do_send(StopPartitioner);
+        self.addresses.topic_waits.close();
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
             act.engine.cancel_queued();
             act.engine.close_subscriptions();
             ctx.stop();
         });
+    }
+}
+
+/// A connection actor's request for fresh metadata, passed to the current
+/// partitioner.
+impl Handler<RefreshMetadata> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: RefreshMetadata, _: &mut Context<Self>) {
+        self.partitioner.do_send(msg);
+    }
+}
+
+/// Makes the partitioner actor panic (tests of its supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<InjectPanic> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: InjectPanic, _: &mut Context<Self>) {
+        self.partitioner.do_send(msg);
     }
 }
 

@@ -223,6 +223,13 @@ impl Producer {
         self.engine.close_subscriptions();
     }
 
+    /// Makes the partitioner actor panic, to test its supervision. Only
+    /// with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_partitioner_panic(&self) {
+        self.supervisor.do_send(InjectPanic);
+    }
+
     /// Makes the connection actor for `broker` panic while it handles its
     /// next Produce response, holding that response's batches, to test the
     /// last line of defence. Only with the `fault-injection` feature.

@@ -35,6 +35,16 @@ impl Tansu {
         Self::start_with(Some(advertised))
     }
 
+    /// Stops the broker (SIGSTOP) and keeps its port: nothing is answered
+    /// from now on, and no other test's broker can start on the port (as
+    /// one could after a kill, when tests run side by side).
+    #[allow(dead_code)]
+    pub fn pause(&self) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
+        assert_eq!(r, 0, "SIGSTOP to Tansu");
+    }
+
     /// Kills the broker with SIGKILL and starts a new one (empty: memory
     /// storage) on the same port.
     pub fn kill9_and_restart(&mut self) {
