@@ -1,6 +1,9 @@
 //! A retry actor with a dead-letter topic: records for a topic that exists
-//! are delivered; records for one that does not are retried per the policy,
-//! then written to the dead-letter topic with headers saying why.
+//! are delivered; records for one that does not are written to the
+//! dead-letter topic with headers saying why. (They are not retried: the
+//! default policy retries only failures that can succeed later, and a
+//! missing topic does not appear by itself. Timeouts and too few in-sync
+//! replicas are retried, up to `max_attempts`.)
 //!
 //! Run against a local Tansu broker (`bash scripts/demo.sh` starts one for
 //! the quickstart), or any broker:

@@ -156,6 +156,8 @@ impl actix::Message for DeliveryReport {
 pub enum ReportMode {
     /// Every report, success and failure.
     All,
-    /// Failures only. Successful records cost no report.
+    /// Failures only. Successful records cost no report. The
+    /// subscription's bound still counts every record until its outcome
+    /// is known (see [`crate::Producer::subscribe`]).
     ErrorsOnly,
 }

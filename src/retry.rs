@@ -49,6 +49,13 @@ use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
 /// Which failures to retry.
 #[derive(Debug, Clone)]
 pub enum RetryOn {
+    /// Only failures that can succeed later (the default): `Timeout`,
+    /// `QueueFull`, and broker errors Kafka classes as retriable (too few
+    /// in-sync replicas, a leader change, a request timeout). Not
+    /// `UnknownTopic`, `UnknownPartition`, `RecordTooLarge`,
+    /// `Compression`, `Cancelled`, nor a broker's refusal (authorization,
+    /// an invalid record): those fail the same way again.
+    Transient,
     /// Every failure.
     All,
     /// Only these kinds.
@@ -58,6 +65,11 @@ pub enum RetryOn {
 impl RetryOn {
     fn matches(&self, kind: ErrorKind) -> bool {
         match self {
+            RetryOn::Transient => match kind {
+                ErrorKind::Timeout | ErrorKind::QueueFull => true,
+                ErrorKind::Broker(e) => e.is_retriable(),
+                _ => false,
+            },
             RetryOn::All => true,
             RetryOn::Kinds(k) => k.contains(&kind),
         }
@@ -101,11 +113,12 @@ pub struct RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// A builder: retry every failure, 5 attempts, 100 ms … 10 s backoff,
-    /// no deadline, no dead-letter topic, 10,000 records or 64 MiB waiting.
+    /// A builder: retry failures that can succeed later
+    /// ([`RetryOn::Transient`]), 5 attempts, 100 ms … 10 s backoff, no
+    /// deadline, no dead-letter topic, 10,000 records or 64 MiB waiting.
     pub fn builder() -> RetryPolicyBuilder {
         RetryPolicyBuilder(RetryPolicy {
-            retry_on: RetryOn::All,
+            retry_on: RetryOn::Transient,
             max_attempts: 5,
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(10),

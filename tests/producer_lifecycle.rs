@@ -877,3 +877,49 @@ async fn a_full_buffer_waits_up_to_max_block_ms_then_fails_the_record() {
     assert!(waited < Duration::from_secs(30), "waited {waited:?}");
     let _ = producer.close_timeout(Duration::from_millis(100)).await;
 }
+
+/// What an errors-only subscription's bound counts, as documented: records
+/// whose outcome is not known yet (and unread failures). With the broker
+/// paused, a bound of 5 is full after 5 records although no report is
+/// waiting; once the broker answers, the deliveries give the permits back
+/// without any report being read, and the sixth record goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_errors_only_bound_counts_records_whose_outcome_is_unknown() {
+    let broker = broker_with_topic("errors-bound", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "0")
+        .build()
+        .unwrap();
+    producer
+        .send(Record::to("errors-bound").value("warm"))
+        .await
+        .unwrap();
+    let (sub, reports) = producer.subscribe_with_capacity(ReportMode::ErrorsOnly, 5);
+    broker.pause();
+    for i in 0..5 {
+        sub.produce(Record::to("errors-bound").value(format!("{i}")))
+            .await
+            .unwrap();
+    }
+    let sixth = {
+        let sub = sub.clone();
+        tokio::spawn(async move { sub.produce(Record::to("errors-bound").value("5")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !sixth.is_finished(),
+        "the bound is full of records in flight, with no report to read"
+    );
+    broker.resume();
+    tokio::time::timeout(Duration::from_secs(30), sixth)
+        .await
+        .expect("deliveries free the bound without a report being read")
+        .unwrap()
+        .unwrap();
+    producer.flush().await;
+    drop(sub);
+    let failures: Vec<_> = reports.collect().await;
+    assert!(failures.is_empty(), "{failures:?}");
+    producer.close().await;
+}

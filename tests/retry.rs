@@ -67,6 +67,7 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
     let (payments, mut payments_out) = RetryActor::start_with_stream(
         p.clone(),
         RetryPolicy::builder()
+            .retry_on(RetryOn::All)
             .max_attempts(1)
             .dead_letter_topic("payments.dlq")
             .build(),
@@ -459,6 +460,7 @@ async fn stopping_under_traffic_gives_every_record_its_outcome() {
     let (retry, mut out) = RetryActor::start_with_stream(
         p.clone(),
         RetryPolicy::builder()
+            .retry_on(RetryOn::All)
             .backoff(Duration::from_millis(10), Duration::from_millis(10))
             .build(),
         10_000,
@@ -526,5 +528,43 @@ async fn stopping_under_traffic_gives_every_record_its_outcome() {
     for v in &refused {
         assert!(!in_log.contains(v), "refused {v} is not in the log");
     }
+    p.close().await;
+}
+
+/// The default policy retries only what can succeed later: a record for a
+/// topic that does not exist fails at once (`NotRetried`, one attempt),
+/// while a timeout is retried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_default_policy_does_not_retry_what_cannot_succeed() {
+    let m = mock(&["exists"]);
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("allow.auto.create.topics", "false"),
+            ("max.block.ms", "500"),
+        ],
+    );
+    let (retry, mut out) =
+        RetryActor::start_with_stream(p.clone(), RetryPolicy::builder().build(), 100);
+    let started = Instant::now();
+    retry
+        .produce(Record::to("missing").value("m"))
+        .await
+        .unwrap();
+    let o = tokio::time::timeout(Duration::from_secs(30), out.next())
+        .await
+        .unwrap()
+        .unwrap();
+    match &o {
+        RetryOutcome::Failed {
+            reason: GiveUp::NotRetried,
+            attempts: 1,
+            error,
+            ..
+        } => assert_eq!(error.kind, courier::ErrorKind::UnknownTopic, "{error}"),
+        other => panic!("{other:?}"),
+    }
+    // One max.block.ms, not five attempts' worth with backoff.
+    assert!(started.elapsed() < Duration::from_secs(5));
     p.close().await;
 }

@@ -24,7 +24,16 @@ pub struct Subscriber {
 impl Producer {
     /// A new subscription: records produced through the returned
     /// [`Subscriber`] report to the returned stream, and only there.
-    /// At most 10,000 reports may be outstanding (produced, not yet read).
+    ///
+    /// The bound (10,000 here) counts records produced through the
+    /// subscription that still hold a permit: a record takes one when it is
+    /// produced and gives it back when its report is read, or, with
+    /// [`ReportMode::ErrorsOnly`], as soon as it is delivered (it has no
+    /// report). So with `ErrorsOnly` the bound is on records whose outcome
+    /// is not known yet plus unread failures: during an outage it fills
+    /// with records still in flight or queued, and producing waits although
+    /// no report is waiting to be read. Size it for as many records as may
+    /// be in flight at once.
     pub fn subscribe(&self, mode: ReportMode) -> (Subscriber, ReportStream) {
         self.subscribe_with_capacity(mode, 10_000)
     }

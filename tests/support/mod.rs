@@ -45,6 +45,14 @@ impl Tansu {
         assert_eq!(r, 0, "SIGSTOP to Tansu");
     }
 
+    /// Lets a paused broker run again (SIGCONT).
+    #[allow(dead_code)]
+    pub fn resume(&self) {
+        // SAFETY: kill(2) on our own child's pid; no memory is involved.
+        let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGCONT) };
+        assert_eq!(r, 0, "SIGCONT to Tansu");
+    }
+
     /// Kills the broker with SIGKILL and starts a new one (empty: memory
     /// storage) on the same port.
     pub fn kill9_and_restart(&mut self) {
