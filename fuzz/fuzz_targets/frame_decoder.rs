@@ -10,7 +10,9 @@ use courier::protocol::frame::FrameDecoder;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&split, rest)) = data.split_first() else { return };
+    let Some((&split, rest)) = data.split_first() else {
+        return;
+    };
     let decoder = FrameDecoder::new(4096);
     let mut buf = BytesMut::new();
     for chunk in rest.chunks(split as usize + 1) {
