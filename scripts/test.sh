@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, then checks formatting, lints
-# and every test. Each broker test starts its own broker (Tansu, or Apache
-# Kafka in KRaft mode) on free loopback ports.
+# and every test, and fuzzes each fuzz target briefly. Each broker test
+# starts its own broker (Tansu, or Apache Kafka in KRaft mode) on free
+# loopback ports.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,3 +26,8 @@ echo "== cargo test"
 cargo build --examples --locked
 cargo test --all-targets --locked
 cargo test --doc --locked
+echo "== fuzz"
+# Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 30)
+# seconds each, so a decoder change that brings a crash back fails here.
+# The first build of the targets takes 3 to 5 minutes on 2 cores.
+bash scripts/fuzz.sh all "${COURIER_FUZZ_SECS:-30}"
