@@ -6,9 +6,11 @@
 //! `delivery.timeout.ms >= linger.ms + request.timeout.ms`, as the Java
 //! client enforces) are checked at build time.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::protocol::record_batch::Compression;
+use crate::protocol::sasl::Mechanism;
 
 /// A bad producer setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -108,6 +110,104 @@ pub struct ProducerConfig {
     /// `allow.auto.create.topics` (default true): whether Metadata requests
     /// may create a missing topic on brokers that allow it.
     pub allow_auto_create_topics: bool,
+    /// `security.protocol`, `ssl.*` and `sasl.*`.
+    pub security: SecurityConfig,
+}
+
+/// `security.protocol`: how connections are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SecurityProtocol {
+    /// `PLAINTEXT` (the default): TCP.
+    #[default]
+    Plaintext,
+    /// `SSL`: TLS.
+    Ssl,
+    /// `SASL_PLAINTEXT`: SASL authentication over TCP.
+    SaslPlaintext,
+    /// `SASL_SSL`: SASL authentication over TLS.
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    /// Whether connections use TLS.
+    pub fn tls(self) -> bool {
+        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
+    }
+
+    /// Whether connections authenticate with SASL.
+    pub fn sasl(self) -> bool {
+        matches!(
+            self,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        )
+    }
+}
+
+/// A secret setting (a password, a private key): its `Debug` never shows
+/// it, so it cannot reach a log line, an error or a panic message.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(redacted)")
+    }
+}
+
+/// TLS and SASL settings, by their librdkafka / Java names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SecurityConfig {
+    /// `security.protocol`.
+    pub protocol: SecurityProtocol,
+    /// `ssl.ca.location`: a PEM file of CA certificates to trust.
+    pub ca_location: Option<PathBuf>,
+    /// `ssl.ca.pem`: CA certificates in PEM, inline. With neither, the
+    /// platform's trusted roots.
+    pub ca_pem: Option<String>,
+    /// `ssl.certificate.location`: the client's certificate chain (PEM),
+    /// for mutual TLS.
+    pub certificate_location: Option<PathBuf>,
+    /// `ssl.certificate.pem`: the same, inline.
+    pub certificate_pem: Option<String>,
+    /// `ssl.key.location`: the client's private key (PEM).
+    pub key_location: Option<PathBuf>,
+    /// `ssl.key.pem`: the same, inline.
+    pub key_pem: Option<Secret>,
+    /// `ssl.endpoint.identification.algorithm`: `https` (the default)
+    /// checks the broker's certificate is for its host name; `none` does
+    /// not (a warning is logged).
+    pub verify_hostname: bool,
+    /// `sasl.mechanism` (or librdkafka's `sasl.mechanisms`).
+    pub sasl_mechanism: Option<Mechanism>,
+    /// `sasl.username`.
+    pub sasl_username: Option<String>,
+    /// `sasl.password`.
+    pub sasl_password: Option<Secret>,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> Self {
+        SecurityConfig {
+            protocol: SecurityProtocol::Plaintext,
+            ca_location: None,
+            ca_pem: None,
+            certificate_location: None,
+            certificate_pem: None,
+            key_location: None,
+            key_pem: None,
+            verify_hostname: true,
+            sasl_mechanism: None,
+            sasl_username: None,
+            sasl_password: None,
+        }
+    }
 }
 
 impl Default for ProducerConfig {
@@ -134,6 +234,7 @@ impl Default for ProducerConfig {
             connection_setup_timeout: Duration::from_secs(10),
             enable_idempotence: None,
             allow_auto_create_topics: true,
+            security: SecurityConfig::default(),
         }
     }
 }
@@ -161,6 +262,18 @@ pub const PROPERTIES: &[&str] = &[
     "socket.connection.setup.timeout.ms",
     "enable.idempotence",
     "allow.auto.create.topics",
+    "security.protocol",
+    "ssl.ca.location",
+    "ssl.ca.pem",
+    "ssl.certificate.location",
+    "ssl.certificate.pem",
+    "ssl.key.location",
+    "ssl.key.pem",
+    "ssl.endpoint.identification.algorithm",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
 ];
 
 impl ProducerConfig {
@@ -251,6 +364,37 @@ impl ProducerConfig {
                 self.allow_auto_create_topics =
                     parse_bool(v).ok_or_else(|| bad("expected true or false"))?
             }
+            "security.protocol" => {
+                self.security.protocol = match v.to_ascii_uppercase().as_str() {
+                    "PLAINTEXT" => SecurityProtocol::Plaintext,
+                    "SSL" => SecurityProtocol::Ssl,
+                    "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
+                    "SASL_SSL" => SecurityProtocol::SaslSsl,
+                    _ => return Err(bad("expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")),
+                }
+            }
+            "ssl.ca.location" => self.security.ca_location = Some(PathBuf::from(v)),
+            "ssl.ca.pem" => self.security.ca_pem = Some(v.to_string()),
+            "ssl.certificate.location" => {
+                self.security.certificate_location = Some(PathBuf::from(v))
+            }
+            "ssl.certificate.pem" => self.security.certificate_pem = Some(v.to_string()),
+            "ssl.key.location" => self.security.key_location = Some(PathBuf::from(v)),
+            "ssl.key.pem" => self.security.key_pem = Some(Secret(v.to_string())),
+            "ssl.endpoint.identification.algorithm" => {
+                self.security.verify_hostname = match v.to_ascii_lowercase().as_str() {
+                    "https" => true,
+                    "none" | "" => false,
+                    _ => return Err(bad("expected https or none")),
+                }
+            }
+            "sasl.mechanism" | "sasl.mechanisms" => {
+                self.security.sasl_mechanism = Some(Mechanism::parse(v).ok_or_else(|| {
+                    bad("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported yet)")
+                })?)
+            }
+            "sasl.username" => self.security.sasl_username = Some(v.to_string()),
+            "sasl.password" => self.security.sasl_password = Some(Secret(v.to_string())),
             _ => return Err(ConfigError::UnknownProperty(property.to_string())),
         }
         Ok(())
@@ -307,6 +451,35 @@ impl ProducerConfig {
                 "buffer.memory ({}) must be at least batch.size ({})",
                 self.buffer_memory, self.batch_size
             )));
+        }
+        let s = &self.security;
+        if s.protocol.sasl() {
+            if s.sasl_mechanism.is_none() {
+                return Err(ConfigError::Inconsistent(
+                    "security.protocol SASL_* needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)".into(),
+                ));
+            }
+            if s.sasl_username.is_none() || s.sasl_password.is_none() {
+                return Err(ConfigError::Inconsistent(
+                    "security.protocol SASL_* needs sasl.username and sasl.password".into(),
+                ));
+            }
+        }
+        if s.key_location.is_some() && s.key_pem.is_some()
+            || s.certificate_location.is_some() && s.certificate_pem.is_some()
+            || s.ca_location.is_some() && s.ca_pem.is_some()
+        {
+            return Err(ConfigError::Inconsistent(
+                "set each of ssl.ca, ssl.certificate and ssl.key once: as .location or as .pem"
+                    .into(),
+            ));
+        }
+        let has_cert = s.certificate_location.is_some() || s.certificate_pem.is_some();
+        let has_key = s.key_location.is_some() || s.key_pem.is_some();
+        if has_cert != has_key {
+            return Err(ConfigError::Inconsistent(
+                "a client certificate needs its key, and a key its certificate (ssl.certificate.* and ssl.key.*)".into(),
+            ));
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! One TCP connection to one broker: the only code in Courier that touches a
-//! socket.
+//! One connection to one broker (TCP, or TLS over TCP, authenticated with
+//! SASL when configured): the only code in Courier that touches a socket.
 //!
 //! A [`Connection`] writes request frames built by [`crate::protocol`] and
 //! reads response frames with a [`FrameDecoder`], so the bytes-level logic
@@ -7,16 +7,30 @@
 //! (ApiVersions, with the KIP-511 fallback for brokers that do not know our
 //! version) and uses the agreed version for every later request.
 //!
+//! With `security.protocol` SSL or SASL_SSL the TCP stream is wrapped in
+//! TLS (rustls) before anything is sent; with SASL_* the connection
+//! authenticates (SaslHandshake v1, then SaslAuthenticate, KIP-152) right
+//! after ApiVersions and before any other request, on every connection,
+//! bootstrap and metadata ones included.
+//!
 //! This type is deliberately plain async code with no actor inside: the
 //! broker-connection actor owns one and drives it.
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
+use base64::Engine as _;
 use bytes::BytesMut;
-use kafka_protocol::messages::ApiVersionsRequest;
+use kafka_protocol::messages::{ApiVersionsRequest, SaslAuthenticateRequest, SaslHandshakeRequest};
 use kafka_protocol::protocol::{Request, StrBytes};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::kafka_error::ResponseError;
+use crate::protocol::sasl::{plain_message, Mechanism, ScramClient};
+use crate::security::{SaslCredentials, Security};
 
 use crate::protocol::frame::{FrameDecoder, DEFAULT_MAX_FRAME};
 use crate::protocol::message::{api_key, decode_response, encode_request};
@@ -34,6 +48,8 @@ pub struct ConnectionOptions {
     pub request_timeout: Duration,
     /// The largest response frame accepted.
     pub max_response_frame: usize,
+    /// TLS and SASL (`None`: plaintext).
+    pub security: Option<Arc<Security>>,
 }
 
 impl Default for ConnectionOptions {
@@ -43,6 +59,7 @@ impl Default for ConnectionOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(30),
             max_response_frame: DEFAULT_MAX_FRAME,
+            security: None,
         }
     }
 }
@@ -93,13 +110,107 @@ pub enum ConnectionError {
         /// The API.
         api: ApiKey,
     },
+    /// The TLS handshake failed (an untrusted CA, a certificate for
+    /// another host name, a broker that does not speak TLS there).
+    #[error("TLS with {addr} failed: {reason}")]
+    Tls {
+        /// The broker address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// SASL authentication failed (wrong password, unknown user, a
+    /// mechanism the broker does not enable).
+    #[error("SASL authentication with {addr} failed: {reason}")]
+    Authentication {
+        /// The broker address.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl ConnectionError {
+    /// Whether trying again cannot help until the settings or the
+    /// cluster change: failed authentication or TLS.
+    pub fn is_security(&self) -> bool {
+        matches!(
+            self,
+            ConnectionError::Tls { .. } | ConnectionError::Authentication { .. }
+        )
+    }
+}
+
+/// A broker connection's byte stream: TCP, or TLS over TCP.
+#[derive(Debug)]
+enum BrokerStream {
+    Tcp(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for BrokerStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BrokerStream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            BrokerStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for BrokerStream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            BrokerStream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            BrokerStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            BrokerStream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
+            BrokerStream::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            BrokerStream::Tcp(s) => s.is_write_vectored(),
+            BrokerStream::Tls(s) => s.is_write_vectored(),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BrokerStream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            BrokerStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            BrokerStream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            BrokerStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
 }
 
 /// A connected, version-negotiated broker connection.
 #[derive(Debug)]
 pub struct Connection {
     addr: String,
-    stream: TcpStream,
+    stream: BrokerStream,
     read_buf: BytesMut,
     write_buf: BytesMut,
     decoder: FrameDecoder,
@@ -121,6 +232,28 @@ impl Connection {
                     source,
                 })?;
             let _ = stream.set_nodelay(true);
+            let security = opts.security.as_deref();
+            let stream =
+                match security.and_then(|s| s.tls.clone()) {
+                    Some(tls) => {
+                        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+                        let host = host.trim_start_matches('[').trim_end_matches(']');
+                        let name = rustls::pki_types::ServerName::try_from(host.to_string())
+                            .map_err(|e| ConnectionError::Tls {
+                                addr: addr.to_string(),
+                                reason: format!("{host:?} is not a valid server name: {e}"),
+                            })?;
+                        let tls = tokio_rustls::TlsConnector::from(tls)
+                            .connect(name, stream)
+                            .await
+                            .map_err(|e| ConnectionError::Tls {
+                                addr: addr.to_string(),
+                                reason: e.to_string(),
+                            })?;
+                        BrokerStream::Tls(Box::new(tls))
+                    }
+                    None => BrokerStream::Tcp(stream),
+                };
             let mut conn = Connection {
                 addr: addr.to_string(),
                 stream,
@@ -133,6 +266,9 @@ impl Connection {
                 versions: placeholder_versions(),
             };
             conn.versions = conn.negotiate().await?;
+            if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
+                conn.authenticate(sasl).await?;
+            }
             Ok(conn)
         };
         tokio::time::timeout(timeout, connecting)
@@ -175,7 +311,18 @@ impl Connection {
     /// frames and a writer that sends encoded request frames, plus the
     /// agreed versions and the next free correlation id.
     pub fn into_pipelined(self) -> (FrameReader, FrameWriter, ApiVersions, i32) {
-        let (read, write) = self.stream.into_split();
+        // TCP splits without a lock; TLS shares one session between the
+        // halves.
+        let (read, write): (ReadSide, WriteSide) = match self.stream {
+            BrokerStream::Tcp(s) => {
+                let (r, w) = s.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            tls => {
+                let (r, w) = tokio::io::split(tls);
+                (Box::new(r), Box::new(w))
+            }
+        };
         (
             FrameReader {
                 addr: self.addr.clone(),
@@ -240,6 +387,82 @@ impl Connection {
         Err(self.protocol(ProtocolError::ApiVersionsError(UNSUPPORTED_VERSION)))
     }
 
+    /// SASL authentication (KIP-152): SaslHandshake v1 names the
+    /// mechanism, then its messages travel in SaslAuthenticate requests.
+    async fn authenticate(&mut self, sasl: &SaslCredentials) -> Result<(), ConnectionError> {
+        let addr = self.addr.clone();
+        let failed = |reason: String| ConnectionError::Authentication {
+            addr: addr.clone(),
+            reason,
+        };
+        if self.versions.sasl_handshake.is_none() || self.versions.sasl_authenticate.is_none() {
+            return Err(failed(
+                "the broker offers no SaslHandshake v1 / SaslAuthenticate (is this a SASL listener?)"
+                    .into(),
+            ));
+        }
+        let name = sasl.mechanism.name();
+        let handshake =
+            SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(name));
+        let resp = self.request(&handshake).await?;
+        if resp.error_code != 0 {
+            let offered: Vec<&str> = resp.mechanisms.iter().map(|m| m.as_str()).collect();
+            return Err(failed(format!(
+                "the listener does not enable {name} ({:?}); it offers {offered:?}",
+                ResponseError::try_from_code(resp.error_code)
+            )));
+        }
+        match sasl.mechanism {
+            Mechanism::Plain => {
+                let message = plain_message(&sasl.username, sasl.password.expose());
+                self.sasl_step(message).await?;
+            }
+            Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
+                let mut nonce = [0u8; 24];
+                getrandom::fill(&mut nonce)
+                    .map_err(|e| failed(format!("no random bytes for a nonce: {e}")))?;
+                let nonce = base64::engine::general_purpose::STANDARD.encode(nonce);
+                let mut scram = ScramClient::new(
+                    sasl.mechanism,
+                    &sasl.username,
+                    sasl.password.expose(),
+                    &nonce,
+                )
+                .expect("a SCRAM mechanism");
+                let server_first = self.sasl_step(scram.client_first()).await?;
+                let client_final = scram
+                    .client_final(&server_first)
+                    .map_err(|e| failed(e.to_string()))?;
+                let server_final = self.sasl_step(client_final).await?;
+                scram
+                    .verify_server_final(&server_final)
+                    .map_err(|e| failed(e.to_string()))?;
+            }
+        }
+        tracing::debug!(addr = %self.addr, mechanism = name, user = %sasl.username, "authenticated");
+        Ok(())
+    }
+
+    /// One SaslAuthenticate round trip: our message out, the broker's in.
+    async fn sasl_step(&mut self, message: Vec<u8>) -> Result<bytes::Bytes, ConnectionError> {
+        let req = SaslAuthenticateRequest::default().with_auth_bytes(bytes::Bytes::from(message));
+        let resp = self.request(&req).await?;
+        if resp.error_code != 0 {
+            let error = ResponseError::try_from_code(resp.error_code)
+                .map_or_else(|| resp.error_code.to_string(), |e| format!("{e:?}"));
+            let detail = resp
+                .error_message
+                .as_ref()
+                .map(|m| format!(": {}", m.as_str()))
+                .unwrap_or_default();
+            return Err(ConnectionError::Authentication {
+                addr: self.addr.clone(),
+                reason: format!("{error}{detail}"),
+            });
+        }
+        Ok(resp.auth_bytes)
+    }
+
     async fn round_trip<R: Request>(
         &mut self,
         req: &R,
@@ -268,13 +491,13 @@ impl Connection {
             req,
         )
         .map_err(|e| self.protocol(e))?;
-        self.stream
-            .write_all(&self.write_buf)
-            .await
-            .map_err(|source| ConnectionError::Io {
-                addr: self.addr.clone(),
-                source,
-            })?;
+        let io = |source| ConnectionError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        self.stream.write_all(&self.write_buf).await.map_err(io)?;
+        // TLS may hold the last record back until flushed.
+        self.stream.flush().await.map_err(io)?;
         Ok(correlation_id)
     }
 
@@ -304,13 +527,23 @@ impl Connection {
     }
 }
 
+type ReadSide = Box<dyn AsyncRead + Send + Unpin>;
+type WriteSide = Box<dyn AsyncWrite + Send + Unpin>;
+
 /// The read half of a pipelined connection.
-#[derive(Debug)]
 pub struct FrameReader {
     addr: String,
-    half: tokio::net::tcp::OwnedReadHalf,
+    half: ReadSide,
     buf: BytesMut,
     decoder: FrameDecoder,
+}
+
+impl std::fmt::Debug for FrameReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameReader")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FrameReader {
@@ -357,10 +590,17 @@ async fn read_frame<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// The write half of a pipelined connection.
-#[derive(Debug)]
 pub struct FrameWriter {
     addr: String,
-    half: tokio::net::tcp::OwnedWriteHalf,
+    half: WriteSide,
+}
+
+impl std::fmt::Debug for FrameWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameWriter")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
 }
 
 impl FrameWriter {
@@ -401,18 +641,19 @@ impl FrameWriter {
                 }
             }
         }
+        // TLS may hold the last record back until flushed (a no-op on TCP).
+        self.half.flush().await.map_err(io)?;
         Ok(())
     }
 
     /// Writes one or more whole request frames.
     pub async fn write(&mut self, frames: &[u8]) -> Result<(), ConnectionError> {
-        self.half
-            .write_all(frames)
-            .await
-            .map_err(|source| ConnectionError::Io {
-                addr: self.addr.clone(),
-                source,
-            })
+        let io = |source| ConnectionError::Io {
+            addr: self.addr.clone(),
+            source,
+        };
+        self.half.write_all(frames).await.map_err(io)?;
+        self.half.flush().await.map_err(io)
     }
 }
 
@@ -425,5 +666,7 @@ fn placeholder_versions() -> ApiVersions {
         produce: 0,
         init_producer_id: None,
         create_topics: None,
+        sasl_handshake: None,
+        sasl_authenticate: None,
     }
 }

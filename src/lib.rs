@@ -46,6 +46,7 @@ pub mod protocol;
 pub mod record;
 pub mod report;
 pub mod retry;
+pub mod security;
 pub mod stats;
 mod sync;
 

@@ -27,6 +27,8 @@ const AGREED: ApiVersions = ApiVersions {
     produce: 12,
     init_producer_id: Some(5),
     create_topics: Some(7),
+    sasl_handshake: None,
+    sasl_authenticate: None,
 };
 
 fn topic(name: &'static str) -> TopicName {

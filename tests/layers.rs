@@ -32,7 +32,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "partitioner.rs",
         ],
     ),
-    ("io", &["connection.rs", "admin.rs"]),
+    ("io", &["connection.rs", "admin.rs", "security.rs"]),
     ("delivery", &["delivery/"]),
     ("batching", &["batching/"]),
     ("engine", &["engine/"]),

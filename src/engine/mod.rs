@@ -77,6 +77,8 @@ pub(crate) struct Engine {
     /// The runtime the actors run on (set when they start): the timers of
     /// the producer's own futures live there, so callers need no runtime.
     pub runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// TLS and SASL for every connection (`None`: plaintext).
+    pub security: Option<Arc<crate::security::Security>>,
     /// Bytes of records from `Produce` messages waiting for metadata or
     /// memory (bounded by `buffer.memory`).
     pub actor_path_waiting: AtomicUsize,
@@ -101,6 +103,7 @@ impl Engine {
         config: ProducerConfig,
         partitioner: Box<dyn Partitioner>,
         actors: Arc<dyn ActorTree>,
+        security: Option<Arc<crate::security::Security>>,
     ) -> Arc<Engine> {
         let c = config;
         let client_id = StrBytes::from_string(c.client_id.clone());
@@ -143,6 +146,7 @@ impl Engine {
             stopped: Notify::new(),
             stopped_flag: AtomicBool::new(false),
             runtime: std::sync::OnceLock::new(),
+            security,
             actor_path_waiting: AtomicUsize::new(0),
             actors,
             config: c,

@@ -126,7 +126,8 @@ impl ProducerBuilder {
         let partitioner = self
             .partitioner
             .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
-        let engine = Engine::new(self.config, partitioner, addresses.clone());
+        let security = crate::security::Security::from_config(&self.config.security)?;
+        let engine = Engine::new(self.config, partitioner, addresses.clone(), security);
         Ok((engine, addresses))
     }
 

@@ -25,6 +25,7 @@ pub mod frame;
 pub mod message;
 pub mod produce;
 pub mod record_batch;
+pub mod sasl;
 pub mod versions;
 
 pub use kafka_protocol::messages;

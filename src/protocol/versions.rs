@@ -57,6 +57,17 @@ pub const SUPPORTED: &[Supported] = &[
         min: 2,
         max: 7,
     },
+    // v1: the SASL exchange in SaslAuthenticate requests (KIP-152).
+    Supported {
+        api: ApiKey::SaslHandshake,
+        min: 1,
+        max: 1,
+    },
+    Supported {
+        api: ApiKey::SaslAuthenticate,
+        min: 0,
+        max: 2,
+    },
 ];
 
 /// The range Courier implements for `api`, if it uses that API at all.
@@ -78,6 +89,10 @@ pub struct ApiVersions {
     pub init_producer_id: Option<i16>,
     /// CreateTopics version, or `None` when the broker does not offer it.
     pub create_topics: Option<i16>,
+    /// SaslHandshake version (`None`: not offered; SASL cannot be used).
+    pub sasl_handshake: Option<i16>,
+    /// SaslAuthenticate version (`None`: not offered).
+    pub sasl_authenticate: Option<i16>,
 }
 
 impl ApiVersions {
@@ -89,6 +104,8 @@ impl ApiVersions {
             ApiKey::Produce => Some(self.produce),
             ApiKey::InitProducerId => self.init_producer_id,
             ApiKey::CreateTopics => self.create_topics,
+            ApiKey::SaslHandshake => self.sasl_handshake,
+            ApiKey::SaslAuthenticate => self.sasl_authenticate,
             _ => None,
         }
     }
@@ -132,6 +149,8 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         produce: required(ApiKey::Produce)?,
         init_producer_id: pick(resp, ApiKey::InitProducerId)?,
         create_topics: pick(resp, ApiKey::CreateTopics)?,
+        sasl_handshake: pick(resp, ApiKey::SaslHandshake)?,
+        sasl_authenticate: pick(resp, ApiKey::SaslAuthenticate)?,
     })
 }
 

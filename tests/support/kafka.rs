@@ -262,6 +262,55 @@ pub struct KafkaCluster {
     brokers: Vec<Broker>,
     /// The dedicated controller, if the brokers are not their own.
     controller: Option<Broker>,
+    /// The secured listeners of a `start_secured` cluster.
+    secured: Option<SecuredListeners>,
+}
+
+/// A secured cluster's extra listeners (on its one broker, beside the
+/// PLAINTEXT one the harness itself uses): SASL_SSL with PLAIN,
+/// SCRAM-SHA-256 and SCRAM-SHA-512 for [`SASL_USER`], and SSL; both
+/// advertised as `localhost`, with a certificate for `localhost` signed by
+/// a CA made for the cluster (`ca.pem` in its directory).
+#[derive(Debug, Clone)]
+pub struct SecuredListeners {
+    /// The SASL_SSL listener's port.
+    pub sasl_ssl: u16,
+    /// The SSL listener's port.
+    pub ssl: u16,
+    /// The CA certificate (PEM) that signed the broker's certificate.
+    pub ca_pem: PathBuf,
+}
+
+/// The user every mechanism of a secured cluster knows, and its password.
+pub const SASL_USER: (&str, &str) = ("alice", "alice-secret");
+
+/// Writes a CA and a certificate for `localhost` (and 127.0.0.1 is NOT in
+/// it, so connecting by IP fails the host-name check) signed by it:
+/// `ca.pem`, and `broker.pem` with the broker's key and chain, as Kafka's
+/// PEM key store reads it.
+fn write_certificates(dir: &Path) -> PathBuf {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+    let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, "courier test CA");
+    let ca_key = KeyPair::generate().expect("CA key");
+    let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
+    let mut leaf = CertificateParams::new(vec!["localhost".to_string()]).expect("broker params");
+    leaf.distinguished_name
+        .push(DnType::CommonName, "localhost");
+    let key = KeyPair::generate().expect("broker key");
+    let cert = leaf
+        .signed_by(&key, &ca_cert, &ca_key)
+        .expect("broker certificate");
+    let ca_pem = dir.join("ca.pem");
+    std::fs::write(&ca_pem, ca_cert.pem()).expect("write ca.pem");
+    std::fs::write(
+        dir.join("broker.pem"),
+        format!("{}{}{}", key.serialize_pem(), cert.pem(), ca_cert.pem()),
+    )
+    .expect("write broker.pem");
+    ca_pem
 }
 
 /// The node id of a dedicated controller.
@@ -287,12 +336,38 @@ impl KafkaCluster {
         Self::start_as(n, true, None)
     }
 
+    /// One broker with SASL_SSL and SSL listeners besides its PLAINTEXT
+    /// one (see [`SecuredListeners`]).
+    pub fn start_secured() -> KafkaCluster {
+        Self::start_as_secured(1, false, None, true)
+    }
+
+    /// [`start_secured`](Self::start_secured), once per test binary.
+    pub fn shared_secured() -> &'static KafkaCluster {
+        static SECURED: OnceLock<KafkaCluster> = OnceLock::new();
+        SECURED.get_or_init(KafkaCluster::start_secured)
+    }
+
+    /// The secured listeners (of a `start_secured` cluster).
+    pub fn secured(&self) -> &SecuredListeners {
+        self.secured.as_ref().expect("a start_secured cluster")
+    }
+
     fn start_as(n: usize, dedicated_controller: bool, advertised: Option<u16>) -> KafkaCluster {
+        Self::start_as_secured(n, dedicated_controller, advertised, false)
+    }
+
+    fn start_as_secured(
+        n: usize,
+        dedicated_controller: bool,
+        advertised: Option<u16>,
+        secured: bool,
+    ) -> KafkaCluster {
         assert!(n == 1 || n == 3, "KafkaCluster::start({n}): 1 or 3 brokers");
         libs_dir(); // fails early, naming the install script
         for attempt in 1..=3 {
             let started = Instant::now();
-            let cluster = Self::create(n, dedicated_controller, advertised);
+            let cluster = Self::create(n, dedicated_controller, advertised, secured);
             let all = cluster.broker_ids();
             match cluster.wait_until(|c| c.registered_brokers() == all) {
                 Ok(()) => {
@@ -340,8 +415,22 @@ impl KafkaCluster {
     }
 
     /// Lays out the directories, formats the storage and spawns the JVMs.
-    fn create(n: usize, dedicated_controller: bool, advertised: Option<u16>) -> KafkaCluster {
+    fn create(
+        n: usize,
+        dedicated_controller: bool,
+        advertised: Option<u16>,
+        secured: bool,
+    ) -> KafkaCluster {
         let dir = new_cluster_dir();
+        let secured = secured.then(|| {
+            assert_eq!(n, 1, "a secured cluster has one broker");
+            let ports = free_ports(2);
+            SecuredListeners {
+                sasl_ssl: ports[0],
+                ssl: ports[1],
+                ca_pem: write_certificates(&dir),
+            }
+        });
         let ports = free_ports(2 * n);
         let (ports, controller_ports) = ports.split_at(n);
         let voters: Vec<String> = if dedicated_controller {
@@ -384,6 +473,9 @@ impl KafkaCluster {
                         &format!("advertised.listeners=PLAINTEXT://127.0.0.1:{a}"),
                     );
                 }
+                if let Some(s) = &secured {
+                    config = secured_config(&config, s, &dir);
+                }
                 std::fs::write(broker.config_path(), config).expect("write server.properties");
                 broker
             })
@@ -412,6 +504,7 @@ impl KafkaCluster {
             dir,
             brokers,
             controller,
+            secured,
         };
         cluster.format_storage();
         for b in cluster.nodes() {
@@ -435,9 +528,15 @@ impl KafkaCluster {
             .map(|b| {
                 let mut cmd = java(TOOL_JVM, &tools, "kafka.tools.StorageTool");
                 cmd.args(["format", "--cluster-id", &cluster_id, "--config"])
-                    .arg(b.config_path())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::piped());
+                    .arg(b.config_path());
+                if self.secured.is_some() {
+                    let (user, password) = SASL_USER;
+                    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+                        cmd.arg("--add-scram")
+                            .arg(format!("{mechanism}=[name={user},password={password}]"));
+                    }
+                }
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
                 spawn_tied_to_process(cmd).expect("spawn kafka.tools.StorageTool")
             })
             .collect();
@@ -1435,6 +1534,45 @@ replica.lag.time.max.ms=10000
 ",
         data = data.display()
     )
+}
+
+/// `config` with the secured listeners added (see [`SecuredListeners`]).
+fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
+    let (user, password) = SASL_USER;
+    let (sasl_ssl, ssl) = (s.sasl_ssl, s.ssl);
+    let mut out = String::new();
+    for line in config.lines() {
+        if line.starts_with("listeners=") {
+            out.push_str(&format!(
+                "{line},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl}\n"
+            ));
+        } else if line.starts_with("advertised.listeners=") {
+            out.push_str(&format!(
+                "{line},SASL_SSL://localhost:{sasl_ssl},SSL://localhost:{ssl}\n"
+            ));
+        } else if line.starts_with("listener.security.protocol.map=") {
+            out.push_str(&format!("{line},SASL_SSL:SASL_SSL,SSL:SSL\n"));
+        } else {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!(
+        "\
+# The secured listeners (tests/support/kafka.rs, SecuredListeners).
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}=\"{password}\";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+ssl.keystore.type=PEM
+ssl.keystore.location={keystore}
+ssl.truststore.type=PEM
+ssl.truststore.location={truststore}
+",
+        keystore = dir.join("broker.pem").display(),
+        truststore = s.ca_pem.display(),
+    ));
+    out
 }
 
 /// Broker logs: everything at INFO to stdout (which goes to the broker's

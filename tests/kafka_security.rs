@@ -1,0 +1,193 @@
+//! TLS and SASL on Apache Kafka: one broker (started once for this
+//! binary) with a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
+//! and an SSL listener, certificates made by the test harness
+//! (`KafkaCluster::start_secured`). Each mechanism produces and every
+//! record is read back by an independent client (the rdkafka consumer, on
+//! the broker's PLAINTEXT listener); wrong passwords, an untrusted CA and
+//! a host-name mismatch fail with an error that says so.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
+use futures::StreamExt;
+use support::kafka::{KafkaCluster, SASL_USER};
+
+fn unique(name: &str) -> String {
+    format!("{name}-{:08x}", fastrand::u32(..))
+}
+
+/// A producer for the secured cluster's SASL_SSL listener.
+fn sasl_ssl(kafka: &KafkaCluster, mechanism: &str, password: &str) -> ProducerBuilder {
+    let s = kafka.secured();
+    Producer::builder()
+        .bootstrap(&format!("localhost:{}", s.sasl_ssl))
+        .set("security.protocol", "SASL_SSL")
+        .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+        .set("sasl.mechanism", mechanism)
+        .set("sasl.username", SASL_USER.0)
+        .set("sasl.password", password)
+}
+
+async fn produce_and_read_back(kafka: &KafkaCluster, producer: Producer, topic: &str, n: usize) {
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for i in 0..n {
+        sub.produce(
+            Record::to(topic)
+                .key(format!("k{}", i % 7))
+                .value(format!("{i}")),
+        )
+        .await
+        .unwrap();
+    }
+    drop(sub);
+    let reports: Vec<DeliveryReport> =
+        tokio::time::timeout(Duration::from_secs(60), stream.collect())
+            .await
+            .expect("every report");
+    producer.close().await;
+    assert_eq!(reports.len(), n, "one report per record");
+    for r in &reports {
+        assert!(r.is_delivered(), "{r:?}");
+    }
+    let log = kafka.read_log(topic, 3);
+    assert_eq!(log.len(), n, "every record once in the log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_sasl_mechanism_over_tls_delivers_and_reads_back() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let topic = unique(&format!("sasl-{}", mechanism.to_lowercase()));
+        kafka.create_topic(&topic, 3, 1, &[]).await;
+        let producer = sasl_ssl(kafka, mechanism, SASL_USER.1).build().unwrap();
+        produce_and_read_back(kafka, producer, &topic, 2000).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_alone_delivers_and_reads_back() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("tls");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let s = kafka.secured();
+    let producer = Producer::builder()
+        .bootstrap(&format!("localhost:{}", s.ssl))
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+        .build()
+        .unwrap();
+    produce_and_read_back(kafka, producer, &topic, 2000).await;
+}
+
+/// The first send's failure, and how long it took.
+async fn first_failure(producer: Producer, topic: &str) -> (courier::DeliveryError, Duration) {
+    let started = Instant::now();
+    let e = tokio::time::timeout(
+        Duration::from_secs(60),
+        producer.send(Record::to(topic).value("x")),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("cannot be delivered");
+    let took = started.elapsed();
+    let _ = producer.close_timeout(Duration::from_secs(1)).await;
+    (e, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_password_fails_with_an_authentication_error() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("wrong-password");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
+        let producer = sasl_ssl(kafka, mechanism, "not-the-password")
+            .set("max.block.ms", "3000")
+            .build()
+            .unwrap();
+        let (e, took) = first_failure(producer, &topic).await;
+        assert!(
+            e.message.contains("SASL authentication") && e.message.contains("failed"),
+            "{mechanism}: {e}"
+        );
+        assert!(took < Duration::from_secs(30), "{mechanism}: {took:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_untrusted_ca_and_a_host_name_mismatch_fail_the_tls_handshake() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("tls-fail");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    let s = kafka.secured();
+    // Another CA than the one that signed the broker's certificate.
+    let other_ca = {
+        let mut p = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.self_signed(&rcgen::KeyPair::generate().unwrap())
+            .unwrap()
+            .pem()
+    };
+    let untrusted = Producer::builder()
+        .bootstrap(&format!("localhost:{}", s.ssl))
+        .set("security.protocol", "SSL")
+        .set("ssl.ca.pem", &other_ca)
+        .set("max.block.ms", "3000")
+        .build()
+        .unwrap();
+    let (e, _) = first_failure(untrusted, &topic).await;
+    assert!(
+        e.message.contains("TLS") && e.message.contains("UnknownIssuer"),
+        "{e}"
+    );
+    // By IP: the certificate is for localhost only.
+    let by_ip = |verify: &str| {
+        Producer::builder()
+            .bootstrap(&format!("127.0.0.1:{}", s.ssl))
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+            .set("ssl.endpoint.identification.algorithm", verify)
+            .set("max.block.ms", "3000")
+            .build()
+            .unwrap()
+    };
+    let (e, _) = first_failure(by_ip("https"), &topic).await;
+    assert!(
+        e.message.contains("TLS") && e.message.contains("not valid for name"),
+        "{e}"
+    );
+    // `none` skips only the host-name check (the broker then advertises
+    // localhost, which matches anyway).
+    let producer = by_ip("none");
+    let d = tokio::time::timeout(
+        Duration::from_secs(60),
+        producer.send(Record::to(topic.as_str()).value("ok")),
+    )
+    .await
+    .expect("no hang")
+    .expect("delivered without the host-name check");
+    assert!(d.offset.is_some());
+    producer.close().await;
+}
+
+#[test]
+fn secrets_never_appear_in_debug_output() {
+    let b = Producer::builder()
+        .set("security.protocol", "SASL_SSL")
+        .set("sasl.mechanism", "SCRAM-SHA-256")
+        .set("sasl.username", "alice")
+        .set("sasl.password", "hunter2-secret")
+        .set(
+            "ssl.key.pem",
+            "-----BEGIN PRIVATE KEY-----\nsecret-key-material\n",
+        );
+    let shown = format!("{:?}", b.config());
+    assert!(shown.contains("alice"), "{shown}");
+    assert!(!shown.contains("hunter2-secret"), "{shown}");
+    assert!(!shown.contains("secret-key-material"), "{shown}");
+}
