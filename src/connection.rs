@@ -131,13 +131,17 @@ pub enum ConnectionError {
 }
 
 impl ConnectionError {
-    /// Whether trying again cannot help until the settings or the
-    /// cluster change: failed authentication or TLS.
-    pub fn is_security(&self) -> bool {
-        matches!(
-            self,
-            ConnectionError::Tls { .. } | ConnectionError::Authentication { .. }
-        )
+    /// The report kind of a failure that trying again cannot mend until
+    /// the settings or the cluster change (failed TLS or authentication):
+    /// records waiting for such a connection fail with it at once.
+    pub fn security_kind(&self) -> Option<crate::report::ErrorKind> {
+        match self {
+            ConnectionError::Tls { .. } => Some(crate::report::ErrorKind::Tls),
+            ConnectionError::Authentication { .. } => {
+                Some(crate::report::ErrorKind::Authentication)
+            }
+            _ => None,
+        }
     }
 }
 

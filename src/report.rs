@@ -56,6 +56,12 @@ pub enum ErrorKind {
     /// The producer was full: `buffer.memory`, and for `Produce` messages
     /// also as many bytes of them waiting for it.
     QueueFull,
+    /// SASL authentication failed (wrong password, unknown user, a
+    /// mechanism the listener does not enable).
+    Authentication,
+    /// The TLS handshake failed (an untrusted CA, a certificate for another
+    /// host name, a listener that does not speak TLS).
+    Tls,
 }
 
 impl fmt::Display for ErrorKind {
@@ -69,6 +75,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Cancelled => f.write_str("cancelled"),
             ErrorKind::Compression => f.write_str("compression failed"),
             ErrorKind::QueueFull => f.write_str("producer queue full"),
+            ErrorKind::Authentication => f.write_str("authentication failed"),
+            ErrorKind::Tls => f.write_str("TLS failed"),
         }
     }
 }

@@ -104,17 +104,25 @@ async fn a_wrong_password_fails_with_an_authentication_error() {
     let _logs = kafka.logs_on_panic();
     let topic = unique("wrong-password");
     kafka.create_topic(&topic, 1, 1, &[]).await;
+    // With the default max.block.ms (60 s): the failure comes at once,
+    // not when the wait for metadata runs out.
     for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
         let producer = sasl_ssl(kafka, mechanism, "not-the-password")
-            .set("max.block.ms", "3000")
             .build()
             .unwrap();
         let (e, took) = first_failure(producer, &topic).await;
-        assert!(
-            e.message.contains("SASL authentication") && e.message.contains("failed"),
+        assert_eq!(
+            e.kind,
+            courier::ErrorKind::Authentication,
             "{mechanism}: {e}"
         );
-        assert!(took < Duration::from_secs(30), "{mechanism}: {took:?}");
+        assert!(
+            e.message.contains("SASL authentication")
+                && e.message
+                    .contains(&format!("localhost:{}", kafka.secured().sasl_ssl)),
+            "{mechanism}: {e}"
+        );
+        assert!(took < Duration::from_secs(30), "{mechanism}: took {took:?}");
     }
 }
 
@@ -141,10 +149,8 @@ async fn an_untrusted_ca_and_a_host_name_mismatch_fail_the_tls_handshake() {
         .build()
         .unwrap();
     let (e, _) = first_failure(untrusted, &topic).await;
-    assert!(
-        e.message.contains("TLS") && e.message.contains("UnknownIssuer"),
-        "{e}"
-    );
+    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert!(e.message.contains("UnknownIssuer"), "{e}");
     // By IP: the certificate is for localhost only.
     let by_ip = |verify: &str| {
         Producer::builder()
@@ -157,10 +163,8 @@ async fn an_untrusted_ca_and_a_host_name_mismatch_fail_the_tls_handshake() {
             .unwrap()
     };
     let (e, _) = first_failure(by_ip("https"), &topic).await;
-    assert!(
-        e.message.contains("TLS") && e.message.contains("not valid for name"),
-        "{e}"
-    );
+    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert!(e.message.contains("not valid for name"), "{e}");
     // `none` skips only the host-name check (the broker then advertises
     // localhost, which matches anyway).
     let producer = by_ip("none");
@@ -190,4 +194,61 @@ fn secrets_never_appear_in_debug_output() {
     assert!(shown.contains("alice"), "{shown}");
     assert!(!shown.contains("hunter2-secret"), "{shown}");
     assert!(!shown.contains("secret-key-material"), "{shown}");
+}
+
+/// The CLI as kcat users expect: `-X` properties for SASL_SSL with SCRAM.
+/// A good password delivers every line (exit 0); a wrong one exits 1 with
+/// the authentication error in the reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_produces_over_sasl_ssl() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("cli-sasl");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    let s = kafka.secured();
+    let run = |password: &str| {
+        let ca = format!("ssl.ca.location={}", s.ca_pem.display());
+        let pass = format!("sasl.password={password}");
+        let user = format!("sasl.username={}", SASL_USER.0);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
+            .args([
+                "produce",
+                "-b",
+                &format!("localhost:{}", s.sasl_ssl),
+                "-t",
+                &topic,
+                "-X",
+                "security.protocol=SASL_SSL",
+                "-X",
+                "sasl.mechanism=SCRAM-SHA-256",
+                "-X",
+                &user,
+                "-X",
+                &pass,
+                "-X",
+                &ca,
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run courier");
+        let lines: String = (0..10).map(|i| format!("line-{i}\n")).collect();
+        let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
+        child.wait_with_output().unwrap()
+    };
+    let ok = run(SASL_USER.1);
+    assert_eq!(
+        ok.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert_eq!(kafka.read_log(&topic, 1).len(), 10);
+    let bad = run("wrong");
+    assert_eq!(bad.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&bad.stdout);
+    assert!(out.contains("authentication failed"), "{out}");
 }

@@ -125,6 +125,19 @@ impl Message for EnsureTopic {
     type Result = Option<Result<(), (ErrorKind, String)>>;
 }
 
+/// A connection failed TLS or authentication: retrying will not mend it
+/// until the settings or the cluster change, so what waits fails now with
+/// this cause (and reconnects go on, backing off).
+#[derive(Debug, Clone)]
+pub(crate) struct SecurityFailed {
+    pub kind: ErrorKind,
+    pub message: String,
+}
+
+impl Message for SecurityFailed {
+    type Result = ();
+}
+
 /// Refresh metadata soon (a leader moved, a connection broke).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RefreshMetadata;

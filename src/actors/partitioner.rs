@@ -48,6 +48,9 @@ pub(crate) struct PartitionerActor {
     /// exist: (the new id, the new partition count). Failed on every
     /// metadata answer while any of them is in flight.
     vanished: HashMap<Topic, (u128, i32)>,
+    /// A connection's TLS or authentication failure since the last
+    /// metadata answer: topic waits fail with it at once.
+    refused: Option<(ErrorKind, String)>,
 }
 
 impl PartitionerActor {
@@ -68,6 +71,7 @@ impl PartitionerActor {
             fetch_errors: HashMap::new(),
             topic_ids: HashMap::new(),
             vanished: HashMap::new(),
+            refused: None,
         }
     }
 
@@ -109,6 +113,7 @@ impl PartitionerActor {
                 Ok(resp) => {
                     act.failures = 0;
                     act.fetch_errors.clear();
+                    act.refused = None;
                     let previous = act.engine.metadata.load();
                     let snapshot = MetadataSnapshot::from_response(&resp, &previous);
                     tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
@@ -277,6 +282,11 @@ impl Handler<EnsureTopic> for PartitionerActor {
         if ready {
             return Box::pin(async { Some(Ok(())) });
         }
+        if let Some(refused) = self.refused.clone() {
+            self.topics.insert(msg.topic);
+            self.fetch(ctx);
+            return Box::pin(async move { Some(Err(refused)) });
+        }
         let (tx, rx) = oneshot::channel();
         let max_block = self.engine.config.max_block;
         self.waiters
@@ -294,6 +304,21 @@ impl Handler<RefreshMetadata> for PartitionerActor {
     type Result = ();
     fn handle(&mut self, _: RefreshMetadata, ctx: &mut Context<Self>) {
         self.fetch(ctx);
+    }
+}
+
+/// A connection failed TLS or authentication: topic waits fail with it now,
+/// and new ones at once, until a metadata request succeeds.
+impl Handler<SecurityFailed> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, msg: SecurityFailed, _: &mut Context<Self>) {
+        let refused = (msg.kind, msg.message);
+        for (_, waiters) in self.waiters.drain() {
+            for (_, w) in waiters {
+                let _ = w.send(Err(refused.clone()));
+            }
+        }
+        self.refused = Some(refused);
     }
 }
 

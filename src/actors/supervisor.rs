@@ -111,6 +111,7 @@ impl ProducerSupervisor {
             // Through the supervisor, which knows the current partitioner.
             refresh_metadata: ctx.address().recipient(),
             ensure_producer_id: ctx.address().recipient(),
+            security_failed: ctx.address().recipient(),
         };
         let actor =
             Supervisor::start(move |_| BrokerConnection::new(id, a, engine, state, upstream));
@@ -453,6 +454,18 @@ impl Handler<Shutdown> for ProducerSupervisor {
             act.engine.close_subscriptions();
             ctx.stop();
         });
+    }
+}
+
+/// A connection failed TLS or authentication: every record waiting to be
+/// sent fails now with that cause, and so do topic waits (the partitioner
+/// answers new ones with it until a metadata request succeeds).
+impl Handler<SecurityFailed> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: SecurityFailed, _: &mut Context<Self>) {
+        tracing::warn!(kind = %msg.kind, error = %msg.message, "connection refused by security; failing what waits");
+        self.engine.fail_queued(msg.kind, &msg.message);
+        self.partitioner.do_send(msg);
     }
 }
 

@@ -138,11 +138,21 @@ impl Engine {
                         match self.actors.ensure_topic(record.topic).await {
                             Some(Ok(())) => resume.metadata_awaited = true,
                             Some(Err((kind, why))) => {
-                                let msg = format!(
-                                    "no metadata for topic {:?} within max.block.ms ({} ms): {why}",
-                                    record.topic.as_str(),
-                                    self.config.max_block.as_millis()
-                                );
+                                let msg = if matches!(
+                                    kind,
+                                    ErrorKind::Authentication | ErrorKind::Tls
+                                ) {
+                                    format!(
+                                        "no metadata for topic {:?}: {why}",
+                                        record.topic.as_str()
+                                    )
+                                } else {
+                                    format!(
+                                        "no metadata for topic {:?} within max.block.ms ({} ms): {why}",
+                                        record.topic.as_str(),
+                                        self.config.max_block.as_millis()
+                                    )
+                                };
                                 self.reject(record, reply, kind, msg, None);
                                 return Ok(());
                             }

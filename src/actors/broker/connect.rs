@@ -9,7 +9,7 @@ use actix::prelude::*;
 use tokio::sync::mpsc;
 
 use crate::actors::broker::{BrokerConnection, ConnState};
-use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame};
+use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame, SecurityFailed};
 use crate::clock::backoff;
 use crate::connection::{Connection, ConnectionOptions};
 use crate::sync::lock;
@@ -39,7 +39,15 @@ impl BrokerConnection {
             }
             match res {
                 Ok(conn) => act.on_connected(conn, ctx),
-                Err(e) => act.on_connect_failed(e.to_string(), ctx),
+                Err(e) => {
+                    if let Some(kind) = e.security_kind() {
+                        act.upstream.security_failed.do_send(SecurityFailed {
+                            kind,
+                            message: e.to_string(),
+                        });
+                    }
+                    act.on_connect_failed(e.to_string(), ctx)
+                }
             }
         }));
     }

@@ -56,6 +56,8 @@ pub(crate) struct Upstream {
     /// The supervisor: the idempotent producer needs an id or an epoch
     /// bump before anything can be sent.
     pub ensure_producer_id: Recipient<EnsureProducerId>,
+    /// The supervisor: a connection failed TLS or authentication.
+    pub security_failed: Recipient<SecurityFailed>,
 }
 
 #[derive(Debug)]
