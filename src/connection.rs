@@ -131,6 +131,25 @@ pub enum ConnectionError {
 }
 
 impl ConnectionError {
+    /// A TLS failure that surfaced on a read or write after the handshake
+    /// (TLS 1.3 lets the broker refuse a missing client certificate only
+    /// then, with an alert) is a TLS failure, not an I/O one.
+    fn tls_alert(self, addr: &str) -> ConnectionError {
+        match self {
+            ConnectionError::Io { source, .. }
+                if source
+                    .get_ref()
+                    .is_some_and(|e| e.downcast_ref::<rustls::Error>().is_some()) =>
+            {
+                ConnectionError::Tls {
+                    addr: addr.to_string(),
+                    reason: source.to_string(),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// The report kind of a failure that trying again cannot mend until
     /// the settings or the cluster change (failed TLS or authentication):
     /// records waiting for such a connection fail with it at once.
@@ -269,7 +288,7 @@ impl Connection {
                 request_timeout: opts.request_timeout,
                 versions: placeholder_versions(),
             };
-            conn.versions = conn.negotiate().await?;
+            conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
             if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
                 conn.authenticate(sasl).await?;
             }

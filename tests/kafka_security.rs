@@ -252,3 +252,30 @@ async fn the_cli_produces_over_sasl_ssl() {
     let out = String::from_utf8_lossy(&bad.stdout);
     assert!(out.contains("authentication failed"), "{out}");
 }
+
+/// Mutual TLS: a listener that requires a client certificate delivers with
+/// one (`ssl.certificate.location` / `ssl.key.location`) and refuses a
+/// client without, which fails with `ErrorKind::Tls` at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_with_and_without_a_client_certificate() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("mtls");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let s = kafka.secured();
+    let base = || {
+        Producer::builder()
+            .bootstrap(&format!("localhost:{}", s.mtls))
+            .set("security.protocol", "SSL")
+            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+    };
+    let with_cert = base()
+        .set("ssl.certificate.location", s.client_cert.to_str().unwrap())
+        .set("ssl.key.location", s.client_key.to_str().unwrap())
+        .build()
+        .unwrap();
+    produce_and_read_back(kafka, with_cert, &topic, 500).await;
+    let (e, took) = first_failure(base().build().unwrap(), &topic).await;
+    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}

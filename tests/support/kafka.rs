@@ -277,8 +277,14 @@ pub struct SecuredListeners {
     pub sasl_ssl: u16,
     /// The SSL listener's port.
     pub ssl: u16,
+    /// An SSL listener that requires a client certificate (mutual TLS).
+    pub mtls: u16,
     /// The CA certificate (PEM) that signed the broker's certificate.
     pub ca_pem: PathBuf,
+    /// A client certificate signed by the same CA, and its key (PEM).
+    pub client_cert: PathBuf,
+    /// The client certificate's private key (PEM, PKCS#8).
+    pub client_key: PathBuf,
 }
 
 /// The user every mechanism of a secured cluster knows, and its password.
@@ -288,7 +294,7 @@ pub const SASL_USER: (&str, &str) = ("alice", "alice-secret");
 /// it, so connecting by IP fails the host-name check) signed by it:
 /// `ca.pem`, and `broker.pem` with the broker's key and chain, as Kafka's
 /// PEM key store reads it.
-fn write_certificates(dir: &Path) -> PathBuf {
+fn write_certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
@@ -310,7 +316,18 @@ fn write_certificates(dir: &Path) -> PathBuf {
         format!("{}{}{}", key.serialize_pem(), cert.pem(), ca_cert.pem()),
     )
     .expect("write broker.pem");
-    ca_pem
+    let mut client = CertificateParams::new(Vec::<String>::new()).expect("client params");
+    client
+        .distinguished_name
+        .push(DnType::CommonName, "courier-client");
+    let client_key = KeyPair::generate().expect("client key");
+    let client_cert = client
+        .signed_by(&client_key, &ca_cert, &ca_key)
+        .expect("client certificate");
+    let (cert_path, key_path) = (dir.join("client.pem"), dir.join("client.key"));
+    std::fs::write(&cert_path, client_cert.pem()).expect("write client.pem");
+    std::fs::write(&key_path, client_key.serialize_pem()).expect("write client.key");
+    (ca_pem, cert_path, key_path)
 }
 
 /// The node id of a dedicated controller.
@@ -424,11 +441,15 @@ impl KafkaCluster {
         let dir = new_cluster_dir();
         let secured = secured.then(|| {
             assert_eq!(n, 1, "a secured cluster has one broker");
-            let ports = free_ports(2);
+            let ports = free_ports(3);
+            let (ca_pem, client_cert, client_key) = write_certificates(&dir);
             SecuredListeners {
                 sasl_ssl: ports[0],
                 ssl: ports[1],
-                ca_pem: write_certificates(&dir),
+                mtls: ports[2],
+                ca_pem,
+                client_cert,
+                client_key,
             }
         });
         let ports = free_ports(2 * n);
@@ -1539,19 +1560,19 @@ replica.lag.time.max.ms=10000
 /// `config` with the secured listeners added (see [`SecuredListeners`]).
 fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
     let (user, password) = SASL_USER;
-    let (sasl_ssl, ssl) = (s.sasl_ssl, s.ssl);
+    let (sasl_ssl, ssl, mtls) = (s.sasl_ssl, s.ssl, s.mtls);
     let mut out = String::new();
     for line in config.lines() {
         if line.starts_with("listeners=") {
             out.push_str(&format!(
-                "{line},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl}\n"
+                "{line},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls}\n"
             ));
         } else if line.starts_with("advertised.listeners=") {
             out.push_str(&format!(
-                "{line},SASL_SSL://localhost:{sasl_ssl},SSL://localhost:{ssl}\n"
+                "{line},SASL_SSL://localhost:{sasl_ssl},SSL://localhost:{ssl},MTLS://localhost:{mtls}\n"
             ));
         } else if line.starts_with("listener.security.protocol.map=") {
-            out.push_str(&format!("{line},SASL_SSL:SASL_SSL,SSL:SSL\n"));
+            out.push_str(&format!("{line},SASL_SSL:SASL_SSL,SSL:SSL,MTLS:SSL\n"));
         } else {
             out.push_str(line);
             out.push('\n');
@@ -1568,6 +1589,7 @@ ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
 ssl.truststore.type=PEM
 ssl.truststore.location={truststore}
+listener.name.mtls.ssl.client.auth=required
 ",
         keystore = dir.join("broker.pem").display(),
         truststore = s.ca_pem.display(),
