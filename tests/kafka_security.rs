@@ -279,3 +279,96 @@ async fn mutual_tls_with_and_without_a_client_certificate() {
     assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
+
+/// Authorization (StandardAuthorizer): bob may write `acl-ok-…` topics and
+/// only describe `acl-no-…` ones. In one producer, records to the first are
+/// delivered and records to the second fail with TOPIC_AUTHORIZATION_FAILED;
+/// a topic bob may not even describe fails the same way at once (not after
+/// max.block.ms). carol, who may describe `acl-no-…` topics but write
+/// none, is refused a producer id: her records fail at once with
+/// CLUSTER_AUTHORIZATION_FAILED, and with `enable.idempotence=false` she
+/// gets TOPIC_AUTHORIZATION_FAILED instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acls_fail_only_what_they_forbid_and_say_so() {
+    use courier::kafka_error::ResponseError;
+    use courier::ErrorKind;
+    use support::kafka::{LIMITED_USER, UNTRUSTED_USER};
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let ok = unique("acl-ok-");
+    let no = unique("acl-no-");
+    let hidden = unique("acl-hidden-");
+    for t in [&ok, &no, &hidden] {
+        kafka.create_topic(t, 1, 1, &[]).await;
+    }
+    let as_user = |(user, password): (&str, &str)| {
+        let s = kafka.secured();
+        Producer::builder()
+            .bootstrap(&format!("localhost:{}", s.sasl_ssl))
+            .set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+            .set("sasl.mechanism", "SCRAM-SHA-256")
+            .set("sasl.username", user)
+            .set("sasl.password", password)
+    };
+    let bob = as_user(LIMITED_USER).build().unwrap();
+    let (sub, stream) = bob.subscribe(ReportMode::All);
+    for i in 0..50 {
+        sub.produce(Record::to(ok.as_str()).value(format!("ok-{i}")))
+            .await
+            .unwrap();
+        sub.produce(Record::to(no.as_str()).value(format!("no-{i}")))
+            .await
+            .unwrap();
+    }
+    drop(sub);
+    let reports: Vec<DeliveryReport> =
+        tokio::time::timeout(Duration::from_secs(60), stream.collect())
+            .await
+            .unwrap();
+    assert_eq!(reports.len(), 100);
+    for r in &reports {
+        let v = String::from_utf8(r.record().value.clone().unwrap().to_vec()).unwrap();
+        match r {
+            DeliveryReport::Delivered(_) if v.starts_with("ok-") => {}
+            DeliveryReport::Failed(e) if v.starts_with("no-") => assert_eq!(
+                e.kind,
+                ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+                "{e}"
+            ),
+            other => panic!("{v}: {other:?}"),
+        }
+    }
+    let started = Instant::now();
+    let e = bob
+        .send(Record::to(hidden.as_str()).value("x"))
+        .await
+        .expect_err("bob may not describe it");
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+        "{e}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(30));
+    bob.close().await;
+
+    let carol = as_user(UNTRUSTED_USER).build().unwrap();
+    let (e, took) = first_failure(carol, &no).await;
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed),
+        "{e}"
+    );
+    assert!(e.message.contains("enable.idempotence=false"), "{e}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+    let carol = as_user(UNTRUSTED_USER)
+        .set("enable.idempotence", "false")
+        .build()
+        .unwrap();
+    let (e, _) = first_failure(carol, &no).await;
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+        "{e}"
+    );
+}

@@ -19,6 +19,7 @@ use tokio::sync::oneshot;
 use crate::actors::addresses::Addresses;
 use crate::actors::msgs::*;
 use crate::engine::Engine;
+use crate::kafka_error::ResponseError;
 use crate::metadata::MetadataSnapshot;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -180,12 +181,24 @@ impl PartitionerActor {
                 .topics
                 .get(topic.as_str())
                 .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
-            if ready {
+            // Not allowed to see the topic: no wait can change that (the
+            // Java client fails such a send at once too).
+            let forbidden = snapshot.missing.get(topic.as_str()).copied()
+                == Some(ResponseError::TopicAuthorizationFailed.code());
+            if ready || forbidden {
                 for (_, w) in waiters.drain(..) {
-                    let _ = w.send(Ok(()));
+                    let _ = w.send(if ready {
+                        Ok(())
+                    } else {
+                        Err((
+                            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+                            "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)"
+                                .to_string(),
+                        ))
+                    });
                 }
             }
-            !ready
+            !(ready || forbidden)
         });
     }
 
@@ -286,6 +299,25 @@ impl Handler<EnsureTopic> for PartitionerActor {
             self.topics.insert(msg.topic);
             self.fetch(ctx);
             return Box::pin(async move { Some(Err(refused)) });
+        }
+        // Known to be forbidden: asked again below (permissions change),
+        // answered at once.
+        let forbidden = self
+            .engine
+            .metadata
+            .load()
+            .missing
+            .get(msg.topic.as_str())
+            .copied()
+            == Some(ResponseError::TopicAuthorizationFailed.code());
+        if forbidden {
+            self.fetch(ctx);
+            return Box::pin(async {
+                Some(Err((
+                    ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+                    "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)".to_string(),
+                )))
+            });
         }
         let (tx, rx) = oneshot::channel();
         let max_block = self.engine.config.max_block;

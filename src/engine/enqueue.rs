@@ -138,10 +138,17 @@ impl Engine {
                         match self.actors.ensure_topic(record.topic).await {
                             Some(Ok(())) => resume.metadata_awaited = true,
                             Some(Err((kind, why))) => {
-                                let msg = if matches!(
+                                // Failures that come at once, not when
+                                // max.block.ms runs out.
+                                let at_once = matches!(
                                     kind,
-                                    ErrorKind::Authentication | ErrorKind::Tls
-                                ) {
+                                    ErrorKind::Authentication
+                                        | ErrorKind::Tls
+                                        | ErrorKind::Broker(
+                                            crate::kafka_error::ResponseError::TopicAuthorizationFailed
+                                        )
+                                );
+                                let msg = if at_once {
                                     format!(
                                         "no metadata for topic {:?}: {why}",
                                         record.topic.as_str()

@@ -288,7 +288,16 @@ pub struct SecuredListeners {
 }
 
 /// The user every mechanism of a secured cluster knows, and its password.
+/// Allowed everything on every topic.
 pub const SASL_USER: (&str, &str) = ("alice", "alice-secret");
+
+/// A user allowed to write only topics named `acl-ok-…` (and to describe
+/// `acl-no-…` ones, not write them).
+pub const LIMITED_USER: (&str, &str) = ("bob", "bob-secret");
+
+/// A user who may only describe `acl-no-…` topics: it may write nothing,
+/// so the cluster refuses it a producer id.
+pub const UNTRUSTED_USER: (&str, &str) = ("carol", "carol-secret");
 
 /// Writes a CA and a certificate for `localhost` (and 127.0.0.1 is NOT in
 /// it, so connecting by IP fails the host-name check) signed by it:
@@ -359,10 +368,64 @@ impl KafkaCluster {
         Self::start_as_secured(1, false, None, true)
     }
 
-    /// [`start_secured`](Self::start_secured), once per test binary.
+    /// [`start_secured`](Self::start_secured), once per test binary, with
+    /// the ACLs of [`SASL_USER`], [`LIMITED_USER`] and [`UNTRUSTED_USER`].
     pub fn shared_secured() -> &'static KafkaCluster {
         static SECURED: OnceLock<KafkaCluster> = OnceLock::new();
-        SECURED.get_or_init(KafkaCluster::start_secured)
+        SECURED.get_or_init(|| {
+            let c = KafkaCluster::start_secured();
+            c.grant_test_acls();
+            c
+        })
+    }
+
+    /// The secured cluster's ACLs (StandardAuthorizer; the PLAINTEXT
+    /// listener's ANONYMOUS is a super user, so the harness itself is not
+    /// limited): alice may do anything to any topic, bob may write and
+    /// describe `acl-ok-…` topics and only describe `acl-no-…` ones, carol
+    /// may only describe `acl-no-…` topics.
+    fn grant_test_acls(&self) {
+        let bootstrap = self.bootstrap();
+        let acl = |args: &[&str]| {
+            let mut all = vec!["--bootstrap-server", bootstrap.as_str(), "--add"];
+            all.extend_from_slice(args);
+            self.run("org.apache.kafka.tools.AclCommand", &all);
+        };
+        let alice = format!("User:{}", SASL_USER.0);
+        let bob = format!("User:{}", LIMITED_USER.0);
+        acl(&[
+            "--allow-principal",
+            &alice,
+            "--operation",
+            "All",
+            "--topic",
+            "*",
+        ]);
+        acl(&[
+            "--allow-principal",
+            &bob,
+            "--operation",
+            "Write",
+            "--operation",
+            "Describe",
+            "--resource-pattern-type",
+            "prefixed",
+            "--topic",
+            "acl-ok-",
+        ]);
+        let carol = format!("User:{}", UNTRUSTED_USER.0);
+        acl(&[
+            "--allow-principal",
+            &bob,
+            "--allow-principal",
+            &carol,
+            "--operation",
+            "Describe",
+            "--resource-pattern-type",
+            "prefixed",
+            "--topic",
+            "acl-no-",
+        ]);
     }
 
     /// The secured listeners (of a `start_secured` cluster).
@@ -551,10 +614,11 @@ impl KafkaCluster {
                 cmd.args(["format", "--cluster-id", &cluster_id, "--config"])
                     .arg(b.config_path());
                 if self.secured.is_some() {
-                    let (user, password) = SASL_USER;
-                    for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
-                        cmd.arg("--add-scram")
-                            .arg(format!("{mechanism}=[name={user},password={password}]"));
+                    for (user, password) in [SASL_USER, LIMITED_USER, UNTRUSTED_USER] {
+                        for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
+                            cmd.arg("--add-scram")
+                                .arg(format!("{mechanism}=[name={user},password={password}]"));
+                        }
                     }
                 }
                 cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -1559,7 +1623,10 @@ replica.lag.time.max.ms=10000
 
 /// `config` with the secured listeners added (see [`SecuredListeners`]).
 fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
-    let (user, password) = SASL_USER;
+    let plain_users: String = [SASL_USER, LIMITED_USER, UNTRUSTED_USER]
+        .iter()
+        .map(|(u, p)| format!(" user_{u}=\"{p}\""))
+        .collect();
     let (sasl_ssl, ssl, mtls) = (s.sasl_ssl, s.ssl, s.mtls);
     let mut out = String::new();
     for line in config.lines() {
@@ -1582,7 +1649,7 @@ fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
         "\
 # The secured listeners (tests/support/kafka.rs, SecuredListeners).
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
-listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_{user}=\"{password}\";
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 ssl.keystore.type=PEM
@@ -1590,6 +1657,8 @@ ssl.keystore.location={keystore}
 ssl.truststore.type=PEM
 ssl.truststore.location={truststore}
 listener.name.mtls.ssl.client.auth=required
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:CN=courier-client
 ",
         keystore = dir.join("broker.pem").display(),
         truststore = s.ca_pem.display(),
