@@ -900,3 +900,46 @@ async fn a_panicking_partitioner_actor_is_restarted() {
     }
     p.close().await;
 }
+
+/// The supervisor is the root (nothing restarts it); its periodic tasks are
+/// guarded instead: a panic in the delivery-timeout sweep is caught and
+/// counted, the sweep runs again, and the producer keeps delivering and
+/// expiring records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_in_a_supervisor_task_is_caught_and_the_task_goes_on() {
+    let topic = "sweep-panic";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("delivery.timeout.ms", "1500"),
+            ("request.timeout.ms", "500"),
+        ],
+    );
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    p.inject_supervisor_task_panic();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        p.stats().actor_restarts,
+        1,
+        "the panic was caught and counted"
+    );
+    let d = p
+        .send(Record::to(topic).value("after"))
+        .await
+        .expect("delivered after the panic");
+    assert!(d.offset.is_some());
+    // The sweep still runs: a record with no broker to go to times out.
+    m.broker_down(1).unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(30),
+        p.send(Record::to(topic).value("expires")),
+    )
+    .await
+    .expect("the sweep reports it")
+    .expect_err("no broker");
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    m.broker_up(1).unwrap();
+    p.close().await;
+}

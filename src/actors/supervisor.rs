@@ -213,6 +213,27 @@ impl ProducerSupervisor {
         }
     }
 
+    /// Runs one of the supervisor's periodic tasks, catching a panic in it
+    /// (the locks it may have held recover from poisoning).
+    fn guarded(
+        &mut self,
+        task: &'static str,
+        ctx: &mut Context<Self>,
+        f: impl FnOnce(&mut Self, &mut Context<Self>),
+    ) {
+        let run = std::panic::AssertUnwindSafe(|| f(self, ctx));
+        if std::panic::catch_unwind(run).is_err() {
+            tracing::error!(
+                task,
+                "a supervisor task panicked; it runs again at the next tick"
+            );
+            self.engine
+                .stats
+                .actor_restarts
+                .fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The partitioner actor died (a panic: actix does not catch it):
     /// start another. Its state is rebuilt (the topics of interest from the
     /// queues, the metadata from a fetch); topic waits the dead one held
@@ -313,12 +334,27 @@ impl Actor for ProducerSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // The supervisor is the root: nothing restarts it. Its periodic
+        // work is supervised here instead: a panic in one task is caught,
+        // logged and counted, and the task runs again at the next tick.
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
-            act.drive_idempotence(ctx);
-            act.restart_dead_brokers(ctx);
-            act.restart_dead_partitioner(ctx);
-            act.expire_batches();
-            act.engine.bury_abandoned();
+            act.guarded("producer id", ctx, |act, ctx| act.drive_idempotence(ctx));
+            act.guarded("connection actors", ctx, |act, ctx| {
+                act.restart_dead_brokers(ctx)
+            });
+            act.guarded("partitioner actor", ctx, |act, ctx| {
+                act.restart_dead_partitioner(ctx)
+            });
+            act.guarded("delivery timeouts", ctx, |act, _| {
+                #[cfg(feature = "fault-injection")]
+                if act.engine.inject_sweep_panic.swap(false, Ordering::AcqRel) {
+                    panic!("injected panic in the supervisor's sweep");
+                }
+                act.expire_batches()
+            });
+            act.guarded("abandoned batches", ctx, |act, _| {
+                act.engine.bury_abandoned()
+            });
             // Batches whose leader appeared or whose retry backoff ended.
             act.engine.wake_all();
         });

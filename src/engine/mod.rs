@@ -77,6 +77,10 @@ pub(crate) struct Engine {
     /// The runtime the actors run on (set when they start): the timers of
     /// the producer's own futures live there, so callers need no runtime.
     pub runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// Makes the supervisor's next delivery-timeout sweep panic (tests of
+    /// its guard only).
+    #[cfg(feature = "fault-injection")]
+    pub inject_sweep_panic: AtomicBool,
     /// TLS and SASL for every connection (`None`: plaintext).
     pub security: Option<Arc<crate::security::Security>>,
     /// Bytes of records from `Produce` messages waiting for metadata or
@@ -146,6 +150,8 @@ impl Engine {
             stopped: Notify::new(),
             stopped_flag: AtomicBool::new(false),
             runtime: std::sync::OnceLock::new(),
+            #[cfg(feature = "fault-injection")]
+            inject_sweep_panic: AtomicBool::new(false),
             security,
             actor_path_waiting: AtomicUsize::new(0),
             actors,

@@ -223,6 +223,16 @@ impl Producer {
         self.engine.close_subscriptions();
     }
 
+    /// Makes the supervisor's next periodic sweep panic, to test that its
+    /// periodic tasks survive a panic. Only with the `fault-injection`
+    /// feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_supervisor_task_panic(&self) {
+        self.engine
+            .inject_sweep_panic
+            .store(true, Ordering::Release);
+    }
+
     /// Makes the partitioner actor panic, to test its supervision. Only
     /// with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
