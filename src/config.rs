@@ -190,6 +190,13 @@ pub struct SecurityConfig {
     pub sasl_username: Option<String>,
     /// `sasl.password`.
     pub sasl_password: Option<Secret>,
+    /// `enable.sasl.oauthbearer.unsecure.jwt` (librdkafka's): with
+    /// OAUTHBEARER and no token provider, make unsecured JWTs
+    /// (`alg: none`), which only a test or development broker accepts.
+    pub oauthbearer_unsecure_jwt: bool,
+    /// `sasl.oauthbearer.config` (librdkafka's): for unsecured JWTs,
+    /// `principal=NAME` and optionally `lifeSeconds=N` (default 3600).
+    pub oauthbearer_config: Option<String>,
 }
 
 impl Default for SecurityConfig {
@@ -206,6 +213,8 @@ impl Default for SecurityConfig {
             sasl_mechanism: None,
             sasl_username: None,
             sasl_password: None,
+            oauthbearer_unsecure_jwt: false,
+            oauthbearer_config: None,
         }
     }
 }
@@ -274,6 +283,8 @@ pub const PROPERTIES: &[&str] = &[
     "sasl.mechanisms",
     "sasl.username",
     "sasl.password",
+    "enable.sasl.oauthbearer.unsecure.jwt",
+    "sasl.oauthbearer.config",
 ];
 
 impl ProducerConfig {
@@ -390,11 +401,16 @@ impl ProducerConfig {
             }
             "sasl.mechanism" | "sasl.mechanisms" => {
                 self.security.sasl_mechanism = Some(Mechanism::parse(v).ok_or_else(|| {
-                    bad("expected PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported yet)")
+                    bad("expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)")
                 })?)
             }
             "sasl.username" => self.security.sasl_username = Some(v.to_string()),
             "sasl.password" => self.security.sasl_password = Some(Secret(v.to_string())),
+            "enable.sasl.oauthbearer.unsecure.jwt" => {
+                self.security.oauthbearer_unsecure_jwt =
+                    parse_bool(v).ok_or_else(|| bad("expected true or false"))?
+            }
+            "sasl.oauthbearer.config" => self.security.oauthbearer_config = Some(v.to_string()),
             _ => return Err(ConfigError::UnknownProperty(property.to_string())),
         }
         Ok(())
@@ -459,7 +475,9 @@ impl ProducerConfig {
                     "security.protocol SASL_* needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)".into(),
                 ));
             }
-            if s.sasl_username.is_none() || s.sasl_password.is_none() {
+            if s.sasl_mechanism != Some(Mechanism::OAuthBearer)
+                && (s.sasl_username.is_none() || s.sasl_password.is_none())
+            {
                 return Err(ConfigError::Inconsistent(
                     "security.protocol SASL_* needs sasl.username and sasl.password".into(),
                 ));

@@ -29,7 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::kafka_error::ResponseError;
-use crate::protocol::sasl::{plain_message, Mechanism, ScramClient};
+use crate::protocol::sasl::{oauthbearer_message, plain_message, Mechanism, ScramClient};
 use crate::security::{SaslCredentials, Security};
 
 use crate::protocol::frame::{FrameDecoder, DEFAULT_MAX_FRAME};
@@ -439,6 +439,26 @@ impl Connection {
             Mechanism::Plain => {
                 let message = plain_message(&sasl.username, sasl.password.expose());
                 self.sasl_step(message).await?;
+            }
+            Mechanism::OAuthBearer => {
+                let provider = sasl
+                    .tokens
+                    .as_ref()
+                    .ok_or_else(|| failed("OAUTHBEARER without a token provider".into()))?;
+                let token = provider
+                    .token()
+                    .await
+                    .map_err(|e| failed(format!("no OAUTHBEARER token: {e}")))?;
+                let answer = self.sasl_step(oauthbearer_message(&token)).await?;
+                // A refusal may come as an error message in the answer
+                // (RFC 7628 3.2.2), which the client acknowledges.
+                if !answer.is_empty() {
+                    let _ = self.sasl_step(vec![0x01]).await;
+                    return Err(failed(format!(
+                        "OAUTHBEARER token refused: {}",
+                        String::from_utf8_lossy(&answer)
+                    )));
+                }
             }
             Mechanism::ScramSha256 | Mechanism::ScramSha512 => {
                 let mut nonce = [0u8; 24];

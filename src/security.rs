@@ -40,17 +40,67 @@ impl std::fmt::Debug for Security {
 }
 
 /// A SASL mechanism and its credentials (the password never printed).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct SaslCredentials {
     pub mechanism: Mechanism,
     pub username: String,
     pub password: Secret,
+    /// OAUTHBEARER's tokens.
+    pub tokens: Option<Arc<dyn TokenProvider>>,
+}
+
+impl std::fmt::Debug for SaslCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaslCredentials")
+            .field("mechanism", &self.mechanism)
+            .field("username", &self.username)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Supplies OAUTHBEARER tokens (how Confluent Cloud, AWS MSK IAM and OIDC
+/// tokens reach the producer). Asked on every new connection, so it
+/// should hand out a cached token until that one is close to expiring.
+pub trait TokenProvider: Send + Sync + 'static {
+    /// A current token (the compact JWS/JWT string), or why none can be
+    /// had (the connection then fails with an authentication error).
+    fn token(&self) -> futures::future::BoxFuture<'_, Result<String, String>>;
+}
+
+/// Kafka's unsecured JWTs (`alg: none`) for one principal: what
+/// `enable.sasl.oauthbearer.unsecure.jwt=true` with
+/// `sasl.oauthbearer.config=principal=NAME` gives. Only a broker with the
+/// unsecured validator (tests, development) accepts them.
+#[derive(Debug, Clone)]
+pub struct UnsecuredJwt {
+    /// The `sub` claim.
+    pub principal: String,
+    /// Each token's lifetime.
+    pub lifetime: std::time::Duration,
+}
+
+impl TokenProvider for UnsecuredJwt {
+    fn token(&self) -> futures::future::BoxFuture<'_, Result<String, String>> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let jwt = crate::protocol::sasl::unsecured_jwt(
+            &self.principal,
+            now,
+            self.lifetime.as_secs().max(1),
+        );
+        Box::pin(async move { Ok(jwt) })
+    }
 }
 
 impl Security {
     /// The security for `config`, or `None` for `PLAINTEXT`. Reads the PEM
-    /// files named; call it once, when the producer is built.
-    pub fn from_config(config: &SecurityConfig) -> Result<Option<Arc<Security>>, ConfigError> {
+    /// files named; call it once, when the producer is built. `tokens`
+    /// serves OAUTHBEARER (else `enable.sasl.oauthbearer.unsecure.jwt`).
+    pub fn from_config(
+        config: &SecurityConfig,
+        tokens: Option<Arc<dyn TokenProvider>>,
+    ) -> Result<Option<Arc<Security>>, ConfigError> {
         let p = config.protocol;
         if !p.tls() && !p.sasl() {
             return Ok(None);
@@ -66,10 +116,20 @@ impl Security {
                 &config.sasl_username,
                 &config.sasl_password,
             ) {
+                (Some(Mechanism::OAuthBearer), _, _) => Some(SaslCredentials {
+                    mechanism: Mechanism::OAuthBearer,
+                    username: String::new(),
+                    password: Secret::default(),
+                    tokens: Some(match tokens {
+                        Some(t) => t,
+                        None => unsecured_tokens(config)?,
+                    }),
+                }),
                 (Some(mechanism), Some(username), Some(password)) => Some(SaslCredentials {
                     mechanism,
                     username: username.clone(),
                     password: password.clone(),
+                    tokens: None,
                 }),
                 _ => {
                     return Err(ConfigError::Inconsistent(
@@ -82,6 +142,44 @@ impl Security {
         };
         Ok(Some(Arc::new(Security { tls, sasl })))
     }
+}
+
+/// The unsecured-JWT provider the settings ask for, or why they do not.
+fn unsecured_tokens(config: &SecurityConfig) -> Result<Arc<dyn TokenProvider>, ConfigError> {
+    if !config.oauthbearer_unsecure_jwt {
+        return Err(ConfigError::Inconsistent(
+            "sasl.mechanism=OAUTHBEARER needs a token provider (ProducerBuilder::token_provider), or enable.sasl.oauthbearer.unsecure.jwt=true for a test broker".into(),
+        ));
+    }
+    let text = config.oauthbearer_config.clone().unwrap_or_default();
+    let mut principal = None;
+    let mut lifetime = 3600u64;
+    for field in text.split_whitespace() {
+        match field.split_once('=') {
+            Some(("principal", v)) => principal = Some(v.to_string()),
+            Some(("lifeSeconds", v)) => {
+                lifetime = v.parse().map_err(|_| {
+                    invalid(
+                        "sasl.oauthbearer.config",
+                        &text,
+                        "lifeSeconds is not a number",
+                    )
+                })?
+            }
+            _ => {}
+        }
+    }
+    let principal = principal.ok_or_else(|| {
+        invalid(
+            "sasl.oauthbearer.config",
+            &text,
+            "unsecured JWTs need principal=NAME",
+        )
+    })?;
+    Ok(Arc::new(UnsecuredJwt {
+        principal,
+        lifetime: std::time::Duration::from_secs(lifetime),
+    }))
 }
 
 fn invalid(property: &str, value: &str, reason: impl std::fmt::Display) -> ConfigError {

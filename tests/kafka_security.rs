@@ -372,3 +372,72 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
         "{e}"
     );
 }
+
+/// OAUTHBEARER (KIP-255) with Kafka's unsecured validator: librdkafka's
+/// `enable.sasl.oauthbearer.unsecure.jwt` and `sasl.oauthbearer.config`
+/// make the tokens, or the application's own `TokenProvider` does. A token
+/// the broker refuses, or a provider that has none, fails the records at
+/// once with `ErrorKind::Authentication`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oauthbearer_tokens_from_the_settings_or_a_provider() {
+    use courier::security::{TokenProvider, UnsecuredJwt};
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("oauth");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let s = kafka.secured();
+    let base = || {
+        Producer::builder()
+            .bootstrap(&format!("localhost:{}", s.sasl_ssl))
+            .set("security.protocol", "SASL_SSL")
+            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
+            .set("sasl.mechanism", "OAUTHBEARER")
+    };
+    let from_settings = base()
+        .set("enable.sasl.oauthbearer.unsecure.jwt", "true")
+        .set(
+            "sasl.oauthbearer.config",
+            &format!("principal={}", SASL_USER.0),
+        )
+        .build()
+        .unwrap();
+    produce_and_read_back(kafka, from_settings, &topic, 500).await;
+
+    let from_provider = base()
+        .token_provider(UnsecuredJwt {
+            principal: SASL_USER.0.to_string(),
+            lifetime: Duration::from_secs(600),
+        })
+        .build()
+        .unwrap();
+    let d = from_provider
+        .send(Record::to(topic.as_str()).value("provided"))
+        .await
+        .expect("delivered with the provider's token");
+    assert!(d.offset.is_some());
+    from_provider.close().await;
+
+    struct Fixed(Result<String, String>);
+    impl TokenProvider for Fixed {
+        fn token(&self) -> futures::future::BoxFuture<'_, Result<String, String>> {
+            let t = self.0.clone();
+            Box::pin(async move { t })
+        }
+    }
+    for (provider, what) in [
+        (Fixed(Ok("not-a-jwt".into())), "a token the broker refuses"),
+        (
+            Fixed(Err("the identity provider is down".into())),
+            "no token",
+        ),
+    ] {
+        let p = base().token_provider(provider).build().unwrap();
+        let (e, took) = first_failure(p, &topic).await;
+        assert_eq!(e.kind, courier::ErrorKind::Authentication, "{what}: {e}");
+        assert!(took < Duration::from_secs(30), "{what}: took {took:?}");
+    }
+    // Without a provider or the unsecured-JWT setting, build() says what
+    // is missing.
+    let err = base().build().unwrap_err();
+    assert!(err.to_string().contains("token provider"), "{err}");
+}

@@ -19,6 +19,7 @@ impl Producer {
             config: ProducerConfig::default(),
             error: None,
             partitioner: None,
+            tokens: None,
         }
     }
 }
@@ -42,6 +43,7 @@ pub struct ProducerBuilder {
     config: ProducerConfig,
     error: Option<ConfigError>,
     partitioner: Option<Box<dyn Partitioner>>,
+    tokens: Option<Arc<dyn crate::security::TokenProvider>>,
 }
 
 impl std::fmt::Debug for ProducerBuilder {
@@ -111,6 +113,13 @@ impl ProducerBuilder {
         self
     }
 
+    /// OAUTHBEARER's tokens (`sasl.mechanism=OAUTHBEARER`): asked on every
+    /// new connection.
+    pub fn token_provider(mut self, p: impl crate::security::TokenProvider) -> Self {
+        self.tokens = Some(Arc::new(p));
+        self
+    }
+
     /// The settings so far.
     pub fn config(&self) -> &ProducerConfig {
         &self.config
@@ -126,7 +135,7 @@ impl ProducerBuilder {
         let partitioner = self
             .partitioner
             .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
-        let security = crate::security::Security::from_config(&self.config.security)?;
+        let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
         let engine = Engine::new(self.config, partitioner, addresses.clone(), security);
         Ok((engine, addresses))
     }

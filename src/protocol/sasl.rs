@@ -30,6 +30,8 @@ pub enum Mechanism {
     ScramSha256,
     /// `SCRAM-SHA-512`.
     ScramSha512,
+    /// `OAUTHBEARER` (RFC 7628, KIP-255): a bearer token from a provider.
+    OAuthBearer,
 }
 
 impl Mechanism {
@@ -39,6 +41,7 @@ impl Mechanism {
             Mechanism::Plain => "PLAIN",
             Mechanism::ScramSha256 => "SCRAM-SHA-256",
             Mechanism::ScramSha512 => "SCRAM-SHA-512",
+            Mechanism::OAuthBearer => "OAUTHBEARER",
         }
     }
 
@@ -48,6 +51,7 @@ impl Mechanism {
             "PLAIN" => Some(Mechanism::Plain),
             "SCRAM-SHA-256" => Some(Mechanism::ScramSha256),
             "SCRAM-SHA-512" => Some(Mechanism::ScramSha512),
+            "OAUTHBEARER" => Some(Mechanism::OAuthBearer),
             _ => None,
         }
     }
@@ -76,6 +80,34 @@ pub fn plain_message(username: &str, password: &str) -> Vec<u8> {
     m.push(0);
     m.extend_from_slice(password.as_bytes());
     m
+}
+
+/// The OAUTHBEARER client's first and only message (RFC 7628 section 3.1),
+/// no authorization identity, no extensions.
+pub fn oauthbearer_message(token: &str) -> Vec<u8> {
+    format!("n,,\x01auth=Bearer {token}\x01\x01").into_bytes()
+}
+
+/// An unsecured JWT (`alg: none`) for `principal`, valid `lifetime_s`
+/// seconds from `now_s`: what Kafka's unsecured OAUTHBEARER validator
+/// (`OAuthBearerUnsecuredValidatorCallbackHandler`) accepts, for tests and
+/// development only (librdkafka's `enable.sasl.oauthbearer.unsecure.jwt`).
+pub fn unsecured_jwt(principal: &str, now_s: u64, lifetime_s: u64) -> String {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let escaped: String = principal
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c => vec![c],
+        })
+        .collect();
+    let header = URL_SAFE_NO_PAD.encode(r#"{"alg":"none"}"#);
+    let claims = URL_SAFE_NO_PAD.encode(format!(
+        r#"{{"sub":"{escaped}","iat":{now_s},"exp":{}}}"#,
+        now_s + lifetime_s
+    ));
+    format!("{header}.{claims}.")
 }
 
 #[derive(Clone, Copy)]
@@ -154,7 +186,7 @@ impl ScramClient {
         let hash = match mechanism {
             Mechanism::ScramSha256 => Hash::Sha256,
             Mechanism::ScramSha512 => Hash::Sha512,
-            Mechanism::Plain => return None,
+            Mechanism::Plain | Mechanism::OAuthBearer => return None,
         };
         let name = username.replace('=', "=3D").replace(',', "=2C");
         Some(ScramClient {
@@ -301,6 +333,28 @@ mod tests {
         assert_eq!(
             c.client_final(b"e=unknown-user"),
             Err(SaslError::Refused("unknown-user".into()))
+        );
+    }
+
+    #[test]
+    fn oauthbearer_messages_and_unsecured_tokens() {
+        assert_eq!(
+            oauthbearer_message("t0k"),
+            b"n,,\x01auth=Bearer t0k\x01\x01"
+        );
+        let jwt = unsecured_jwt("alice", 1_700_000_000, 3600);
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[2], "", "no signature");
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let claims = String::from_utf8(URL_SAFE_NO_PAD.decode(parts[1]).unwrap()).unwrap();
+        assert_eq!(
+            claims,
+            r#"{"sub":"alice","iat":1700000000,"exp":1700003600}"#
+        );
+        assert_eq!(
+            Mechanism::parse("OAUTHBEARER"),
+            Some(Mechanism::OAuthBearer)
         );
     }
 

@@ -1648,10 +1648,12 @@ fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
     out.push_str(&format!(
         "\
 # The secured listeners (tests/support/kafka.rs, SecuredListeners).
-sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{plain_users};
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+# OAUTHBEARER with Kafka's unsecured validator (alg: none tokens; tests only).
+listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
 ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
 ssl.truststore.type=PEM
