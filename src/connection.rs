@@ -241,6 +241,9 @@ pub struct Connection {
     client_id: Option<StrBytes>,
     request_timeout: Duration,
     versions: ApiVersions,
+    /// The SASL session's lifetime, when the broker limits it
+    /// (`connections.max.reauth.ms`, KIP-368).
+    session_lifetime: Option<Duration>,
 }
 
 impl Connection {
@@ -287,6 +290,7 @@ impl Connection {
                 client_id: opts.client_id.clone().map(StrBytes::from_string),
                 request_timeout: opts.request_timeout,
                 versions: placeholder_versions(),
+                session_lifetime: None,
             };
             conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
             if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
@@ -311,6 +315,13 @@ impl Connection {
     /// The versions agreed with this broker.
     pub fn versions(&self) -> &ApiVersions {
         &self.versions
+    }
+
+    /// How long the broker lets this connection's SASL session last
+    /// (`connections.max.reauth.ms`, KIP-368), if it limits it: the
+    /// connection must be authenticated again, or replaced, before then.
+    pub fn session_lifetime(&self) -> Option<Duration> {
+        self.session_lifetime
     }
 
     /// Sends `req` at the agreed version and waits for its response.
@@ -502,6 +513,9 @@ impl Connection {
                 addr: self.addr.clone(),
                 reason: format!("{error}{detail}"),
             });
+        }
+        if resp.session_lifetime_ms > 0 {
+            self.session_lifetime = Some(Duration::from_millis(resp.session_lifetime_ms as u64));
         }
         Ok(resp.auth_bytes)
     }

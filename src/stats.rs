@@ -42,6 +42,10 @@ pub struct BrokerStats {
     /// Connections to this broker lost (socket errors, request timeouts,
     /// unreadable responses), each followed by a reconnect.
     pub disconnects: u64,
+    /// Connections replaced because their SASL session was ending
+    /// (`connections.max.reauth.ms`, KIP-368), once their requests were
+    /// answered.
+    pub reauthentications: u64,
 }
 
 impl BrokerStats {
@@ -117,6 +121,13 @@ impl Stats {
                 .map(|(i, n)| (Duration::from_micros(1u64 << i), n.load(Ordering::Relaxed)))
                 .collect(),
         }
+    }
+
+    pub(crate) fn record_reauthentication(&self, broker: i32) {
+        lock(&self.brokers)
+            .entry(broker)
+            .or_default()
+            .reauthentications += 1;
     }
 
     pub(crate) fn record_disconnect(&self, broker: i32) {

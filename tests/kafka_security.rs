@@ -441,3 +441,50 @@ async fn oauthbearer_tokens_from_the_settings_or_a_provider() {
     let err = base().build().unwrap_err();
     assert!(err.to_string().contains("token provider"), "{err}");
 }
+
+/// KIP-368: the SASL_SSL listener limits sessions to 4 s
+/// (`connections.max.reauth.ms`). A 10 s stream renews its connections
+/// before they expire, each once its requests are answered: every record
+/// is delivered once, and no connection is lost on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_are_renewed_before_the_broker_ends_them() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("reauth");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let producer = sasl_ssl(kafka, "SCRAM-SHA-512", SASL_USER.1)
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    let reader = tokio::spawn(stream.collect::<Vec<DeliveryReport>>());
+    let n = 10_000;
+    for i in 0..n {
+        sub.produce(
+            Record::to(topic.as_str())
+                .key(format!("k{}", i % 7))
+                .value(format!("{i}")),
+        )
+        .await
+        .unwrap();
+        if i % 100 == 99 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    drop(sub);
+    let reports = tokio::time::timeout(Duration::from_secs(60), reader)
+        .await
+        .unwrap()
+        .unwrap();
+    let stats = producer.stats();
+    producer.close().await;
+    assert_eq!(reports.len(), n);
+    assert!(
+        reports.iter().all(|r| r.is_delivered()),
+        "every record delivered"
+    );
+    assert_eq!(kafka.read_log(&topic, 3).len(), n, "each once in the log");
+    let renewed: u64 = stats.brokers.values().map(|b| b.reauthentications).sum();
+    let lost: u64 = stats.brokers.values().map(|b| b.disconnects).sum();
+    assert!(renewed >= 2, "a 10 s stream renews 4 s sessions: {stats:?}");
+    assert_eq!(lost, 0, "no connection lost: {stats:?}");
+}

@@ -54,6 +54,13 @@ impl BrokerConnection {
 
     pub(super) fn on_connected(&mut self, conn: Connection, ctx: &mut Context<Self>) {
         let generation = self.generation;
+        self.reauth_due = false;
+        if let Some(life) = conn.session_lifetime() {
+            // As the Java client: at 85 to 95 % of the session, so that
+            // connections made together do not all renew at once.
+            let at = life.mul_f64(0.85 + fastrand::f64() * 0.1);
+            ctx.run_later(at, move |act, ctx| act.session_ending(generation, ctx));
+        }
         let (mut reader, mut writer, versions, next_id) = conn.into_pipelined();
         self.next_correlation_id = next_id;
         self.reconnect_attempts = 0;
@@ -105,6 +112,39 @@ impl BrokerConnection {
         self.drain(ctx);
     }
 
+    /// The SASL session of connection `generation` nears its end: send
+    /// nothing new on it, and replace it once its requests are answered
+    /// (`renew_when_idle`). If they are not answered in time, the broker
+    /// closes it and the usual lost-connection path retries them.
+    fn session_ending(&mut self, generation: u64, ctx: &mut Context<Self>) {
+        if generation != self.generation || self.retired {
+            return;
+        }
+        tracing::debug!(
+            broker = self.node_id,
+            "SASL session ending; renewing the connection"
+        );
+        self.reauth_due = true;
+        self.renew_when_idle(ctx);
+    }
+
+    /// A connection whose session ends is replaced once nothing is in flight
+    /// on it: closed here, and a new one authenticated at once.
+    pub(super) fn renew_when_idle(&mut self, ctx: &mut Context<Self>) {
+        if !self.reauth_due || self.in_flight_len() > 0 || !self.calls.is_empty() {
+            return;
+        }
+        self.reauth_due = false;
+        if let ConnState::Connected { reader, .. } =
+            std::mem::replace(&mut self.state, ConnState::Idle)
+        {
+            ctx.cancel_future(reader);
+        }
+        self.generation += 1;
+        self.engine.stats.record_reauthentication(self.node_id);
+        self.ensure_connecting(ctx);
+    }
+
     pub(super) fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
         tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
         self.last_connect_error = Some(error.clone());
@@ -140,6 +180,7 @@ impl BrokerConnection {
     /// batch id (or fail, past their deadline), waiters get errors, and a
     /// reconnect is scheduled.
     pub(super) fn connection_lost(&mut self, error: String, ctx: &mut Context<Self>) {
+        self.reauth_due = false;
         tracing::warn!(broker = self.node_id, addr = %self.addr, %error, in_flight = self.in_flight_len(), "connection lost");
         if let ConnState::Connected { reader, .. } =
             std::mem::replace(&mut self.state, ConnState::Idle)

@@ -26,6 +26,10 @@ impl BrokerConnection {
         if self.node_id < 0 || self.retired {
             return; // bootstrap connections carry metadata only
         }
+        // The SASL session is ending: nothing new on this connection.
+        if self.reauth_due {
+            return self.renew_when_idle(ctx);
+        }
         let (tx, versions) = match &self.state {
             ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
             ConnState::Idle => {

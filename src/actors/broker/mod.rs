@@ -93,6 +93,10 @@ pub struct BrokerConnection {
     /// and the shared `BrokerState` may already serve its successor, so
     /// it touches nothing more.
     retired: bool,
+    /// The SASL session is about to end (KIP-368): no new requests; once
+    /// nothing is in flight the connection is replaced by a freshly
+    /// authenticated one.
+    reauth_due: bool,
     /// Panic on the next Produce response (fault-injection builds only).
     #[cfg(feature = "fault-injection")]
     panic_in_response: bool,
@@ -132,6 +136,7 @@ impl BrokerConnection {
             reconnect_attempts: 0,
             last_connect_error: None,
             retired: false,
+            reauth_due: false,
             #[cfg(feature = "fault-injection")]
             panic_in_response: false,
             wake_at: None,
