@@ -30,14 +30,14 @@ pub enum AdminError {
     NoBootstrap,
 }
 
-async fn connect(bootstrap: &str) -> Result<Connection, AdminError> {
+async fn connect(bootstrap: &str, opts: &ConnectionOptions) -> Result<Connection, AdminError> {
     let mut last = None;
     for addr in bootstrap
         .split(',')
         .map(str::trim)
         .filter(|a| !a.is_empty())
     {
-        match Connection::connect(addr, &ConnectionOptions::default()).await {
+        match Connection::connect(addr, opts).await {
             Ok(c) => return Ok(c),
             Err(e) => last = Some(e),
         }
@@ -53,7 +53,25 @@ pub async fn create_topic(
     partitions: i32,
     replication_factor: i16,
 ) -> Result<(), AdminError> {
-    let mut conn = connect(bootstrap).await?;
+    create_topic_with(
+        &ConnectionOptions::default(),
+        bootstrap,
+        topic,
+        partitions,
+        replication_factor,
+    )
+    .await
+}
+
+/// [`create_topic`] over connections made with `opts` (TLS, SASL).
+pub async fn create_topic_with(
+    opts: &ConnectionOptions,
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    replication_factor: i16,
+) -> Result<(), AdminError> {
+    let mut conn = connect(bootstrap, opts).await?;
     let t = CreatableTopic::default()
         .with_name(TopicName(StrBytes::from_string(topic.to_string())))
         .with_num_partitions(partitions)
@@ -74,7 +92,15 @@ pub async fn create_topic(
 
 /// Every topic with its partition count, sorted by name.
 pub async fn list_topics(bootstrap: &str) -> Result<Vec<(String, usize)>, AdminError> {
-    let mut conn = connect(bootstrap).await?;
+    list_topics_with(&ConnectionOptions::default(), bootstrap).await
+}
+
+/// [`list_topics`] over connections made with `opts` (TLS, SASL).
+pub async fn list_topics_with(
+    opts: &ConnectionOptions,
+    bootstrap: &str,
+) -> Result<Vec<(String, usize)>, AdminError> {
+    let mut conn = connect(bootstrap, opts).await?;
     let resp = conn
         .request(&MetadataRequest::default().with_topics(None))
         .await?;

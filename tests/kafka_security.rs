@@ -239,6 +239,40 @@ async fn the_cli_produces_over_sasl_ssl() {
         let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
         child.wait_with_output().unwrap()
     };
+    // `courier topic` over the same listener, with the same -X settings.
+    let admin = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_courier"));
+        cmd.args(args).args([
+            "-b",
+            &format!("localhost:{}", s.sasl_ssl),
+            "-X",
+            "security.protocol=SASL_SSL",
+            "-X",
+            "sasl.mechanism=SCRAM-SHA-256",
+            "-X",
+            &format!("sasl.username={}", SASL_USER.0),
+            "-X",
+            &format!("sasl.password={}", SASL_USER.1),
+            "-X",
+            &format!("ssl.ca.location={}", s.ca_pem.display()),
+        ]);
+        cmd.output().expect("run courier topic")
+    };
+    let made = unique("cli-made");
+    let out = admin(&["topic", "create", &made, "--partitions", "2"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = admin(&["topic", "list"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l == format!("{made}\t2")),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let ok = run(SASL_USER.1);
     assert_eq!(
         ok.status.code(),

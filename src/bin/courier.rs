@@ -275,16 +275,39 @@ async fn produce(a: Args) -> ExitCode {
     }
 }
 
+/// Connection options from `-X` properties (security.protocol, ssl.*,
+/// sasl.*; the rest are producer settings and ignored here).
+fn admin_options(
+    props: &[(String, String)],
+) -> Result<courier::connection::ConnectionOptions, String> {
+    let mut config = courier::config::ProducerConfig::default();
+    for (k, v) in props {
+        config.set(k, v).map_err(|e| e.to_string())?;
+    }
+    let security = courier::security::Security::from_config(&config.security, None)
+        .map_err(|e| e.to_string())?;
+    Ok(courier::connection::ConnectionOptions {
+        client_id: Some(config.client_id.clone()),
+        security,
+        ..Default::default()
+    })
+}
+
 async fn topic(a: Args) -> ExitCode {
     let Some(brokers) = a.brokers.as_deref() else {
         return usage("topic needs -b BROKERS");
+    };
+    let opts = match admin_options(&a.props) {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
     };
     match a.positional.get(1).map(String::as_str) {
         Some("create") => {
             let (Some(name), Some(partitions)) = (a.positional.get(2), a.partitions) else {
                 return usage("topic create needs NAME and --partitions N");
             };
-            match courier::admin::create_topic(
+            match courier::admin::create_topic_with(
+                &opts,
                 brokers,
                 name,
                 partitions,
@@ -302,7 +325,7 @@ async fn topic(a: Args) -> ExitCode {
                 }
             }
         }
-        Some("list") => match courier::admin::list_topics(brokers).await {
+        Some("list") => match courier::admin::list_topics_with(&opts, brokers).await {
             Ok(topics) => {
                 for (name, partitions) in topics {
                     println!("{name}\t{partitions}");
