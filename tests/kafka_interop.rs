@@ -1042,3 +1042,71 @@ async fn a_batch_size_over_max_request_size_is_capped_to_fit() {
     }
     assert_eq!(kafka.read_log(&topic, 1).len(), N);
 }
+
+/// A broker that comes back at another address under the same id (it
+/// advertised port A through one relay, then port B through another):
+/// Courier retires the old connection actor, which lets go of its
+/// requests, before it starts one for the new address, so every record is
+/// delivered once and in key order; with relay A gone, later records go
+/// through B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_moves_to_another_address_keeps_every_record_once() {
+    use support::{free_port, FaultProxy};
+    let (port_a, port_b) = (free_port(), free_port());
+    let kafka = KafkaCluster::start_advertising(port_a);
+    let _logs = kafka.logs_on_panic();
+    let proxy_a = FaultProxy::start(port_a, kafka.address(0));
+    let _proxy_b = FaultProxy::start(port_b, kafka.address(0));
+    let topic = unique("moved");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let producer = Producer::builder()
+        .bootstrap(&format!("127.0.0.1:{port_a}"))
+        .set("metadata.max.age.ms", "1000")
+        .build()
+        .unwrap();
+    const N: usize = 6_000;
+    let rec = |i: usize| {
+        Record::to(topic.as_str())
+            .key(format!("k{}", i % 11))
+            .value(format!("{i}"))
+    };
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    let reader = tokio::spawn(stream.collect::<Vec<DeliveryReport>>());
+    for i in 0..N / 2 {
+        sub.produce(rec(i)).await.unwrap();
+        if i % 100 == 99 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        if i == N / 4 {
+            kafka.readvertise(0, port_b);
+        }
+    }
+    producer.flush().await;
+    // The old address is gone for good: the rest must use the new one.
+    drop(proxy_a);
+    for i in N / 2..N {
+        sub.produce(rec(i)).await.unwrap();
+    }
+    drop(sub);
+    let reports = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("every report")
+        .unwrap();
+    producer.close().await;
+    assert_eq!(reports.len(), N, "one report per record");
+    for r in &reports {
+        assert!(r.is_delivered(), "{r:?}");
+    }
+    let log = kafka.read_log(&topic, 3);
+    assert_eq!(log.len(), N, "each record once");
+    let mut last: HashMap<Vec<u8>, usize> = HashMap::new();
+    for r in &log {
+        let i: usize = std::str::from_utf8(r.value.as_deref().unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        if let Some(prev) = last.insert(r.key.clone().unwrap(), i) {
+            assert!(prev < i, "key order broken at record {i}");
+        }
+    }
+}

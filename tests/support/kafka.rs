@@ -750,6 +750,25 @@ impl KafkaCluster {
         eprintln!("kafka: broker {id} back in {:.1?}", started.elapsed());
     }
 
+    /// Restarts broker `id` advertising `127.0.0.1:port`: the same broker
+    /// id at another address.
+    pub fn readvertise(&self, id: i32, port: u16) {
+        let path = self.broker(id).config_path();
+        let text = std::fs::read_to_string(&path).expect("read server.properties");
+        let moved: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("advertised.listeners=") {
+                    format!("advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        std::fs::write(&path, moved).expect("write server.properties");
+        self.restart(id);
+    }
+
     /// Stops broker `id` cleanly (SIGTERM: a controlled shutdown, which
     /// moves its leaderships away first) and waits until it has exited.
     pub fn shutdown(&self, id: i32) {
