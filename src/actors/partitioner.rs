@@ -183,22 +183,18 @@ impl PartitionerActor {
                 .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
             // Not allowed to see the topic: no wait can change that (the
             // Java client fails such a send at once too).
-            let forbidden = snapshot.missing.get(topic.as_str()).copied()
-                == Some(ResponseError::TopicAuthorizationFailed.code());
-            if ready || forbidden {
-                for (_, w) in waiters.drain(..) {
-                    let _ = w.send(if ready {
-                        Ok(())
-                    } else {
-                        Err((
-                            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
-                            "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)"
-                                .to_string(),
-                        ))
-                    });
-                }
+            let answer = if ready {
+                Some(Ok(()))
+            } else {
+                forbidden(&snapshot, *topic).map(Err)
+            };
+            let Some(answer) = answer else {
+                return true;
+            };
+            for (_, w) in waiters.drain(..) {
+                let _ = w.send(answer.clone());
             }
-            !(ready || forbidden)
+            false
         });
     }
 
@@ -264,6 +260,18 @@ impl PartitionerActor {
     }
 }
 
+/// The answer for a topic the metadata says we may not describe
+/// (TOPIC_AUTHORIZATION_FAILED), if so.
+fn forbidden(snapshot: &MetadataSnapshot, topic: Topic) -> Option<(ErrorKind, String)> {
+    let code = snapshot.missing.get(topic.as_str()).copied();
+    (code == Some(ResponseError::TopicAuthorizationFailed.code())).then(|| {
+        (
+            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+            "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)".to_string(),
+        )
+    })
+}
+
 impl Actor for PartitionerActor {
     type Context = Context<Self>;
 
@@ -302,22 +310,9 @@ impl Handler<EnsureTopic> for PartitionerActor {
         }
         // Known to be forbidden: asked again below (permissions change),
         // answered at once.
-        let forbidden = self
-            .engine
-            .metadata
-            .load()
-            .missing
-            .get(msg.topic.as_str())
-            .copied()
-            == Some(ResponseError::TopicAuthorizationFailed.code());
-        if forbidden {
+        if let Some(refused) = forbidden(&self.engine.metadata.load(), msg.topic) {
             self.fetch(ctx);
-            return Box::pin(async {
-                Some(Err((
-                    ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
-                    "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)".to_string(),
-                )))
-            });
+            return Box::pin(async move { Some(Err(refused)) });
         }
         let (tx, rx) = oneshot::channel();
         let max_block = self.engine.config.max_block;

@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 pub(crate) use actor_tree::ActorTree;
 
 use crate::batching::accumulator::Accumulator;
+use crate::batching::queue::PartitionQueue;
 use crate::batching::sizing::RequestSizing;
 use crate::config::ProducerConfig;
 use crate::delivery::subscription::SubscriptionShared;
@@ -265,19 +266,31 @@ impl Engine {
     /// flight) with `kind` and `message`.
     pub(crate) fn fail_queued(&self, kind: ErrorKind, message: &str) {
         for q in self.acc.all_queues() {
-            let (open, ready) = {
-                let mut qs = lock(&q.state);
-                (qs.open.take(), std::mem::take(&mut qs.ready))
-            };
-            let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
-            if let Some(open) = open {
-                batches.push(self.acc.seal(open, &q));
-            }
-            for b in batches {
-                self.acc
-                    .fail_unsent(b, kind, |_| message.to_string(), &self.stats);
-            }
+            self.fail_waiting(&q, kind, message);
         }
+    }
+
+    /// Fails what waits in `q` (its open batch and its sealed ones not in
+    /// flight) with `kind` and `message`; returns whether `q` still has
+    /// batches in flight.
+    fn fail_waiting(&self, q: &Arc<PartitionQueue>, kind: ErrorKind, message: &str) -> bool {
+        let (open, ready, in_flight) = {
+            let mut qs = lock(&q.state);
+            (
+                qs.open.take(),
+                std::mem::take(&mut qs.ready),
+                qs.in_flight > 0,
+            )
+        };
+        let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
+        if let Some(open) = open {
+            batches.push(self.acc.seal(open, q));
+        }
+        for b in batches {
+            self.acc
+                .fail_unsent(b, kind, |_| message.to_string(), &self.stats);
+        }
+        in_flight
     }
 
     /// `topic` was deleted and re-created (a new topic id). Its leaders
@@ -306,28 +319,11 @@ impl Engine {
             if q.topic.as_str() != topic || q.partition < count {
                 continue;
             }
-            let (open, ready) = {
-                let mut qs = lock(&q.state);
-                in_flight |= qs.in_flight > 0;
-                (qs.open.take(), std::mem::take(&mut qs.ready))
-            };
-            let mut batches: Vec<_> = ready.into_iter().map(Ok).collect();
-            if let Some(open) = open {
-                batches.push(self.acc.seal(open, &q));
-            }
-            for b in batches {
-                self.acc.fail_unsent(
-                    b,
-                    ErrorKind::UnknownPartition,
-                    |_| {
-                        format!(
-                            "partition {} of topic {topic:?} no longer exists: the topic was re-created with {count} partition(s)",
-                            q.partition
-                        )
-                    },
-                    &self.stats,
-                );
-            }
+            let message = format!(
+                "partition {} of topic {topic:?} no longer exists: the topic was re-created with {count} partition(s)",
+                q.partition
+            );
+            in_flight |= self.fail_waiting(&q, ErrorKind::UnknownPartition, &message);
         }
         in_flight
     }
