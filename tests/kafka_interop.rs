@@ -806,28 +806,13 @@ async fn versions_are_negotiated_from_the_brokers_api_versions() {
     assert_eq!(agreed.produce, 12);
 }
 
-/// Forwards every report it receives to a channel.
-struct Collector(std::sync::mpsc::Sender<DeliveryReport>);
-
-impl actix::Actor for Collector {
-    type Context = actix::Context<Self>;
-}
-
-impl actix::Handler<DeliveryReport> for Collector {
-    type Result = ();
-    fn handle(&mut self, r: DeliveryReport, _: &mut actix::Context<Self>) {
-        let _ = self.0.send(r);
-    }
-}
-
 /// All four ways to produce, on Apache Kafka, in one topic: `send().await`,
 /// a subscription, an actor (the `Produce` message and `produce_to`), and
 /// fire and forget. Each record is in the log exactly once, each report
-/// names where its record is, and each path got exactly its own reports.
+/// names where its record is, and each path got exactly its own reports
+/// (`support::paths::every_report_path`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_report_path_on_kafka() {
-    use courier::Produce;
-    const N: usize = 200;
     const PARTITIONS: i32 = 3;
     let kafka = KafkaCluster::shared(1);
     let _logs = kafka.logs_on_panic();
@@ -838,106 +823,8 @@ async fn every_report_path_on_kafka() {
         .set("linger.ms", "5")
         .build()
         .unwrap();
-    let rec = |path: &str, i: usize| {
-        Record::to(topic.as_str())
-            .key(format!("{path}-{}", i % 7))
-            .value(format!("{path}-{i}"))
-    };
-
-    // The actor, on an actix system of its own.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let system = std::thread::spawn(move || {
-        let sys = actix::System::new();
-        sys.block_on(async move {
-            use actix::Actor;
-            let addr = Collector(tx).start();
-            addr_tx
-                .send((addr.recipient::<DeliveryReport>(), actix::System::current()))
-                .unwrap();
-        });
-        sys.run().ok();
-    });
-    let (recipient, sys) = addr_rx.recv().unwrap();
-
-    let sends = futures::future::join_all((0..N).map(|i| producer.send(rec("send", i)))).await;
-    let subscribed = produce_all(&producer, (0..N).map(|i| rec("sub", i)).collect()).await;
-    for i in 0..N {
-        if i % 2 == 0 {
-            producer.actor().do_send(Produce {
-                record: rec("actor", i),
-                reply_to: recipient.clone(),
-            });
-        } else {
-            producer
-                .produce_to(rec("actor", i), recipient.clone())
-                .await
-                .unwrap();
-        }
-    }
-    for i in 0..N {
-        producer.produce(rec("fire", i)).await.unwrap();
-    }
-    producer.flush().await;
-    let acted: Vec<DeliveryReport> = (0..N)
-        .map(|_| {
-            rx.recv_timeout(Duration::from_secs(60))
-                .expect("an actor report")
-        })
-        .collect();
-    producer.close().await;
-    sys.stop();
-    system.join().unwrap();
-    assert!(
-        rx.try_recv().is_err(),
-        "the actor got more reports than records"
-    );
-
-    let log = kafka.read_log(&topic, PARTITIONS);
-    assert_eq!(log.len(), 4 * N, "every record once, nothing else");
-    let at: HashMap<(i32, i64), String> = log
-        .iter()
-        .map(|r| {
-            (
-                (r.partition, r.offset),
-                String::from_utf8(r.value.clone().unwrap()).unwrap(),
-            )
-        })
-        .collect();
-    let values: HashSet<&String> = at.values().collect();
-    assert_eq!(values.len(), 4 * N, "no duplicate");
-    for path in ["send", "sub", "actor", "fire"] {
-        for i in 0..N {
-            assert!(
-                values.contains(&format!("{path}-{i}")),
-                "{path}-{i} missing"
-            );
-        }
-    }
-    let sends: Vec<DeliveryReport> = sends
-        .into_iter()
-        .map(|r| DeliveryReport::Delivered(r.expect("delivered")))
-        .collect();
-    for (path, reports) in [("send", &sends), ("sub", &subscribed), ("actor", &acted)] {
-        assert_eq!(reports.len(), N, "{path}: one report per record");
-        let mut seen = HashSet::new();
-        for r in reports {
-            let DeliveryReport::Delivered(d) = r else {
-                panic!("{path}: {r:?}")
-            };
-            let value = text(d.record.value.as_ref()).unwrap();
-            assert!(value.starts_with(&format!("{path}-")), "{path} got {value}");
-            assert!(
-                seen.insert(value.clone()),
-                "{path}: two reports for {value}"
-            );
-            assert_eq!(
-                at.get(&(d.partition, d.offset.expect("an offset"))),
-                Some(&value),
-                "{path}: the report names where the record is"
-            );
-        }
-    }
+    support::paths::every_report_path(producer, &topic, 200, || kafka.read_log(&topic, PARTITIONS))
+        .await;
 }
 
 /// A topic deleted and re-created with fewer partitions (6, then 4) while

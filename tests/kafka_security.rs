@@ -1,10 +1,11 @@
 //! TLS and SASL on Apache Kafka: one broker (started once for this
 //! binary) with a SASL_SSL listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)
 //! and an SSL listener, certificates made by the test harness
-//! (`KafkaCluster::start_secured`). Each mechanism produces and every
-//! record is read back by an independent client (the rdkafka consumer, on
-//! the broker's PLAINTEXT listener); wrong passwords, an untrusted CA and
-//! a host-name mismatch fail with an error that says so.
+//! (`KafkaCluster::start_secured`). Each mechanism produces through every
+//! report path and every record is read back by an independent client
+//! (the rdkafka consumer, built with OpenSSL) over the same listener with
+//! the same settings; wrong passwords, an untrusted CA and a host-name
+//! mismatch fail with an error that says so.
 
 mod support;
 
@@ -13,48 +14,92 @@ use std::time::{Duration, Instant};
 use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::{KafkaCluster, SASL_USER};
+use support::paths::every_report_path;
+use support::{read_back_with, ReadRecord};
 
 fn unique(name: &str) -> String {
     format!("{name}-{:08x}", fastrand::u32(..))
 }
 
-/// A producer for the secured cluster's SASL_SSL listener.
-fn sasl_ssl(kafka: &KafkaCluster, mechanism: &str, password: &str) -> ProducerBuilder {
-    let s = kafka.secured();
-    Producer::builder()
-        .bootstrap(&format!("localhost:{}", s.sasl_ssl))
-        .set("security.protocol", "SASL_SSL")
-        .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
-        .set("sasl.mechanism", mechanism)
-        .set("sasl.username", SASL_USER.0)
-        .set("sasl.password", password)
+/// A secured listener and the settings that reach it. Courier takes
+/// librdkafka's names, so the same settings make the producer and the
+/// independent reader (the rdkafka consumer) that reads the log back over
+/// the same listener.
+struct Listener {
+    bootstrap: String,
+    settings: Vec<(String, String)>,
 }
 
-async fn produce_and_read_back(kafka: &KafkaCluster, producer: Producer, topic: &str, n: usize) {
-    let (sub, stream) = producer.subscribe(ReportMode::All);
-    for i in 0..n {
-        sub.produce(
-            Record::to(topic)
-                .key(format!("k{}", i % 7))
-                .value(format!("{i}")),
+impl Listener {
+    /// The SASL_SSL listener with `mechanism`, as `user`.
+    fn sasl_ssl(kafka: &KafkaCluster, mechanism: &str, (user, password): (&str, &str)) -> Self {
+        let s = kafka.secured();
+        Listener::at(s.sasl_ssl, "SASL_SSL", kafka)
+            .with("sasl.mechanism", mechanism)
+            .with("sasl.username", user)
+            .with("sasl.password", password)
+    }
+
+    /// The SSL listener (server authentication only).
+    fn ssl(kafka: &KafkaCluster) -> Self {
+        Listener::at(kafka.secured().ssl, "SSL", kafka)
+    }
+
+    /// The SSL listener that requires a client certificate, with none.
+    fn mtls_without_certificate(kafka: &KafkaCluster) -> Self {
+        Listener::at(kafka.secured().mtls, "SSL", kafka)
+    }
+
+    fn at(port: u16, protocol: &str, kafka: &KafkaCluster) -> Self {
+        Listener {
+            bootstrap: format!("localhost:{port}"),
+            settings: Vec::new(),
+        }
+        .with("security.protocol", protocol)
+        .with("ssl.ca.location", kafka.secured().ca_pem.to_str().unwrap())
+    }
+
+    fn with(mut self, name: &str, value: &str) -> Self {
+        self.settings.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    fn producer(&self) -> ProducerBuilder {
+        let mut b = Producer::builder().bootstrap(&self.bootstrap);
+        for (k, v) in &self.settings {
+            b = b.set(k, v);
+        }
+        b
+    }
+
+    /// Every record `topic` holds (the count from the high watermarks),
+    /// read by the rdkafka consumer over this listener.
+    fn read_log(&self, kafka: &KafkaCluster, topic: &str, partitions: i32) -> Vec<ReadRecord> {
+        let total: i64 = kafka.end_offsets(topic, partitions).iter().sum();
+        let settings: Vec<(&str, &str)> = self
+            .settings
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        read_back_with(
+            &self.bootstrap,
+            &settings,
+            topic,
+            partitions,
+            total as usize,
+            Duration::from_secs(120),
         )
-        .await
-        .unwrap();
     }
-    drop(sub);
-    let reports: Vec<DeliveryReport> =
-        tokio::time::timeout(Duration::from_secs(60), stream.collect())
-            .await
-            .expect("every report");
-    producer.close().await;
-    assert_eq!(reports.len(), n, "one report per record");
-    for r in &reports {
-        assert!(r.is_delivered(), "{r:?}");
-    }
-    let log = kafka.read_log(topic, 3);
-    assert_eq!(log.len(), n, "every record once in the log");
 }
 
+/// `n` records through each report path (`support::paths`), read back over
+/// the same listener by the rdkafka consumer: each once, each report true.
+async fn produce_and_read_back(kafka: &KafkaCluster, listener: &Listener, topic: &str, n: usize) {
+    let producer = listener.producer().build().unwrap();
+    every_report_path(producer, topic, n, || listener.read_log(kafka, topic, 3)).await;
+}
+
+/// 10,000 records per mechanism, through every report path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_sasl_mechanism_over_tls_delivers_and_reads_back() {
     let kafka = KafkaCluster::shared_secured();
@@ -62,8 +107,8 @@ async fn every_sasl_mechanism_over_tls_delivers_and_reads_back() {
     for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
         let topic = unique(&format!("sasl-{}", mechanism.to_lowercase()));
         kafka.create_topic(&topic, 3, 1, &[]).await;
-        let producer = sasl_ssl(kafka, mechanism, SASL_USER.1).build().unwrap();
-        produce_and_read_back(kafka, producer, &topic, 2000).await;
+        let listener = Listener::sasl_ssl(kafka, mechanism, SASL_USER);
+        produce_and_read_back(kafka, &listener, &topic, 2500).await;
     }
 }
 
@@ -73,14 +118,7 @@ async fn tls_alone_delivers_and_reads_back() {
     let _logs = kafka.logs_on_panic();
     let topic = unique("tls");
     kafka.create_topic(&topic, 3, 1, &[]).await;
-    let s = kafka.secured();
-    let producer = Producer::builder()
-        .bootstrap(&format!("localhost:{}", s.ssl))
-        .set("security.protocol", "SSL")
-        .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
-        .build()
-        .unwrap();
-    produce_and_read_back(kafka, producer, &topic, 2000).await;
+    produce_and_read_back(kafka, &Listener::ssl(kafka), &topic, 2500).await;
 }
 
 /// The first send's failure, and how long it took.
@@ -107,7 +145,8 @@ async fn a_wrong_password_fails_with_an_authentication_error() {
     // With the default max.block.ms (60 s): the failure comes at once,
     // not when the wait for metadata runs out.
     for mechanism in ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] {
-        let producer = sasl_ssl(kafka, mechanism, "not-the-password")
+        let producer = Listener::sasl_ssl(kafka, mechanism, (SASL_USER.0, "not-the-password"))
+            .producer()
             .build()
             .unwrap();
         let (e, took) = first_failure(producer, &topic).await;
@@ -207,29 +246,21 @@ async fn the_cli_produces_over_sasl_ssl() {
     let _logs = kafka.logs_on_panic();
     let topic = unique("cli-sasl");
     kafka.create_topic(&topic, 1, 1, &[]).await;
-    let s = kafka.secured();
+    // `-b localhost:PORT -X security.protocol=SASL_SSL -X sasl.mechanism=
+    // SCRAM-SHA-256 -X sasl.username=alice -X sasl.password=… -X
+    // ssl.ca.location=…/ca.pem`, as a kcat user writes it.
+    let cli_args = |password: &str| {
+        let listener = Listener::sasl_ssl(kafka, "SCRAM-SHA-256", (SASL_USER.0, password));
+        let mut args = vec!["-b".to_string(), listener.bootstrap.clone()];
+        for (k, v) in &listener.settings {
+            args.extend(["-X".to_string(), format!("{k}={v}")]);
+        }
+        args
+    };
     let run = |password: &str| {
-        let ca = format!("ssl.ca.location={}", s.ca_pem.display());
-        let pass = format!("sasl.password={password}");
-        let user = format!("sasl.username={}", SASL_USER.0);
         let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
-            .args([
-                "produce",
-                "-b",
-                &format!("localhost:{}", s.sasl_ssl),
-                "-t",
-                &topic,
-                "-X",
-                "security.protocol=SASL_SSL",
-                "-X",
-                "sasl.mechanism=SCRAM-SHA-256",
-                "-X",
-                &user,
-                "-X",
-                &pass,
-                "-X",
-                &ca,
-            ])
+            .args(["produce", "-t", &topic])
+            .args(cli_args(password))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -241,22 +272,11 @@ async fn the_cli_produces_over_sasl_ssl() {
     };
     // `courier topic` over the same listener, with the same -X settings.
     let admin = |args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_courier"));
-        cmd.args(args).args([
-            "-b",
-            &format!("localhost:{}", s.sasl_ssl),
-            "-X",
-            "security.protocol=SASL_SSL",
-            "-X",
-            "sasl.mechanism=SCRAM-SHA-256",
-            "-X",
-            &format!("sasl.username={}", SASL_USER.0),
-            "-X",
-            &format!("sasl.password={}", SASL_USER.1),
-            "-X",
-            &format!("ssl.ca.location={}", s.ca_pem.display()),
-        ]);
-        cmd.output().expect("run courier topic")
+        Command::new(env!("CARGO_BIN_EXE_courier"))
+            .args(args)
+            .args(cli_args(SASL_USER.1))
+            .output()
+            .expect("run courier topic")
     };
     let made = unique("cli-made");
     let out = admin(&["topic", "create", &made, "--partitions", "2"]);
@@ -297,19 +317,15 @@ async fn mutual_tls_with_and_without_a_client_certificate() {
     let topic = unique("mtls");
     kafka.create_topic(&topic, 3, 1, &[]).await;
     let s = kafka.secured();
-    let base = || {
-        Producer::builder()
-            .bootstrap(&format!("localhost:{}", s.mtls))
-            .set("security.protocol", "SSL")
-            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
-    };
-    let with_cert = base()
-        .set("ssl.certificate.location", s.client_cert.to_str().unwrap())
-        .set("ssl.key.location", s.client_key.to_str().unwrap())
+    let with_cert = Listener::mtls_without_certificate(kafka)
+        .with("ssl.certificate.location", s.client_cert.to_str().unwrap())
+        .with("ssl.key.location", s.client_key.to_str().unwrap());
+    produce_and_read_back(kafka, &with_cert, &topic, 250).await;
+    let without = Listener::mtls_without_certificate(kafka)
+        .producer()
         .build()
         .unwrap();
-    produce_and_read_back(kafka, with_cert, &topic, 500).await;
-    let (e, took) = first_failure(base().build().unwrap(), &topic).await;
+    let (e, took) = first_failure(without, &topic).await;
     assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
@@ -335,16 +351,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
     for t in [&ok, &no, &hidden] {
         kafka.create_topic(t, 1, 1, &[]).await;
     }
-    let as_user = |(user, password): (&str, &str)| {
-        let s = kafka.secured();
-        Producer::builder()
-            .bootstrap(&format!("localhost:{}", s.sasl_ssl))
-            .set("security.protocol", "SASL_SSL")
-            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
-            .set("sasl.mechanism", "SCRAM-SHA-256")
-            .set("sasl.username", user)
-            .set("sasl.password", password)
-    };
+    let as_user = |user| Listener::sasl_ssl(kafka, "SCRAM-SHA-256", user).producer();
     let bob = as_user(LIMITED_USER).build().unwrap();
     let (sub, stream) = bob.subscribe(ReportMode::All);
     for i in 0..50 {
@@ -419,23 +426,20 @@ async fn oauthbearer_tokens_from_the_settings_or_a_provider() {
     let _logs = kafka.logs_on_panic();
     let topic = unique("oauth");
     kafka.create_topic(&topic, 3, 1, &[]).await;
-    let s = kafka.secured();
-    let base = || {
-        Producer::builder()
-            .bootstrap(&format!("localhost:{}", s.sasl_ssl))
-            .set("security.protocol", "SASL_SSL")
-            .set("ssl.ca.location", s.ca_pem.to_str().unwrap())
-            .set("sasl.mechanism", "OAUTHBEARER")
+    let oauth = || {
+        Listener::at(kafka.secured().sasl_ssl, "SASL_SSL", kafka)
+            .with("sasl.mechanism", "OAUTHBEARER")
     };
-    let from_settings = base()
-        .set("enable.sasl.oauthbearer.unsecure.jwt", "true")
-        .set(
+    let base = || oauth().producer();
+    // librdkafka takes the same two settings, so the reader logs in the
+    // same way.
+    let from_settings = oauth()
+        .with("enable.sasl.oauthbearer.unsecure.jwt", "true")
+        .with(
             "sasl.oauthbearer.config",
             &format!("principal={}", SASL_USER.0),
-        )
-        .build()
-        .unwrap();
-    produce_and_read_back(kafka, from_settings, &topic, 500).await;
+        );
+    produce_and_read_back(kafka, &from_settings, &topic, 250).await;
 
     let from_provider = base()
         .token_provider(UnsecuredJwt {
@@ -486,7 +490,8 @@ async fn sessions_are_renewed_before_the_broker_ends_them() {
     let _logs = kafka.logs_on_panic();
     let topic = unique("reauth");
     kafka.create_topic(&topic, 3, 1, &[]).await;
-    let producer = sasl_ssl(kafka, "SCRAM-SHA-512", SASL_USER.1)
+    let producer = Listener::sasl_ssl(kafka, "SCRAM-SHA-512", SASL_USER)
+        .producer()
         .build()
         .unwrap();
     let (sub, stream) = producer.subscribe(ReportMode::All);

@@ -288,7 +288,7 @@ pub struct SecuredListeners {
 }
 
 /// The user every mechanism of a secured cluster knows, and its password.
-/// Allowed everything on every topic.
+/// Allowed everything on every topic and group.
 pub const SASL_USER: (&str, &str) = ("alice", "alice-secret");
 
 /// A user allowed to write only topics named `acl-ok-…` (and to describe
@@ -381,7 +381,7 @@ impl KafkaCluster {
 
     /// The secured cluster's ACLs (StandardAuthorizer; the PLAINTEXT
     /// listener's ANONYMOUS is a super user, so the harness itself is not
-    /// limited): alice may do anything to any topic, bob may write and
+    /// limited): alice may do anything to any topic and group, bob may write and
     /// describe `acl-ok-…` topics and only describe `acl-no-…` ones, carol
     /// may only describe `acl-no-…` topics.
     fn grant_test_acls(&self) {
@@ -393,12 +393,16 @@ impl KafkaCluster {
         };
         let alice = format!("User:{}", SASL_USER.0);
         let bob = format!("User:{}", LIMITED_USER.0);
+        // And every group: the rdkafka reader has a group id, so it asks
+        // for the group's coordinator even though it commits nothing.
         acl(&[
             "--allow-principal",
             &alice,
             "--operation",
             "All",
             "--topic",
+            "*",
+            "--group",
             "*",
         ]);
         acl(&[

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod kafka;
+pub mod paths;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -183,7 +184,20 @@ pub fn read_back(
     expected: usize,
     limit: Duration,
 ) -> Vec<ReadRecord> {
-    let consumer = reader(bootstrap, topic, partitions);
+    read_back_with(bootstrap, &[], topic, partitions, expected, limit)
+}
+
+/// [`read_back`] with extra rdkafka settings for the consumer (a secured
+/// listener's `security.protocol`, `sasl.*`, `ssl.ca.location`).
+pub fn read_back_with(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    limit: Duration,
+) -> Vec<ReadRecord> {
+    let consumer = reader(bootstrap, settings, topic, partitions);
     let deadline = Instant::now() + limit;
     let mut out = Vec::with_capacity(expected);
     while out.len() < expected {
@@ -214,7 +228,7 @@ pub fn for_each_read_back(
     limit: Duration,
     mut f: impl FnMut(ReadRecord),
 ) {
-    let consumer = reader(bootstrap, topic, partitions);
+    let consumer = reader(bootstrap, &[], topic, partitions);
     let deadline = Instant::now() + limit;
     let mut n = 0;
     while n < expected {
@@ -235,16 +249,24 @@ pub fn for_each_read_back(
 
 /// An rdkafka consumer assigned to every partition of `topic`, from the
 /// beginning: the independent reader all the read-back helpers use.
-fn reader(bootstrap: &str, topic: &str, partitions: i32) -> rdkafka::consumer::BaseConsumer {
+fn reader(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topic: &str,
+    partitions: i32,
+) -> rdkafka::consumer::BaseConsumer {
     use rdkafka::consumer::{BaseConsumer, Consumer};
     use rdkafka::{ClientConfig, Offset, TopicPartitionList};
-    let consumer: BaseConsumer = ClientConfig::new()
+    let mut config = ClientConfig::new();
+    config
         .set("bootstrap.servers", bootstrap)
         .set("group.id", "courier-test-reader")
         .set("enable.auto.commit", "false")
-        .set("log_level", "3")
-        .create()
-        .expect("create rdkafka consumer");
+        .set("log_level", "3");
+    for (k, v) in settings {
+        config.set(*k, *v);
+    }
+    let consumer: BaseConsumer = config.create().expect("create rdkafka consumer");
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
         tpl.add_partition_offset(topic, p, Offset::Beginning)
@@ -324,7 +346,7 @@ pub fn read_positions(
     limit: Duration,
 ) -> std::collections::HashMap<(i32, i64), ReadRecord> {
     use rdkafka::message::Message;
-    let consumer = reader(bootstrap, topic, partitions);
+    let consumer = reader(bootstrap, &[], topic, partitions);
     let deadline = Instant::now() + limit;
     let mut out = std::collections::HashMap::new();
     while out.len() < wanted.len() {
@@ -547,7 +569,7 @@ impl ProxiedTansu {
 /// arrives until the log has been quiet for two seconds (Tansu's reported
 /// high watermarks are not reliable enough to stop on).
 pub fn read_all(bootstrap: &str, topic: &str, partitions: i32, at_least: usize) -> Vec<ReadRecord> {
-    let consumer = reader(bootstrap, topic, partitions);
+    let consumer = reader(bootstrap, &[], topic, partitions);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut last = Instant::now();
     let mut out = Vec::new();
