@@ -1,10 +1,15 @@
-//! Courier side by side with rust-rdkafka (librdkafka), in one run, on a
-//! Tansu broker that this bench starts itself.
+//! Courier side by side with rust-rdkafka (librdkafka), in one run, on
+//! brokers this bench starts itself: Tansu, and for the `kafka` workloads
+//! one Apache Kafka broker (the tests' harness), over PLAINTEXT and over
+//! TLS (its SSL listener; librdkafka built with OpenSSL, Courier with
+//! rustls).
 //!
 //! ```text
 //! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
 //! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
+//! cargo bench --bench vs_rdkafka -- --only kafka --no-latency --out tls
+//!                                                    # Apache Kafka, plaintext and TLS, to docs/benchmarks/tls.md
 //! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
 //!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
@@ -15,8 +20,10 @@
 //! CPU time is the whole client's (user + sys, from `wait4`'s rusage) and
 //! peak RSS is the child's own (`VmHWM`, which it reports at exit).
 //! Clients alternate A B C … A B C … so drift on a noisy machine spreads
-//! over all of them. Each workload gets a fresh broker (Tansu's memory
-//! storage keeps every record), whose own CPU per run is read from /proc.
+//! over all of them. Each Tansu workload gets a fresh broker (Tansu's memory
+//! storage keeps every record); the Kafka workloads share one broker and
+//! delete each run's topic once it is read back. The broker's own CPU per
+//! run is read from /proc.
 //! Every client's delivered count comes from its success reports; the first
 //! run of each client is read back with the rdkafka consumer and a client
 //! that lost records is flagged, not just timed.
@@ -26,6 +33,10 @@
 //! record's latency runs from the instant it was due (written into its
 //! value) to its delivery report, so a client that falls behind is charged
 //! for it. Results: a markdown table and an SVG chart in `docs/benchmarks/`.
+
+#[allow(dead_code)]
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 #[cfg(feature = "bench-mimalloc")]
 #[global_allocator]
@@ -69,6 +80,20 @@ struct Workload {
     compression: &'static str,
     /// Key scheme: none, "k0..k999", or the seed's constant "yow".
     keys: Keys,
+    /// The broker, and how clients reach it.
+    on: On,
+}
+
+/// Where a workload runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum On {
+    /// A fresh Tansu (memory storage) for the workload.
+    Tansu,
+    /// The shared Apache Kafka broker's PLAINTEXT listener.
+    Kafka,
+    /// The same broker's SSL listener (server-authenticated TLS; the
+    /// certificate is for `localhost`, checked by both clients).
+    KafkaTls,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -130,19 +155,25 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         acks: "all",
         compression: "none",
         keys: Keys::None,
+        on: On::Tansu,
     };
     let with = |name: &str, f: &dyn Fn(&mut Workload)| {
         let mut w = base.clone();
         f(&mut w);
         w.name = format!(
-            "{name}: {} x {} B, {} partition(s), keys {}, linger {} ms, acks={}, {}",
+            "{name}: {} x {} B, {} partition(s), keys {}, linger {} ms, acks={}, {}{}",
             w.records,
             w.size,
             w.partitions,
             w.keys.name(),
             w.linger_ms,
             w.acks,
-            w.compression
+            w.compression,
+            match w.on {
+                On::Tansu => "",
+                On::Kafka => ", Apache Kafka",
+                On::KafkaTls => ", Apache Kafka over TLS",
+            }
         );
         w
     };
@@ -150,10 +181,13 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         with("baseline", &|_| {}),
         with("keys", &|w| w.keys = Keys::Thousand),
         with(LINGER5, &|w| w.linger_ms = 5),
+        with("kafka tls", &|w| w.on = On::KafkaTls),
     ];
     if smoke {
         return all;
     }
+    // The same broker without TLS: what TLS costs each client.
+    all.insert(3, with("kafka plaintext", &|w| w.on = On::Kafka));
     all.extend([
         with("10 B", &|w| w.size = 10),
         // 1 KB records: a fifth as many, so one run stays near 200 MB.
@@ -205,25 +239,25 @@ fn main() {
             continue;
         }
         eprintln!("== {}", w.name);
-        // A fresh broker per workload: its memory storage keeps everything.
-        let tansu = Broker::start();
+        let target = Target::start(w.on);
         let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
         for run in 0..runs {
             for client in CLIENTS {
                 let topic = format!("bench-{wi}-{client}-{run}");
-                create_topic(&tansu.addr, &topic, w.partitions);
-                let broker_cpu_before = tansu.cpu();
-                let mut s = run_child(&tansu.addr, &topic, client, w, 0.0);
-                s.broker_cpu = tansu.cpu() - broker_cpu_before;
+                target.create_topic(&topic, w.partitions);
+                let broker_cpu_before = target.cpu();
+                let mut s = run_child(&target, &topic, client, w, 0.0);
+                s.broker_cpu = target.cpu() - broker_cpu_before;
                 if run == 0 {
                     s.verified = Some(count_in_log(
-                        &tansu.addr,
+                        &target.admin,
                         &topic,
                         w.partitions,
                         w.records,
                         client.starts_with("courier"),
                     ));
                 }
+                target.done_with(&topic);
                 eprintln!(
                     "  run {run} {client:<21} {:>9.0} msg/s  cpu {:>6.3} µs/msg  rss {:>5} MiB  delivered {}{}",
                     s.rate(w.records),
@@ -310,7 +344,7 @@ fn latency_runs(
         .into_iter()
         .find(|w| w.name.starts_with(LINGER5))
         .expect("the linger-5 workload");
-    let tansu = Broker::start();
+    let target = Target::start(On::Tansu);
     let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
     let mut sized: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
     eprintln!("== latency, open loop at half of each client's linger-5 throughput");
@@ -330,8 +364,8 @@ fn latency_runs(
             w.records = n;
             sized.insert(client, (rate, n));
             let topic = format!("latency-{client}-{run}");
-            create_topic(&tansu.addr, &topic, w.partitions);
-            let s = run_child(&tansu.addr, &topic, client, &w, rate);
+            target.create_topic(&topic, w.partitions);
+            let s = run_child(&target, &topic, client, &w, rate);
             eprintln!(
                 "  run {run} {client:<21} {rate:>9.0} msg/s offered  p50 {:>8.0} µs  p99 {:>8.0} µs  p99.9 {:>8.0} µs  delivered {}/{n}",
                 s.latency_us[0], s.latency_us[1], s.latency_us[2], s.delivered
@@ -430,7 +464,7 @@ fn write_results(
         .unwrap_or_default();
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
-         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage, a fresh one per workload) on the same machine; rdkafka 0.38 (librdkafka 2.12.1).\n\
+         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
          Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608` (256 MiB for `courier-send`, whose million futures all wait at once); rdkafka with its defaults plus \
          `queue.buffering.max.messages=2000000`, `queue.buffering.max.kbytes=1048576` and `partitioner=murmur2_random` (Java-compatible keys).\n\n\
@@ -609,11 +643,17 @@ fn cpu_model() -> String {
 /// makes it an open-loop latency run at that many records a second.
 // The child is reaped by `libc::wait4` (for its rusage), not `Child::wait`.
 #[allow(clippy::zombie_processes)]
-fn run_child(addr: &str, topic: &str, client: &str, w: &Workload, rate: f64) -> Sample {
+fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64) -> Sample {
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
+    let settings: Vec<String> = target
+        .settings
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
     let child = Command::new(exe)
-        .args(["--child", client, addr, topic])
+        .env("BENCH_SETTINGS", settings.join("\n"))
+        .args(["--child", client, &target.connect, topic])
         .args([
             w.records.to_string(),
             w.size.to_string(),
@@ -669,6 +709,9 @@ struct Job {
     keys: Keys,
     /// Records a second for an open-loop run; 0 for closed loop.
     rate: f64,
+    /// Settings both clients take by the same (librdkafka) names: how to
+    /// reach a TLS listener. From `BENCH_SETTINGS`, `name=value` lines.
+    settings: Vec<(String, String)>,
 }
 
 /// What a child measured.
@@ -747,6 +790,12 @@ fn child(args: &[String]) {
         compression: args[7].clone(),
         keys: Keys::parse(&args[8]),
         rate: args.get(9).and_then(|r| r.parse().ok()).unwrap_or(0.0),
+        settings: std::env::var("BENCH_SETTINGS")
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -781,7 +830,11 @@ fn child(args: &[String]) {
 }
 
 fn courier_producer(job: &Job) -> courier::Producer {
-    courier::Producer::builder()
+    let mut builder = courier::Producer::builder();
+    for (k, v) in &job.settings {
+        builder = builder.set(k, v);
+    }
+    builder
         .bootstrap(&job.addr)
         .set("linger.ms", &job.linger)
         .set("acks", &job.acks)
@@ -979,17 +1032,15 @@ async fn courier_open_loop(job: &Job) -> Outcome {
     }
 }
 
-fn rdkafka_config(
-    addr: &str,
-    linger: &str,
-    acks: &str,
-    compression: &str,
-) -> rdkafka::ClientConfig {
+fn rdkafka_config(job: &Job) -> rdkafka::ClientConfig {
     let mut c = rdkafka::ClientConfig::new();
-    c.set("bootstrap.servers", addr)
-        .set("linger.ms", linger)
-        .set("acks", acks)
-        .set("compression.type", compression)
+    for (k, v) in &job.settings {
+        c.set(k, v);
+    }
+    c.set("bootstrap.servers", &job.addr)
+        .set("linger.ms", &job.linger)
+        .set("acks", &job.acks)
+        .set("compression.type", &job.compression)
         .set("queue.buffering.max.messages", "2000000")
         .set("queue.buffering.max.kbytes", "1048576")
         .set("partitioner", "murmur2_random");
@@ -1020,13 +1071,12 @@ impl rdkafka::producer::ProducerContext for Count {
 
 fn base_producer(job: &Job, latencies: bool) -> rdkafka::producer::BaseProducer<Count> {
     use rdkafka::producer::Producer;
-    let p: rdkafka::producer::BaseProducer<Count> =
-        rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
-            .create_with_context(Count {
-                ok: Default::default(),
-                latencies: latencies.then(Default::default),
-            })
-            .unwrap();
+    let p: rdkafka::producer::BaseProducer<Count> = rdkafka_config(job)
+        .create_with_context(Count {
+            ok: Default::default(),
+            latencies: latencies.then(Default::default),
+        })
+        .unwrap();
     let _ = p
         .client()
         .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
@@ -1108,10 +1158,7 @@ fn rdkafka_base_open_loop(job: &Job) -> Outcome {
 /// A `FutureProducer` with the topic's metadata already fetched.
 fn future_producer(job: &Job) -> rdkafka::producer::FutureProducer {
     use rdkafka::producer::Producer;
-    let p: rdkafka::producer::FutureProducer =
-        rdkafka_config(&job.addr, &job.linger, &job.acks, &job.compression)
-            .create()
-            .unwrap();
+    let p: rdkafka::producer::FutureProducer = rdkafka_config(job).create().unwrap();
     let _ = p
         .client()
         .fetch_metadata(Some(&job.topic), Duration::from_secs(10));
@@ -1231,16 +1278,106 @@ impl Broker {
         }
         Broker { child, addr }
     }
+}
 
-    /// The broker's CPU seconds so far (user + system), from /proc.
+/// A process's CPU seconds so far (user + system), from /proc.
+fn cpu_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// A workload's broker: where clients connect and with what settings, and
+/// the plaintext address the bench itself uses to create topics and read
+/// them back.
+struct Target {
+    /// The clients' bootstrap address.
+    connect: String,
+    /// Settings both clients get (`security.protocol`, `ssl.ca.location`).
+    settings: Vec<(String, String)>,
+    /// A plaintext address of the same broker.
+    admin: String,
+    /// The broker process, for its CPU time.
+    pid: u32,
+    /// The shared Kafka broker, for Kafka workloads.
+    kafka: Option<&'static support::kafka::KafkaCluster>,
+    /// A Tansu of this workload's own, killed on drop.
+    _tansu: Option<Broker>,
+}
+
+impl Target {
+    fn start(on: On) -> Target {
+        if on == On::Tansu {
+            let tansu = Broker::start();
+            return Target {
+                connect: tansu.addr.clone(),
+                settings: Vec::new(),
+                admin: tansu.addr.clone(),
+                pid: tansu.child.id(),
+                kafka: None,
+                _tansu: Some(tansu),
+            };
+        }
+        // Started once, with the tests' secured listeners; its JVM dies
+        // with this process.
+        let kafka = support::kafka::KafkaCluster::shared_secured();
+        let (connect, settings) = match on {
+            On::KafkaTls => {
+                let s = kafka.secured();
+                (
+                    format!("localhost:{}", s.ssl),
+                    vec![
+                        ("security.protocol".into(), "SSL".into()),
+                        (
+                            "ssl.ca.location".into(),
+                            s.ca_pem.to_str().unwrap().to_string(),
+                        ),
+                    ],
+                )
+            }
+            _ => (kafka.bootstrap(), Vec::new()),
+        };
+        Target {
+            connect,
+            settings,
+            admin: kafka.bootstrap(),
+            pid: kafka.pid(0).expect("the Kafka broker runs"),
+            kafka: Some(kafka),
+            _tansu: None,
+        }
+    }
+
+    fn create_topic(&self, topic: &str, partitions: i32) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        match self.kafka {
+            // Waits until every partition has a leader.
+            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, 1, &[])),
+            None => rt
+                .block_on(courier::admin::create_topic(
+                    &self.admin,
+                    topic,
+                    partitions,
+                    1,
+                ))
+                .expect("create topic"),
+        }
+    }
+
+    /// Kafka keeps its logs on disk: a run's topic is deleted once read.
+    fn done_with(&self, topic: &str) {
+        if let Some(kafka) = self.kafka {
+            kafka.delete_topic(topic);
+        }
+    }
+
     fn cpu(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-        (ticks(11) + ticks(12)) / hz
+        cpu_of(self.pid)
     }
 }
 
@@ -1249,15 +1386,6 @@ impl Drop for Broker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn create_topic(addr: &str, topic: &str, partitions: i32) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(courier::admin::create_topic(addr, topic, partitions, 1))
-        .expect("create topic");
 }
 
 /// Records in the topic, read back with the rdkafka consumer (the warm-up
