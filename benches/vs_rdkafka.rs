@@ -34,7 +34,6 @@
 //! value) to its delivery report, so a client that falls behind is charged
 //! for it. Results: a markdown table and an SVG chart in `docs/benchmarks/`.
 
-#[allow(dead_code)]
 #[path = "../tests/support/mod.rs"]
 mod support;
 
