@@ -110,6 +110,13 @@ pub struct ProducerConfig {
     /// `allow.auto.create.topics` (default true): whether Metadata requests
     /// may create a missing topic on brokers that allow it.
     pub allow_auto_create_topics: bool,
+    /// `transactional.id`: makes the producer transactional (records are
+    /// taken only inside `begin_transaction` … `commit_transaction`);
+    /// implies `enable.idempotence`.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms` (default 60 s, as in the Java client): the
+    /// coordinator aborts a transaction open longer than this.
+    pub transaction_timeout: Duration,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
 }
@@ -243,6 +250,8 @@ impl Default for ProducerConfig {
             connection_setup_timeout: Duration::from_secs(10),
             enable_idempotence: None,
             allow_auto_create_topics: true,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
             security: SecurityConfig::default(),
         }
     }
@@ -271,6 +280,8 @@ pub const PROPERTIES: &[&str] = &[
     "socket.connection.setup.timeout.ms",
     "enable.idempotence",
     "allow.auto.create.topics",
+    "transactional.id",
+    "transaction.timeout.ms",
     "security.protocol",
     "ssl.ca.location",
     "ssl.ca.pem",
@@ -375,6 +386,10 @@ impl ProducerConfig {
                 self.allow_auto_create_topics =
                     parse_bool(v).ok_or_else(|| bad("expected true or false"))?
             }
+            "transactional.id" => {
+                self.transactional_id = (!v.is_empty()).then(|| v.to_string())
+            }
+            "transaction.timeout.ms" => self.transaction_timeout = ms(1)?,
             "security.protocol" => {
                 self.security.protocol = match v.to_ascii_uppercase().as_str() {
                     "PLAINTEXT" => SecurityProtocol::Plaintext,
@@ -419,12 +434,31 @@ impl ProducerConfig {
     /// Whether the producer runs idempotent: as set, or by default when
     /// `acks=all` and at most 5 requests in flight (the Java rule).
     pub fn idempotent(&self) -> bool {
-        self.enable_idempotence
-            .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5)
+        self.transactional_id.is_some()
+            || self
+                .enable_idempotence
+                .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5)
     }
 
     /// Checks the rules that involve more than one property.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.transactional_id.is_some() {
+            if self.enable_idempotence == Some(false) {
+                return Err(ConfigError::Inconsistent(
+                    "transactional.id requires enable.idempotence (leave it unset or true)".into(),
+                ));
+            }
+            if self.acks != Acks::All {
+                return Err(ConfigError::Inconsistent(
+                    "transactional.id requires acks=all".into(),
+                ));
+            }
+            if self.max_in_flight > 5 {
+                return Err(ConfigError::Inconsistent(
+                    "transactional.id requires max.in.flight.requests.per.connection <= 5".into(),
+                ));
+            }
+        }
         if self.enable_idempotence == Some(true) {
             if self.acks != Acks::All {
                 return Err(ConfigError::Inconsistent(

@@ -725,5 +725,10 @@ fn placeholder_versions() -> ApiVersions {
         create_topics: None,
         sasl_handshake: None,
         sasl_authenticate: None,
+        find_coordinator: None,
+        add_partitions_to_txn: None,
+        add_offsets_to_txn: None,
+        end_txn: None,
+        txn_offset_commit: None,
     }
 }

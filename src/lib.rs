@@ -49,6 +49,7 @@ pub mod retry;
 pub mod security;
 pub mod stats;
 mod sync;
+mod transaction;
 
 pub use actors::msgs::Produce;
 pub use actors::supervisor::ProducerSupervisor;
@@ -59,3 +60,4 @@ pub use producer::{Producer, ProducerBuilder, Subscriber};
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
 pub use stats::StatsSnapshot;
+pub use transaction::{GroupMetadata, TransactionError};

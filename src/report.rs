@@ -62,6 +62,15 @@ pub enum ErrorKind {
     /// The TLS handshake failed (an untrusted CA, a certificate for another
     /// host name, a listener that does not speak TLS).
     Tls,
+    /// The record belonged to a transaction that was aborted before it was
+    /// sent (`abort_transaction`), or the transaction could not commit
+    /// because some of its records failed.
+    Aborted,
+    /// The transactional producer was fenced: a newer producer with the
+    /// same `transactional.id` started, or the coordinator aborted a
+    /// transaction that outlived `transaction.timeout.ms`. The producer can
+    /// no longer be used.
+    Fenced,
 }
 
 impl fmt::Display for ErrorKind {
@@ -77,6 +86,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::QueueFull => f.write_str("producer queue full"),
             ErrorKind::Authentication => f.write_str("authentication failed"),
             ErrorKind::Tls => f.write_str("TLS failed"),
+            ErrorKind::Aborted => f.write_str("transaction aborted"),
+            ErrorKind::Fenced => f.write_str("producer fenced"),
         }
     }
 }

@@ -29,6 +29,11 @@ const AGREED: ApiVersions = ApiVersions {
     create_topics: Some(7),
     sasl_handshake: None,
     sasl_authenticate: None,
+    find_coordinator: None,
+    add_partitions_to_txn: None,
+    add_offsets_to_txn: None,
+    end_txn: None,
+    txn_offset_commit: None,
 };
 
 fn topic(name: &'static str) -> TopicName {

@@ -29,6 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "metadata.rs",
             "stats.rs",
             "idempotence.rs",
+            "transaction.rs",
             "partitioner.rs",
         ],
     ),

@@ -348,13 +348,18 @@ fn hand_written_produce_frames_match_kafka_protocol() {
         ("t", &[(1, 3), (2, 4)]),
     ];
     for version in 3..=12 {
-        for client_id in [Some("courier-test"), None] {
+        for (client_id, transactional_id) in [
+            (Some("courier-test"), None),
+            (None, None),
+            (Some("courier-test"), Some("orders-writer-1")),
+        ] {
             let header = ProduceHeader {
                 version,
                 correlation_id: 0x0102_0304,
                 client_id,
                 acks: -1,
                 timeout_ms: 30_000,
+                transactional_id,
             };
             let topics: Vec<TopicData> = layout
                 .iter()
@@ -384,6 +389,7 @@ fn hand_written_produce_frames_match_kafka_protocol() {
             }
 
             let mut req = ProduceRequest::default();
+            req.transactional_id = transactional_id.map(|t| TransactionalId(s(t)));
             req.acks = -1;
             req.timeout_ms = 30_000;
             req.topic_data = layout
@@ -406,7 +412,11 @@ fn hand_written_produce_frames_match_kafka_protocol() {
             let mut theirs = BytesMut::new();
             let cid = client_id.map(s);
             encode_request(&mut theirs, 0x0102_0304, cid.as_ref(), version, &req).unwrap();
-            assert_eq!(ours, theirs.to_vec(), "v{version}, client id {client_id:?}");
+            assert_eq!(
+                ours,
+                theirs.to_vec(),
+                "v{version}, client id {client_id:?}, transactional id {transactional_id:?}"
+            );
         }
     }
     let bad = ProduceHeader {
@@ -415,6 +425,7 @@ fn hand_written_produce_frames_match_kafka_protocol() {
         client_id: None,
         acks: 1,
         timeout_ms: 1,
+        transactional_id: None,
     };
     assert!(encode(&bad, &[]).is_err(), "v13 names topics by id");
 }

@@ -94,6 +94,7 @@ fn check_decodes_to(
         prop_assert_eq!(got.value.as_deref(), want.value.as_deref());
         prop_assert_eq!(got.producer_id, stamp.producer_id);
         prop_assert_eq!(got.producer_epoch, stamp.producer_epoch);
+        prop_assert_eq!(got.transactional, stamp.transactional);
         if stamp.base_sequence >= 0 {
             prop_assert_eq!(got.sequence, stamp.base_sequence + i as i32);
         }
@@ -131,7 +132,12 @@ proptest! {
         }
         let uncompressed = b.size();
         let stamp = if pid < 0 { ProducerStamp::NONE } else {
-            ProducerStamp { producer_id: pid, producer_epoch: epoch, base_sequence: seq }
+            ProducerStamp {
+                producer_id: pid,
+                producer_epoch: epoch,
+                base_sequence: seq,
+                transactional: pid % 2 == 0,
+            }
         };
         let batch = b.finish(stamp).unwrap();
         prop_assert!(batch.len() <= uncompressed, "compression never grows a batch");
@@ -141,8 +147,14 @@ proptest! {
         prop_assert_eq!(batch.stamp(), stamp);
         check_decodes_to(&batch, &recs, stamp)?;
 
-        // A restamp (epoch bump on retry) keeps the records and fixes the CRC.
-        let bumped = ProducerStamp { producer_id: 42, producer_epoch: 7, base_sequence: 100 };
+        // A restamp (epoch bump on retry) keeps the records and fixes the
+        // CRC; the transactional attribute goes on or off with the stamp.
+        let bumped = ProducerStamp {
+            producer_id: 42,
+            producer_epoch: 7,
+            base_sequence: 100,
+            transactional: !stamp.transactional,
+        };
         check_decodes_to(&batch.restamp(bumped), &recs, bumped)?;
         // In place: a shared batch is copied (the original keeps its stamp),
         // an unshared one is patched without a copy.

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use crate::actors::broker::state::BrokerState;
 use crate::actors::broker::BrokerConnection;
-use crate::actors::msgs::{EnsureTopic, Wake};
+use crate::actors::msgs::{EndTransaction, EnsureTopic, SendOffsets, Wake};
 use crate::engine::ActorTree;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -51,6 +51,13 @@ impl TopicWaits {
     }
 }
 
+/// The transaction actor's addresses, for the producer handles.
+#[derive(Debug, Clone)]
+pub(crate) struct TransactionAddrs {
+    pub end: Recipient<EndTransaction>,
+    pub send_offsets: Recipient<SendOffsets>,
+}
+
 /// Addresses shared by the engine, the producer handles and the actors.
 #[derive(Debug, Default)]
 pub(crate) struct Addresses {
@@ -63,6 +70,20 @@ pub(crate) struct Addresses {
     /// The partitioner actor, for `EnsureTopic` waits; set when it starts
     /// (and again when it is restarted).
     pub topic_waits: Arc<TopicWaits>,
+    /// The transaction actor (a transactional producer only); replaced
+    /// when the supervisor restarts it.
+    transactions: Mutex<Option<TransactionAddrs>>,
+}
+
+impl Addresses {
+    pub fn set_transactions(&self, to: TransactionAddrs) {
+        *lock(&self.transactions) = Some(to);
+    }
+
+    /// The current transaction actor, if any.
+    pub fn transactions(&self) -> Option<TransactionAddrs> {
+        lock(&self.transactions).clone()
+    }
 }
 
 impl ActorTree for Addresses {

@@ -23,3 +23,4 @@ pub(crate) mod broker;
 pub mod msgs;
 pub(crate) mod partitioner;
 pub mod supervisor;
+pub(crate) mod transaction;

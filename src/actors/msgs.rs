@@ -56,6 +56,73 @@ impl Message for InitProducer {
     type Result = Result<(i64, i16), FetchError>;
 }
 
+/// Partitions with batches are waiting to join the open transaction
+/// (`Transactions::wanted`): the transaction actor adds them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddPartitionsWanted;
+
+impl Message for AddPartitionsWanted {
+    type Result = ();
+}
+
+/// Any request through this broker's connection, built for the version
+/// agreed with the broker (capped at `max`); answered with the decoded
+/// response and the version used. For the transaction actor, whose
+/// requests (FindCoordinator, AddPartitionsToTxn, EndTxn, …) are rare.
+pub(crate) struct Ask<R> {
+    pub api: crate::protocol::ApiKey,
+    pub max: i16,
+    pub build: Box<dyn FnOnce(i16) -> R + Send>,
+}
+
+impl<R> std::fmt::Debug for Ask<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ask").field("api", &self.api).finish()
+    }
+}
+
+impl<R> Message for Ask<R>
+where
+    R: kafka_protocol::protocol::Request + 'static,
+    R::Response: Send + 'static,
+{
+    type Result = Result<(i16, R::Response), String>;
+}
+
+/// Get the transactional producer an id (or bump its epoch) at its
+/// transaction coordinator: the supervisor asks the transaction actor.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InitTransactional {
+    pub bump_from: Option<(i64, i16)>,
+}
+
+impl Message for InitTransactional {
+    type Result = Result<(i64, i16), FetchError>;
+}
+
+/// End the open transaction at the coordinator (EndTxn), retrying what is
+/// retriable up to `max.block.ms`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EndTransaction {
+    pub commit: bool,
+}
+
+impl Message for EndTransaction {
+    type Result = Result<(), crate::transaction::TransactionError>;
+}
+
+/// Add a consumer group's offsets to the open transaction
+/// (AddOffsetsToTxn, then TxnOffsetCommit at the group coordinator).
+#[derive(Debug, Clone)]
+pub(crate) struct SendOffsets {
+    pub offsets: Vec<(Topic, i32, i64)>,
+    pub group: crate::transaction::GroupMetadata,
+}
+
+impl Message for SendOffsets {
+    type Result = Result<(), crate::transaction::TransactionError>;
+}
+
 /// The idempotent producer needs an id (or an epoch bump): the supervisor
 /// starts one when it is due.
 #[derive(Debug, Clone, Copy)]

@@ -18,6 +18,7 @@ use crate::actors::addresses::Addresses;
 use crate::actors::broker::{BrokerConnection, Upstream};
 use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
+use crate::actors::transaction::TransactionActor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::Resume;
 use crate::engine::error::ProduceError;
@@ -36,6 +37,8 @@ pub struct ProducerSupervisor {
     addrs: HashMap<i32, String>,
     /// A timer for the next InitProducerId attempt after a failed one.
     idem_retry: Option<SpawnHandle>,
+    /// The transaction actor, for a transactional producer.
+    transactions: Option<Addr<TransactionActor>>,
 }
 
 impl std::fmt::Debug for ProducerSupervisor {
@@ -70,7 +73,9 @@ impl ProducerSupervisor {
                 owns_system,
                 addrs: HashMap::new(),
                 idem_retry: None,
+                transactions: None,
             };
+            sup.start_transaction_actor();
             for (i, addr) in engine
                 .config
                 .bootstrap_servers
@@ -112,6 +117,7 @@ impl ProducerSupervisor {
             refresh_metadata: ctx.address().recipient(),
             ensure_producer_id: ctx.address().recipient(),
             security_failed: ctx.address().recipient(),
+            add_partitions: ctx.address().recipient(),
         };
         let actor =
             Supervisor::start(move |_| BrokerConnection::new(id, a, engine, state, upstream));
@@ -165,7 +171,13 @@ impl ProducerSupervisor {
             );
             return self.drive_idempotence(ctx);
         };
-        let fut = addr.send(InitProducer { bump_from });
+        // A transactional producer's id comes from its transaction
+        // coordinator, which the transaction actor finds.
+        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = match &self.transactions
+        {
+            Some(t) => Box::pin(t.send(InitTransactional { bump_from })),
+            None => Box::pin(addr.send(InitProducer { bump_from })),
+        };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
             let res = res
                 .unwrap_or_else(|_| Err(FetchError::Transient("broker actor unavailable".into())));
@@ -238,6 +250,36 @@ impl ProducerSupervisor {
     /// start another. Its state is rebuilt (the topics of interest from the
     /// queues, the metadata from a fetch); topic waits the dead one held
     /// ask the new one again (`TopicWaits`).
+    /// Starts the transaction actor (a transactional producer only) and
+    /// points the producer handles at it.
+    fn start_transaction_actor(&mut self) {
+        if self.engine.txn.is_none() {
+            return;
+        }
+        let actor = TransactionActor::new(self.engine.clone(), self.addresses.clone()).start();
+        self.addresses
+            .set_transactions(crate::actors::addresses::TransactionAddrs {
+                end: actor.clone().recipient(),
+                send_offsets: actor.clone().recipient(),
+            });
+        self.transactions = Some(actor);
+    }
+
+    /// The transaction actor is supervised like the partitioner: its state
+    /// is in `Engine::txn`, so a new one carries on.
+    fn restart_dead_transaction_actor(&mut self) {
+        let dead = self.transactions.as_ref().is_some_and(|t| !t.connected());
+        if !dead || self.engine.closed.load(Ordering::Acquire) {
+            return;
+        }
+        tracing::warn!("transaction actor died; restarting it");
+        self.engine
+            .stats
+            .actor_restarts
+            .fetch_add(1, Ordering::Relaxed);
+        self.start_transaction_actor();
+    }
+
     fn restart_dead_partitioner(&mut self, ctx: &mut Context<Self>) {
         if self.partitioner.connected() || self.engine.closed.load(Ordering::Acquire) {
             return;
@@ -345,6 +387,9 @@ impl Actor for ProducerSupervisor {
             act.guarded("partitioner actor", ctx, |act, ctx| {
                 act.restart_dead_partitioner(ctx)
             });
+            act.guarded("transaction actor", ctx, |act, _| {
+                act.restart_dead_transaction_actor()
+            });
             act.guarded("delivery timeouts", ctx, |act, _| {
                 #[cfg(feature = "fault-injection")]
                 if act.engine.inject_sweep_panic.swap(false, Ordering::AcqRel) {
@@ -411,6 +456,7 @@ impl Handler<Produce> for ProducerSupervisor {
             let kind = match e {
                 ProduceError::Closed(_) => ErrorKind::Cancelled,
                 ProduceError::QueueFull(_) => ErrorKind::QueueFull,
+                ProduceError::NoTransaction(_) => ErrorKind::Aborted,
                 _ => ErrorKind::Timeout,
             };
             to.do_send(DeliveryReport::Failed(DeliveryError {
@@ -507,6 +553,15 @@ impl Handler<SecurityFailed> for ProducerSupervisor {
 
 /// A connection actor's request for fresh metadata, passed to the current
 /// partitioner.
+impl Handler<AddPartitionsWanted> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: AddPartitionsWanted, _: &mut Context<Self>) {
+        if let Some(t) = &self.transactions {
+            t.do_send(msg);
+        }
+    }
+}
+
 impl Handler<RefreshMetadata> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: RefreshMetadata, _: &mut Context<Self>) {

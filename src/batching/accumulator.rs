@@ -59,6 +59,10 @@ pub(crate) enum AppendError<'s> {
     /// The producer closed; checked under the partition lock, so nothing is
     /// appended after the final cancellation sweep has passed this queue.
     Closed(Record),
+    /// A transactional producer with no transaction open; checked under
+    /// the partition lock, so nothing is appended after `commit` or
+    /// `abort` has closed the gate and passed this queue (`barrier`).
+    NoTransaction(Record),
 }
 
 /// All partition queues, and the memory pool.
@@ -68,6 +72,9 @@ pub(crate) struct Accumulator {
     /// neither the topic nor a queue's `Arc`.
     topics: DashMap<Topic, TopicQueues, TopicHasher>,
     closed: Arc<AtomicBool>,
+    /// A transactional producer's gate (`Transactions::gate`): records are
+    /// taken only while it is open.
+    txn_gate: Option<Arc<AtomicBool>>,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
     /// `max.request.size`.
@@ -96,6 +103,7 @@ impl Accumulator {
         Accumulator {
             topics: DashMap::default(),
             closed,
+            txn_gate: None,
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
             max_request_size,
@@ -156,7 +164,7 @@ impl Accumulator {
             return 0;
         };
         let mut q = lock(&queue.state);
-        if self.closed.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.gate_shut() {
             return 0;
         }
         let Some(open) = q.open.as_mut() else {
@@ -225,6 +233,28 @@ impl Accumulator {
     }
 
     /// Every queue, for sweeps that lock them one by one.
+    /// Makes appends depend on a transaction being open (`gate`).
+    pub fn set_transaction_gate(&mut self, gate: Arc<AtomicBool>) {
+        self.txn_gate = Some(gate);
+    }
+
+    /// A transactional producer with its gate shut.
+    #[inline(always)]
+    fn gate_shut(&self) -> bool {
+        self.txn_gate
+            .as_ref()
+            .is_some_and(|g| !g.load(Ordering::Acquire))
+    }
+
+    /// Takes and releases every partition lock once: after a gate or
+    /// `closed` change, no append that saw the old value is still under
+    /// way when this returns.
+    pub fn barrier(&self) {
+        for q in self.all_queues() {
+            drop(lock(&q.state));
+        }
+    }
+
     pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
         self.topics
             .iter()
@@ -267,6 +297,9 @@ impl Accumulator {
         let mut q = lock(&queue.state);
         if self.closed.load(Ordering::Acquire) {
             return Err(AppendError::Closed(record));
+        }
+        if self.gate_shut() {
+            return Err(AppendError::NoTransaction(record));
         }
         if let Some(open) = q.open.as_mut() {
             let index = open.record_count() as u32;

@@ -431,6 +431,7 @@ mod tests {
             producer_id: 42,
             producer_epoch: 1,
             base_sequence: i32::MAX - 1,
+            transactional: false,
         });
         let parts = sealed.split(7 << 16, 1 << 20).unwrap();
         assert_eq!(parts.len(), 5);

@@ -44,6 +44,10 @@ pub(crate) struct QueueState {
     /// refused first one (say NOT_LEADER_OR_FOLLOWER from a partition's
     /// new leader) would be written ahead of it.
     pub confirmed: Option<(i64, i16)>,
+    /// Transactions: the transaction generation in which the coordinator
+    /// added this partition (AddPartitionsToTxn); its batches are sent
+    /// only when that is the current one. 0: never.
+    pub txn_added: u64,
 }
 
 impl QueueState {

@@ -439,6 +439,9 @@ impl Engine {
                     return Ok(Ok(()));
                 }
                 Err(AppendError::Closed(r)) => return Ok(Err(ProduceError::Closed(r))),
+                Err(AppendError::NoTransaction(r)) => {
+                    return Ok(Err(ProduceError::NoTransaction(r)))
+                }
                 Err(AppendError::WouldOpenNewBatch(r, rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
                     // before opening a new one. The full batch is ready now.

@@ -17,6 +17,11 @@ pub enum ProduceError {
     /// The producer is closed.
     #[error("producer is closed")]
     Closed(Record),
+    /// A transactional producer takes records only inside a transaction:
+    /// none is open (call `begin_transaction`), or it is being committed
+    /// or aborted, or the producer was fenced.
+    #[error("no transaction is open (call begin_transaction first)")]
+    NoTransaction(Record),
 }
 
 impl ProduceError {
@@ -25,7 +30,8 @@ impl ProduceError {
         match self {
             ProduceError::QueueFull(r)
             | ProduceError::MetadataNotReady(r)
-            | ProduceError::Closed(r) => r,
+            | ProduceError::Closed(r)
+            | ProduceError::NoTransaction(r) => r,
         }
     }
 }

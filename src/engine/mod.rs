@@ -44,6 +44,7 @@ use crate::partitioner::Partitioner;
 use crate::report::ErrorKind;
 use crate::stats::{Stats, StatsSnapshot};
 use crate::sync::lock;
+use crate::transaction::Transactions;
 
 /// State shared by producer handles and actors. Lives as long as any of
 /// them.
@@ -55,6 +56,8 @@ pub(crate) struct Engine {
     pub metadata: ArcSwap<MetadataSnapshot>,
     /// The idempotent producer's id and epoch; `None` without idempotence.
     pub idem: Option<Idempotence>,
+    /// The transactional producer's state; `None` without `transactional.id`.
+    pub txn: Option<Transactions>,
     /// The partitioning strategy (murmur2 + sticky, or the user's); runs in
     /// the producing thread. Not the partitioner *actor*, which is the
     /// metadata cache.
@@ -125,16 +128,25 @@ impl Engine {
                 "batch.size capped so that a batch fits a request"
             );
         }
+        let txn = c
+            .transactional_id
+            .clone()
+            .map(|id| Transactions::new(id, c.transaction_timeout));
+        let mut acc = Accumulator::new(
+            batch_size,
+            c.max_request_size,
+            c.batch_num_messages,
+            c.buffer_memory,
+            c.compression,
+            c.delivery_timeout,
+            closed.clone(),
+        );
+        if let Some(t) = &txn {
+            acc.set_transaction_gate(t.gate.clone());
+        }
         Arc::new(Engine {
-            acc: Accumulator::new(
-                batch_size,
-                c.max_request_size,
-                c.batch_num_messages,
-                c.buffer_memory,
-                c.compression,
-                c.delivery_timeout,
-                closed.clone(),
-            ),
+            acc,
+            txn,
             sizing,
             client_id,
             metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
@@ -158,6 +170,20 @@ impl Engine {
             actors,
             config: c,
         })
+    }
+
+    /// The transactional producer cannot go on (fenced, or refused): no
+    /// record is taken or sent any more, and every record not yet sent
+    /// fails with `kind` (in-flight ones get their own answers).
+    pub(crate) fn fail_transactional(&self, kind: ErrorKind, message: &str) {
+        let Some(txn) = &self.txn else {
+            return;
+        };
+        if txn.set_fatal(kind, message.to_string()) {
+            tracing::error!(transactional_id = %txn.id, %kind, message, "transactional producer fenced");
+            self.acc.barrier();
+            self.fail_queued(kind, message);
+        }
     }
 
     /// Every connection actor should drain.
@@ -273,7 +299,12 @@ impl Engine {
     /// Fails what waits in `q` (its open batch and its sealed ones not in
     /// flight) with `kind` and `message`; returns whether `q` still has
     /// batches in flight.
-    fn fail_waiting(&self, q: &Arc<PartitionQueue>, kind: ErrorKind, message: &str) -> bool {
+    pub(crate) fn fail_waiting(
+        &self,
+        q: &Arc<PartitionQueue>,
+        kind: ErrorKind,
+        message: &str,
+    ) -> bool {
         let (open, ready, in_flight) = {
             let mut qs = lock(&q.state);
             (

@@ -48,7 +48,7 @@ impl Drop for HandleGuard {
 #[derive(Clone)]
 pub struct Producer {
     pub(crate) engine: Arc<Engine>,
-    addresses: Arc<Addresses>,
+    pub(crate) addresses: Arc<Addresses>,
     supervisor: Addr<ProducerSupervisor>,
     _guard: Arc<HandleGuard>,
 }
@@ -97,7 +97,10 @@ impl Producer {
         // future waiting for its report stays small, which matters to
         // callers holding many of them at once.
         let cancelled = |e: ProduceError| DeliveryError {
-            kind: ErrorKind::Cancelled,
+            kind: match e {
+                ProduceError::NoTransaction(_) => ErrorKind::Aborted,
+                _ => ErrorKind::Cancelled,
+            },
             message: e.to_string(),
             partition: None,
             attempts: 0,

@@ -2,12 +2,14 @@
 //! [`Subscriber`].
 //!
 //! Files build on each other one way: `handle` ← `builder` (adds
-//! `Producer::builder`) and `handle` ← `subscriber` (adds
-//! `Producer::subscribe`); this file only gathers them.
+//! `Producer::builder`), `handle` ← `subscriber` (adds
+//! `Producer::subscribe`) and `handle` ← `transactions` (adds the
+//! transaction calls); this file only gathers them.
 
 mod builder;
 mod handle;
 mod subscriber;
+mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use handle::Producer;

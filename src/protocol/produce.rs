@@ -55,6 +55,9 @@ pub struct ProduceHeader<'a> {
     pub acks: i16,
     /// How long the broker may wait for the acks, in ms.
     pub timeout_ms: i32,
+    /// The producer's `transactional.id`, which a transactional batch
+    /// must come with (`None`: null).
+    pub transactional_id: Option<&'a str>,
 }
 
 /// A whole Produce request frame (length prefix included), as parts to be
@@ -106,8 +109,14 @@ pub fn frame_size(header: &ProduceHeader<'_>, topics: &[TopicData<'_>]) -> usize
     // Request header: api key, version, correlation id, client id (a
     // classic nullable string even in header v2), then v2's tagged fields.
     let mut n = 2 + 2 + 4 + 2 + header.client_id.map_or(0, str::len) + tags;
-    // transactional_id (null), acks, timeout, topic array.
-    n += if flexible { 1 } else { 2 } + 2 + 4 + array(topics.len());
+    // transactional_id (a nullable string), acks, timeout, topic array.
+    n += match header.transactional_id {
+        Some(id) => string(id.len()),
+        None if flexible => 1,
+        None => 2,
+    } + 2
+        + 4
+        + array(topics.len());
     for t in topics {
         n += string(t.name.len()) + array(t.partitions.len());
         for p in &t.partitions {
@@ -133,7 +142,7 @@ pub fn frame_size(header: &ProduceHeader<'_>, topics: &[TopicData<'_>]) -> usize
 /// use courier::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 ///
 /// let batch = Bytes::from_static(b"(a record batch)");
-/// let header = ProduceHeader { version: 9, correlation_id: 7, client_id: Some("courier"), acks: -1, timeout_ms: 30_000 };
+/// let header = ProduceHeader { version: 9, correlation_id: 7, client_id: Some("courier"), acks: -1, timeout_ms: 30_000, transactional_id: None };
 /// let topics = [TopicData { name: "orders", partitions: vec![PartitionData { partition: 2, records: &batch }] }];
 /// let frame = encode(&header, &topics).unwrap();
 /// assert_eq!(frame.len, frame_size(&header, &topics));
@@ -194,11 +203,15 @@ pub fn encode(
         None => head.put_i16(-1),
     }
     put_tags(&mut head);
-    // transactional_id: null.
-    if flexible {
-        head.put_u8(0);
-    } else {
-        head.put_i16(-1);
+    match header.transactional_id {
+        Some(id) => {
+            if id.len() > i16::MAX as usize {
+                return Err(fail(format!("transactional id of {} bytes", id.len())));
+            }
+            put_string(&mut head, id);
+        }
+        None if flexible => head.put_u8(0),
+        None => head.put_i16(-1),
     }
     head.put_i16(header.acks);
     head.put_i32(header.timeout_ms);

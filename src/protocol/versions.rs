@@ -68,7 +68,42 @@ pub const SUPPORTED: &[Supported] = &[
         min: 0,
         max: 2,
     },
+    // Transactions, in the first transaction protocol (KIP-98; Kafka's
+    // "transaction version 1"): FindCoordinator v4 looks up a list of
+    // keys; AddPartitionsToTxn stops at v3 (v4 and later are for brokers),
+    // EndTxn at v4 and TxnOffsetCommit at v3 (the next versions belong to
+    // transaction version 2, KIP-890); AddOffsetsToTxn at v3.
+    Supported {
+        api: ApiKey::FindCoordinator,
+        min: 1,
+        max: 4,
+    },
+    Supported {
+        api: ApiKey::AddPartitionsToTxn,
+        min: 0,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::AddOffsetsToTxn,
+        min: 0,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::EndTxn,
+        min: 0,
+        max: 4,
+    },
+    Supported {
+        api: ApiKey::TxnOffsetCommit,
+        min: 0,
+        max: 3,
+    },
 ];
+
+/// The newest Produce version a transactional producer sends: v12 and
+/// later tell the broker to use transaction version 2 (KIP-890), in which
+/// partitions join a transaction implicitly; Courier adds them explicitly.
+pub const TRANSACTIONAL_PRODUCE_MAX: i16 = 11;
 
 /// The range Courier implements for `api`, if it uses that API at all.
 pub fn supported(api: ApiKey) -> Option<Supported> {
@@ -93,6 +128,16 @@ pub struct ApiVersions {
     pub sasl_handshake: Option<i16>,
     /// SaslAuthenticate version (`None`: not offered).
     pub sasl_authenticate: Option<i16>,
+    /// FindCoordinator version (`None`: not offered).
+    pub find_coordinator: Option<i16>,
+    /// AddPartitionsToTxn version (`None`: not offered).
+    pub add_partitions_to_txn: Option<i16>,
+    /// AddOffsetsToTxn version (`None`: not offered).
+    pub add_offsets_to_txn: Option<i16>,
+    /// EndTxn version (`None`: not offered).
+    pub end_txn: Option<i16>,
+    /// TxnOffsetCommit version (`None`: not offered).
+    pub txn_offset_commit: Option<i16>,
 }
 
 impl ApiVersions {
@@ -106,6 +151,11 @@ impl ApiVersions {
             ApiKey::CreateTopics => self.create_topics,
             ApiKey::SaslHandshake => self.sasl_handshake,
             ApiKey::SaslAuthenticate => self.sasl_authenticate,
+            ApiKey::FindCoordinator => self.find_coordinator,
+            ApiKey::AddPartitionsToTxn => self.add_partitions_to_txn,
+            ApiKey::AddOffsetsToTxn => self.add_offsets_to_txn,
+            ApiKey::EndTxn => self.end_txn,
+            ApiKey::TxnOffsetCommit => self.txn_offset_commit,
             _ => None,
         }
     }
@@ -151,6 +201,13 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         create_topics: pick(resp, ApiKey::CreateTopics)?,
         sasl_handshake: pick(resp, ApiKey::SaslHandshake)?,
         sasl_authenticate: pick(resp, ApiKey::SaslAuthenticate)?,
+        // Only transactional producers use these: a range we cannot speak
+        // is as good as none, and does not stop anyone else.
+        find_coordinator: pick(resp, ApiKey::FindCoordinator).ok().flatten(),
+        add_partitions_to_txn: pick(resp, ApiKey::AddPartitionsToTxn).ok().flatten(),
+        add_offsets_to_txn: pick(resp, ApiKey::AddOffsetsToTxn).ok().flatten(),
+        end_txn: pick(resp, ApiKey::EndTxn).ok().flatten(),
+        txn_offset_commit: pick(resp, ApiKey::TxnOffsetCommit).ok().flatten(),
     })
 }
 

@@ -1625,6 +1625,9 @@ offsets.topic.num.partitions=1
 transaction.state.log.replication.factor={n}
 transaction.state.log.min.isr={min_isr}
 transaction.state.log.num.partitions=1
+# Transactions open past their transaction.timeout.ms are aborted within
+# a second (default: every 10 s), so timeout tests wait less.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 share.coordinator.state.topic.replication.factor={n}
 share.coordinator.state.topic.min.isr={min_isr}
 group.initial.rebalance.delay.ms=0

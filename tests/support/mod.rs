@@ -216,6 +216,34 @@ pub fn read_back_with(
     out
 }
 
+/// Every record the rdkafka consumer (with extra `settings`, say
+/// `isolation.level=read_committed`) reads from `topic` until none has
+/// come for `idle`; by partition and offset. For logs whose size is not
+/// known in advance (a read_committed view skips aborted records).
+pub fn read_until_quiet(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topic: &str,
+    partitions: i32,
+    idle: Duration,
+) -> Vec<ReadRecord> {
+    let consumer = reader(bootstrap, settings, topic, partitions);
+    let mut out = Vec::new();
+    let mut last = Instant::now();
+    while last.elapsed() < idle {
+        match consumer.poll(Duration::from_millis(100)) {
+            None => continue,
+            Some(Err(e)) => panic!("consumer error: {e}"),
+            Some(Ok(m)) => {
+                last = Instant::now();
+                out.push(ReadRecord::from_message(&m));
+            }
+        }
+    }
+    out.sort_by_key(|r| (r.partition, r.offset));
+    out
+}
+
 /// Reads `expected` records from `topic` (partitions `0..partitions`) with
 /// the rdkafka consumer, from the beginning, handing each to `f` as it
 /// comes (nothing is kept: for logs too large to hold); panics after

@@ -1,4 +1,4 @@
-//! A request other than Produce (Metadata, InitProducerId) waiting for
+//! A request other than Produce (Metadata, InitProducerId, a transaction's) waiting for
 //! its response, and how its response is decoded and handed over.
 
 use kafka_protocol::messages::{
@@ -8,10 +8,16 @@ use tokio::sync::oneshot;
 
 use crate::protocol::message::decode_response;
 
+/// Hands a response frame (or why none came) to whoever asked, decoding
+/// it; `Err` when the frame could not be decoded.
+pub(super) type Answer = Box<dyn FnOnce(Result<bytes::Bytes, String>) -> Result<(), String> + Send>;
+
 /// A request other than Produce, waiting for its response.
 pub(super) enum Call {
     Metadata(i16, oneshot::Sender<Result<MetadataResponse, String>>),
     InitProducerId(i16, oneshot::Sender<Result<InitProducerIdResponse, String>>),
+    /// Any other request (`Ask`).
+    Any(Answer),
 }
 
 impl Call {
@@ -22,6 +28,9 @@ impl Call {
             }
             Call::InitProducerId(_, tx) => {
                 let _ = tx.send(Err(error));
+            }
+            Call::Any(answer) => {
+                let _ = answer(Err(error));
             }
         }
     }
@@ -50,6 +59,7 @@ impl Call {
                     .map(|(_, r)| r)
                     .map_err(|e| e.to_string()),
             ),
+            Call::Any(answer) => answer(Ok(frame)),
         }
     }
 }

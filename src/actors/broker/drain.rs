@@ -10,12 +10,13 @@ use tokio::sync::mpsc;
 
 use crate::actors::broker::state::InFlight;
 use crate::actors::broker::{BrokerConnection, ConnState};
-use crate::actors::msgs::EnsureProducerId;
+use crate::actors::msgs::{AddPartitionsWanted, EnsureProducerId};
 use crate::batching::batch::SealedBatch;
 use crate::batching::queue::QueueState;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 use crate::protocol::record_batch::{increment_sequence, ProducerStamp};
+use crate::protocol::versions::TRANSACTIONAL_PRODUCE_MAX;
 use crate::report::ErrorKind;
 use crate::sync::lock;
 
@@ -64,6 +65,17 @@ impl BrokerConnection {
                 }
             },
         };
+        // Transactional: nothing is sent outside a transaction (or once
+        // fenced), and only partitions the coordinator has added to the
+        // current one; the others are asked for (AddPartitionsToTxn).
+        let txn_generation = match &engine.txn {
+            None => None,
+            Some(t) => match t.sendable() {
+                Some(g) => Some(g),
+                None => return,
+            },
+        };
+        let mut wanted = Vec::new();
         let cfg = &engine.config;
         let snapshot = engine.metadata.load();
         let flushing = engine.flushing.load(std::sync::atomic::Ordering::Acquire) > 0
@@ -98,6 +110,12 @@ impl BrokerConnection {
                 // acknowledged a batch of this epoch here
                 // (`QueueState::confirmed`).
                 if qi.in_flight > 0 && idem.is_some_and(|id| qi.confirmed != Some(id)) {
+                    continue;
+                }
+                if txn_generation.is_some_and(|g| qi.txn_added != g) {
+                    if !qi.ready.is_empty() || qi.open.is_some() {
+                        wanted.push((q.topic, q.partition));
+                    }
                     continue;
                 }
                 let batch = if let Some(front) = qi.ready.front() {
@@ -147,7 +165,7 @@ impl BrokerConnection {
                 };
                 if let Some(mut b) = batch {
                     if let Some((id, epoch)) = idem {
-                        stamp_sequence(&mut qi, &mut b, id, epoch);
+                        stamp_sequence(&mut qi, &mut b, id, epoch, txn_generation.is_some());
                     }
                     qi.take_off(&mut b);
                     size += b.encoded.len();
@@ -157,7 +175,16 @@ impl BrokerConnection {
             if batches.is_empty() {
                 break;
             }
-            self.send_produce(batches, &tx, versions.produce);
+            let version = match txn_generation {
+                Some(_) => versions.produce.min(TRANSACTIONAL_PRODUCE_MAX),
+                None => versions.produce,
+            };
+            self.send_produce(batches, &tx, version);
+        }
+        if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
+            if t.want(wanted) {
+                self.upstream.add_partitions.do_send(AddPartitionsWanted);
+            }
         }
         if let Some(at) = next_wake {
             self.schedule_wake(at, ctx);
@@ -204,6 +231,7 @@ impl BrokerConnection {
             client_id: Some(engine.client_id.as_str()),
             acks: cfg.acks.wire(),
             timeout_ms: cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32,
+            transactional_id: engine.txn.as_ref().map(|t| t.id.as_str()),
         };
         // Exact size check: a request never exceeds max.request.size. Extra
         // batches go back into their queues (by batch id).
@@ -276,7 +304,13 @@ impl BrokerConnection {
 /// Stamps a batch with the producer id, epoch and its partition's next
 /// sequence, the first time it is sent under this epoch. A retry under the
 /// same epoch keeps its stamp (the broker deduplicates on it).
-fn stamp_sequence(qi: &mut QueueState, b: &mut SealedBatch, id: i64, epoch: i16) {
+fn stamp_sequence(
+    qi: &mut QueueState,
+    b: &mut SealedBatch,
+    id: i64,
+    epoch: i16,
+    transactional: bool,
+) {
     let current = b.encoded.stamp();
     if (current.producer_id, current.producer_epoch) == (id, epoch) {
         return;
@@ -291,6 +325,7 @@ fn stamp_sequence(qi: &mut QueueState, b: &mut SealedBatch, id: i64, epoch: i16)
         producer_id: id,
         producer_epoch: epoch,
         base_sequence: seq,
+        transactional,
     });
     qi.unacked.insert(b.id);
 }

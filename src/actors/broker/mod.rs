@@ -58,6 +58,9 @@ pub(crate) struct Upstream {
     pub ensure_producer_id: Recipient<EnsureProducerId>,
     /// The supervisor: a connection failed TLS or authentication.
     pub security_failed: Recipient<SecurityFailed>,
+    /// The supervisor (for the transaction actor): partitions wait to
+    /// join the open transaction.
+    pub add_partitions: Recipient<AddPartitionsWanted>,
 }
 
 #[derive(Debug)]

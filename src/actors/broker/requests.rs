@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::actors::broker::call::Call;
 use crate::actors::broker::BrokerConnection;
-use crate::actors::msgs::{FetchMetadata, InitProducer};
+use crate::actors::msgs::{Ask, FetchMetadata, InitProducer};
 use crate::idempotence::FetchError;
 use crate::kafka_error::{classify, ResponseError};
 use crate::protocol::message::encode_request;
@@ -75,6 +75,51 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 Ok(Ok(r)) => r,
                 Ok(Err(_)) => Err("connection closed".into()),
                 Err(_) => Err("metadata request timed out".into()),
+            }
+        })
+    }
+}
+
+impl<R> Handler<Ask<R>> for BrokerConnection
+where
+    R: kafka_protocol::protocol::Request + 'static,
+    R::Response: Send + 'static,
+{
+    type Result = ResponseFuture<Result<(i16, R::Response), String>>;
+    fn handle(&mut self, msg: Ask<R>, ctx: &mut Context<Self>) -> Self::Result {
+        let (tx, versions) = match self.connected(ctx) {
+            Ok(c) => c,
+            Err(e) => return Box::pin(async move { Err(e) }),
+        };
+        let Some(version) = versions.get(msg.api).map(|v| v.min(msg.max)) else {
+            let e = format!(
+                "broker {} at {} does not offer {:?} in a version Courier speaks",
+                self.node_id, self.addr, msg.api
+            );
+            return Box::pin(async move { Err(e) });
+        };
+        let req = (msg.build)(version);
+        let (wtx, wrx) = oneshot::channel();
+        let answer: crate::actors::broker::call::Answer = Box::new(move |frame| {
+            let r = frame.and_then(|f| {
+                crate::protocol::message::decode_response::<R>(f, version)
+                    .map(|(_, r)| (version, r))
+                    .map_err(|e| e.to_string())
+            });
+            let failed = r.as_ref().err().cloned();
+            let _ = wtx.send(r);
+            failed.map_or(Ok(()), Err)
+        });
+        if let Err(e) = self.call(&tx, version, &req, |_| Call::Any(answer)) {
+            return Box::pin(async move { Err(e) });
+        }
+        let timeout = self.engine.config.request_timeout;
+        let api = msg.api;
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, wrx).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err("connection closed".into()),
+                Err(_) => Err(format!("{api:?} request timed out")),
             }
         })
     }

@@ -19,6 +19,7 @@ use crate::protocol::frame::peek_correlation_id;
 use crate::protocol::message::decode_response;
 use crate::report::ErrorKind;
 use crate::sync::lock;
+use crate::transaction::is_fatal_code;
 
 impl BrokerConnection {
     /// Puts every in-flight batch back into its queue, where `requeue`
@@ -190,6 +191,29 @@ impl BrokerConnection {
                 continue;
             };
             let class = classify(pr.error_code);
+            // A transactional producer fenced (a newer instance with the
+            // same transactional.id, or its transaction timed out on the
+            // coordinator): this batch and everything not yet sent fail,
+            // and the producer takes nothing more.
+            if let Some(c) = class.filter(|c| self.engine.txn.is_some() && is_fatal_code(c.error)) {
+                let kind = match c.error {
+                    ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+                        ErrorKind::Fenced
+                    }
+                    e => ErrorKind::Broker(e),
+                };
+                let message = format!(
+                    "{:?} from broker {}: a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms",
+                    c.error, self.node_id
+                );
+                // Fenced first, then the report: whoever reads it finds
+                // the producer fenced already.
+                self.engine.fail_transactional(kind, &message);
+                let q = self.engine.acc.queue(&b.topic, b.partition);
+                lock(&q.state).land(&mut b);
+                self.settle(b, Outcome::Failed { kind, message });
+                continue;
+            }
             if let Some(c) = class.filter(|c| c.sequence_reset) {
                 self.on_sequence_error(&b, c.error);
             }

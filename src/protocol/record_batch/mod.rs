@@ -66,6 +66,10 @@ pub struct ProducerStamp {
     pub producer_epoch: i16,
     /// Sequence of the first record, or -1 without idempotence.
     pub base_sequence: i32,
+    /// Whether the batch belongs to a transaction (attribute bit 4): a
+    /// read_committed consumer holds it back until the transaction's
+    /// marker.
+    pub transactional: bool,
 }
 
 impl ProducerStamp {
@@ -74,6 +78,7 @@ impl ProducerStamp {
         producer_id: -1,
         producer_epoch: -1,
         base_sequence: -1,
+        transactional: false,
     };
 }
 
@@ -246,8 +251,18 @@ impl BatchBuilder {
     }
 }
 
-/// Writes the producer fields and recomputes the CRC, which covers them.
+/// The transactional bit of a batch's attributes.
+const TRANSACTIONAL: u8 = 0x10;
+
+/// Writes the producer fields (and the transactional attribute) and
+/// recomputes the CRC, which covers them.
 fn write_stamp(buf: &mut [u8], stamp: ProducerStamp) {
+    // The attributes are big-endian: bit 4 is in their second byte.
+    if stamp.transactional {
+        buf[ATTRIBUTES_AT + 1] |= TRANSACTIONAL;
+    } else {
+        buf[ATTRIBUTES_AT + 1] &= !TRANSACTIONAL;
+    }
     buf[PRODUCER_ID_AT..51].copy_from_slice(&stamp.producer_id.to_be_bytes());
     buf[51..53].copy_from_slice(&stamp.producer_epoch.to_be_bytes());
     buf[53..57].copy_from_slice(&stamp.base_sequence.to_be_bytes());
@@ -296,6 +311,7 @@ impl EncodedBatch {
             producer_id: i64::from_be_bytes(b[PRODUCER_ID_AT..51].try_into().unwrap()),
             producer_epoch: i16::from_be_bytes(b[51..53].try_into().unwrap()),
             base_sequence: i32::from_be_bytes(b[53..57].try_into().unwrap()),
+            transactional: b[ATTRIBUTES_AT + 1] & TRANSACTIONAL != 0,
         }
     }
 

@@ -1,0 +1,659 @@
+//! `TransactionActor`: a transactional producer's conversation with its
+//! transaction coordinator (and, for offsets, its group's coordinator).
+//!
+//! It finds the coordinator (FindCoordinator), gets the producer id for the
+//! `transactional.id` (InitProducerId, which fences older producers with
+//! the same id and aborts what they left open), adds partitions to the
+//! open transaction before their first batch is sent (AddPartitionsToTxn,
+//! asked for by connection actors as `AddPartitionsWanted`), adds a
+//! group's offsets (AddOffsetsToTxn, TxnOffsetCommit) and ends the
+//! transaction (EndTxn). Every request goes through the connection actor
+//! of the broker concerned (`Ask`); one exchange at a time
+//! (`Transactions::ops`).
+//!
+//! The state lives in `Engine::txn` (`transaction.rs`), outside this
+//! actor: the supervisor restarts it when it dies and nothing is lost.
+//! Coordinator moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) find the
+//! coordinator again; COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS
+//! and other retriable errors are retried with backoff, up to
+//! `max.block.ms`; fencing errors are fatal (`Engine::fail_transactional`);
+//! the rest make the transaction abortable.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::prelude::*;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::{
+    AddOffsetsToTxnRequest, AddPartitionsToTxnRequest, EndTxnRequest, FindCoordinatorRequest,
+    GroupId, InitProducerIdRequest, ProducerId, TopicName, TransactionalId, TxnOffsetCommitRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+
+use crate::actors::addresses::Addresses;
+use crate::actors::msgs::{
+    AddPartitionsWanted, Ask, EndTransaction, InitTransactional, SendOffsets,
+};
+use crate::clock::backoff;
+use crate::engine::Engine;
+use crate::idempotence::FetchError;
+use crate::kafka_error::{classify, ResponseError};
+use crate::protocol::ApiKey;
+use crate::record::Topic;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+use crate::transaction::{is_fatal_code, GroupMetadata, TransactionError, Transactions};
+
+/// How one coordinator exchange went wrong.
+#[derive(Debug)]
+enum Step {
+    /// Try again after a backoff.
+    Retry(String),
+    /// The coordinator moved or is unknown: find it again, then retry.
+    Recoordinate(String),
+    /// The transaction must be aborted.
+    Abortable(ErrorKind, String),
+    /// The producer cannot go on.
+    Fatal(ErrorKind, String),
+}
+
+/// A coordinator's error code, classified.
+fn step_for(code: i16, what: &str) -> Result<(), Step> {
+    let Some(c) = classify(code) else {
+        return Ok(());
+    };
+    let e = c.error;
+    let message = format!("{what}: {e:?}");
+    Err(match e {
+        _ if is_fatal_code(e) => {
+            let kind = match e {
+                ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+                    ErrorKind::Fenced
+                }
+                e => ErrorKind::Broker(e),
+            };
+            Step::Fatal(
+                kind,
+                format!(
+                    "{message} (a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms)"
+                ),
+            )
+        }
+        ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable => {
+            Step::Recoordinate(message)
+        }
+        ResponseError::ConcurrentTransactions | ResponseError::CoordinatorLoadInProgress => {
+            Step::Retry(message)
+        }
+        _ if c.retriable => Step::Retry(message),
+        e => Step::Abortable(ErrorKind::Broker(e), message),
+    })
+}
+
+/// What the exchanges need: the engine (state, config) and the connection
+/// actors.
+#[derive(Clone)]
+struct Link {
+    engine: Arc<Engine>,
+    addresses: Arc<Addresses>,
+}
+
+impl Link {
+    fn txn(&self) -> &Transactions {
+        self.engine
+            .txn
+            .as_ref()
+            .expect("a transaction actor runs only for a transactional producer")
+    }
+
+    /// Sends a request through broker `node`'s connection actor.
+    async fn ask<R>(
+        &self,
+        node: i32,
+        api: ApiKey,
+        max: i16,
+        build: impl FnOnce(i16) -> R + Send + 'static,
+    ) -> Result<(i16, R::Response), Step>
+    where
+        R: kafka_protocol::protocol::Request + Send + 'static,
+        R::Response: Send + 'static,
+    {
+        let addr = self
+            .addresses
+            .connections
+            .get(&node)
+            .map(|a| a.value().clone())
+            .ok_or_else(|| Step::Recoordinate(format!("no connection to broker {node} yet")))?;
+        match addr
+            .send(Ask {
+                api,
+                max,
+                build: Box::new(build),
+            })
+            .await
+        {
+            Ok(Ok(r)) => Ok(r),
+            Ok(Err(e)) => Err(Step::Recoordinate(format!("broker {node}: {e}"))),
+            Err(e) => Err(Step::Recoordinate(format!(
+                "broker {node}'s connection actor: {e}"
+            ))),
+        }
+    }
+
+    /// A broker to ask FindCoordinator: a known one (not a bootstrap
+    /// address) when there is one, at random.
+    fn any_broker(&self) -> Option<i32> {
+        let mut ids: Vec<i32> = self
+            .addresses
+            .connections
+            .iter()
+            .map(|e| *e.key())
+            .collect();
+        ids.sort_by_key(|id| (*id < 0, fastrand::u32(..)));
+        ids.first().copied()
+    }
+
+    /// FindCoordinator for `key` (`key_type` 0: a group, 1: a
+    /// transactional id): the coordinator's broker id.
+    async fn find_coordinator(&self, key: &str, key_type: i8) -> Result<i32, Step> {
+        let node = self
+            .any_broker()
+            .ok_or_else(|| Step::Retry("no broker connection yet".into()))?;
+        let k = StrBytes::from_string(key.to_string());
+        let (version, resp) = self
+            .ask(node, ApiKey::FindCoordinator, 4, move |v| {
+                let r = FindCoordinatorRequest::default().with_key_type(key_type);
+                if v >= 4 {
+                    r.with_coordinator_keys(vec![k])
+                } else {
+                    r.with_key(k)
+                }
+            })
+            .await?;
+        let (code, id) = if version >= 4 {
+            let c = resp
+                .coordinators
+                .first()
+                .ok_or_else(|| Step::Retry("FindCoordinator answered no coordinator".into()))?;
+            (c.error_code, c.node_id.0)
+        } else {
+            (resp.error_code, resp.node_id.0)
+        };
+        step_for(code, "FindCoordinator")?;
+        if id < 0 {
+            return Err(Step::Retry("FindCoordinator answered no broker".into()));
+        }
+        Ok(id)
+    }
+
+    /// The transaction coordinator, found once and kept until it moves.
+    async fn txn_coordinator(&self) -> Result<i32, Step> {
+        if let Some(c) = self.txn().coordinator() {
+            return Ok(c);
+        }
+        let id = self.find_coordinator(&self.txn().id, 1).await?;
+        tracing::debug!(transactional_id = %self.txn().id, coordinator = id, "transaction coordinator found");
+        self.txn().set_coordinator(Some(id));
+        Ok(id)
+    }
+
+    /// Runs `step` until it succeeds, fails for good, or `max.block.ms`
+    /// passes; finds the coordinator again when it moved. Fatal errors
+    /// fence the producer; abortable ones make the transaction abortable.
+    async fn retrying<T, F, Fut>(&self, what: &str, mut step: F) -> Result<T, TransactionError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, Step>>,
+    {
+        let cfg = &self.engine.config;
+        let deadline = Instant::now() + cfg.max_block;
+        let mut attempt = 0;
+        loop {
+            let why = match step().await {
+                Ok(t) => return Ok(t),
+                Err(Step::Fatal(kind, message)) => {
+                    self.engine.fail_transactional(kind, &message);
+                    return Err(TransactionError::Fatal { kind, message });
+                }
+                Err(Step::Abortable(kind, message)) => {
+                    self.txn().abortable(kind, message.clone());
+                    return Err(TransactionError::Abortable { kind, message });
+                }
+                Err(Step::Recoordinate(why)) => {
+                    self.txn().set_coordinator(None);
+                    why
+                }
+                Err(Step::Retry(why)) => why,
+            };
+            if self
+                .engine
+                .closed
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                return Err(TransactionError::State(format!(
+                    "{what}: the producer is closed ({why})"
+                )));
+            }
+            let wait = backoff(cfg.retry_backoff, cfg.retry_backoff_max, attempt);
+            if Instant::now() + wait > deadline {
+                return Err(TransactionError::TimedOut(format!(
+                    "{what} did not succeed within max.block.ms ({} ms): {why}",
+                    cfg.max_block.as_millis()
+                )));
+            }
+            tracing::debug!(what, %why, "transaction step retried");
+            attempt += 1;
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// The producer id and epoch, waiting for them up to `max.block.ms`.
+    async fn producer_id(&self) -> Result<(i64, i16), TransactionError> {
+        self.retrying("waiting for the producer id", || async {
+            let idem = self
+                .engine
+                .idem
+                .as_ref()
+                .expect("transactional is idempotent");
+            if let Some((kind, message)) = idem.refused() {
+                return Err(Step::Fatal(kind, message));
+            }
+            idem.ready()
+                .ok_or_else(|| Step::Retry("no producer id yet".into()))
+        })
+        .await
+    }
+
+    /// InitProducerId for the transactional id at its coordinator.
+    async fn init(&self, bump_from: Option<(i64, i16)>) -> Result<(i64, i16), FetchError> {
+        let _one = self.txn().ops.lock().await;
+        let coordinator = self
+            .txn_coordinator()
+            .await
+            .map_err(|s| FetchError::Transient(format!("{s:?}")))?;
+        let id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));
+        let timeout_ms = self.txn().timeout.as_millis().min(i32::MAX as u128) as i32;
+        let (_, resp) = self
+            .ask(coordinator, ApiKey::InitProducerId, 5, move |v| {
+                let mut r = InitProducerIdRequest::default()
+                    .with_transactional_id(Some(id))
+                    .with_transaction_timeout_ms(timeout_ms);
+                if v >= 3 {
+                    let (pid, epoch) = bump_from.unwrap_or((-1, -1));
+                    r = r
+                        .with_producer_id(ProducerId(pid))
+                        .with_producer_epoch(epoch);
+                }
+                r
+            })
+            .await
+            .map_err(|s| {
+                self.txn().set_coordinator(None);
+                FetchError::Transient(format!("{s:?}"))
+            })?;
+        match step_for(resp.error_code, "InitProducerId") {
+            Ok(()) => {
+                if bump_from.is_some() {
+                    // Bumping the epoch aborts the open transaction on the
+                    // coordinator: it can no longer commit.
+                    self.txn().abortable(
+                        ErrorKind::Aborted,
+                        "the producer's epoch was bumped after a sequence error, which aborted the transaction on the coordinator".into(),
+                    );
+                }
+                Ok((resp.producer_id.0, resp.producer_epoch))
+            }
+            Err(Step::Fatal(kind, message)) => Err(FetchError::Refused(kind, message)),
+            Err(Step::Recoordinate(m)) => {
+                self.txn().set_coordinator(None);
+                Err(FetchError::Transient(m))
+            }
+            Err(Step::Retry(m)) => Err(FetchError::Transient(m)),
+            Err(Step::Abortable(kind, message)) => Err(FetchError::Refused(kind, message)),
+        }
+    }
+
+    /// Adds every wanted partition to the open transaction, until none is
+    /// wanted. A partition refused (say TOPIC_AUTHORIZATION_FAILED) makes
+    /// the transaction abortable and fails that partition's waiting
+    /// batches with the cause.
+    async fn add_partitions(&self) {
+        loop {
+            let (generation, wanted) = self.txn().wanted();
+            if wanted.is_empty() || self.txn().sendable() != Some(generation) {
+                return;
+            }
+            let id = match self.producer_id().await {
+                Ok(id) => id,
+                Err(e) => return self.drop_wanted(generation, &wanted, ErrorKind::Aborted, &e),
+            };
+            let result = {
+                let _one = self.txn().ops.lock().await;
+                self.retrying("AddPartitionsToTxn", || self.add_once(id, &wanted))
+                    .await
+            };
+            match result {
+                Ok(()) => {
+                    if !self.txn().is_generation(generation) {
+                        continue;
+                    }
+                    for (topic, partition) in &wanted {
+                        let q = self.engine.acc.queue(topic, *partition);
+                        lock(&q.state).txn_added = generation;
+                    }
+                    self.txn().added(generation, &wanted, id);
+                    self.engine.wake_all();
+                }
+                Err(e) => {
+                    let kind = match &e {
+                        TransactionError::Abortable { kind, .. }
+                        | TransactionError::Fatal { kind, .. } => *kind,
+                        _ => ErrorKind::Aborted,
+                    };
+                    return self.drop_wanted(generation, &wanted, kind, &e);
+                }
+            }
+        }
+    }
+
+    /// Partitions that could not be added: their waiting batches fail with
+    /// the cause, and the transaction can only be aborted.
+    fn drop_wanted(
+        &self,
+        generation: u64,
+        wanted: &[(Topic, i32)],
+        kind: ErrorKind,
+        e: &TransactionError,
+    ) {
+        let message = format!("the partition could not be added to the transaction: {e}");
+        self.txn().abortable(kind, message.clone());
+        self.txn().added(generation, wanted, (-1, -1));
+        for (topic, partition) in wanted {
+            let q = self.engine.acc.queue(topic, *partition);
+            self.engine.fail_waiting(&q, kind, &message);
+        }
+    }
+
+    async fn add_once(&self, id: (i64, i16), wanted: &[(Topic, i32)]) -> Result<(), Step> {
+        let coordinator = self.txn_coordinator().await?;
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for (t, p) in wanted {
+            topics.entry(t.as_str()).or_default().push(*p);
+        }
+        let topics: Vec<AddPartitionsToTxnTopic> = topics
+            .into_iter()
+            .map(|(t, ps)| {
+                AddPartitionsToTxnTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(t.to_string())))
+                    .with_partitions(ps)
+            })
+            .collect();
+        let txn_id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));
+        let (_, resp) = self
+            .ask(coordinator, ApiKey::AddPartitionsToTxn, 3, move |_| {
+                AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(txn_id)
+                    .with_v3_and_below_producer_id(ProducerId(id.0))
+                    .with_v3_and_below_producer_epoch(id.1)
+                    .with_v3_and_below_topics(topics)
+            })
+            .await?;
+        step_for(resp.error_code, "AddPartitionsToTxn")?;
+        // The worst answer decides: fatal, then a coordinator move or a
+        // retry, then a refusal (OPERATION_NOT_ATTEMPTED marks partitions
+        // held back because another one failed).
+        let mut worst: Option<Step> = None;
+        for t in &resp.results_by_topic_v3_and_below {
+            for p in &t.results_by_partition {
+                if p.partition_error_code == ResponseError::OperationNotAttempted.code() {
+                    continue;
+                }
+                let what = format!(
+                    "AddPartitionsToTxn for {}/{}",
+                    t.name.0.as_str(),
+                    p.partition_index
+                );
+                if let Err(s) = step_for(p.partition_error_code, &what) {
+                    let rank = |s: &Step| match s {
+                        Step::Fatal(..) => 3,
+                        Step::Abortable(..) => 2,
+                        Step::Recoordinate(_) | Step::Retry(_) => 1,
+                    };
+                    if worst.as_ref().is_none_or(|w| rank(&s) > rank(w)) {
+                        worst = Some(s);
+                    }
+                }
+            }
+        }
+        worst.map_or(Ok(()), Err)
+    }
+
+    /// EndTxn for the open transaction, when the coordinator knows of it.
+    async fn end(&self, commit: bool) -> Result<(), TransactionError> {
+        let _one = self.txn().ops.lock().await;
+        let Some(started) = self.txn().started_under() else {
+            return Ok(()); // nothing was added: nothing to end
+        };
+        let current = self.engine.idem.as_ref().and_then(|i| i.ready());
+        if current != Some(started) {
+            // The epoch was bumped since (a sequence error), which aborted
+            // the transaction on the coordinator already.
+            return if commit {
+                let message =
+                    "the producer's epoch was bumped during the transaction, which aborted it"
+                        .to_string();
+                self.txn().abortable(ErrorKind::Aborted, message.clone());
+                Err(TransactionError::Abortable {
+                    kind: ErrorKind::Aborted,
+                    message,
+                })
+            } else {
+                Ok(())
+            };
+        }
+        let what = if commit {
+            "EndTxn(commit)"
+        } else {
+            "EndTxn(abort)"
+        };
+        self.retrying(what, || async {
+            let coordinator = self.txn_coordinator().await?;
+            let txn_id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));
+            let (_, resp) = self
+                .ask(coordinator, ApiKey::EndTxn, 4, move |_| {
+                    EndTxnRequest::default()
+                        .with_transactional_id(txn_id)
+                        .with_producer_id(ProducerId(started.0))
+                        .with_producer_epoch(started.1)
+                        .with_committed(commit)
+                })
+                .await?;
+            step_for(resp.error_code, what)
+        })
+        .await
+    }
+
+    /// AddOffsetsToTxn at the transaction coordinator, then TxnOffsetCommit
+    /// at the group's coordinator.
+    async fn send_offsets(
+        &self,
+        offsets: Vec<(Topic, i32, i64)>,
+        group: GroupMetadata,
+    ) -> Result<(), TransactionError> {
+        let id = self.producer_id().await?;
+        let _one = self.txn().ops.lock().await;
+        let txn_id = self.txn().id.clone();
+        self.retrying("AddOffsetsToTxn", || async {
+            let coordinator = self.txn_coordinator().await?;
+            let (t, g) = (txn_id.clone(), group.group_id.clone());
+            let (_, resp) = self
+                .ask(coordinator, ApiKey::AddOffsetsToTxn, 3, move |_| {
+                    AddOffsetsToTxnRequest::default()
+                        .with_transactional_id(TransactionalId(StrBytes::from_string(t)))
+                        .with_producer_id(ProducerId(id.0))
+                        .with_producer_epoch(id.1)
+                        .with_group_id(GroupId(StrBytes::from_string(g)))
+                })
+                .await?;
+            step_for(resp.error_code, "AddOffsetsToTxn")
+        })
+        .await?;
+        self.txn().offsets_added(id);
+        let found: std::cell::Cell<Option<i32>> = std::cell::Cell::new(None);
+        self.retrying("TxnOffsetCommit", || {
+            let offsets = offsets.clone();
+            let group = group.clone();
+            let txn_id = txn_id.clone();
+            let found = &found;
+            async move {
+                let coordinator = match found.get() {
+                    Some(c) => c,
+                    None => {
+                        let c = self.find_coordinator(&group.group_id, 0).await?;
+                        found.set(Some(c));
+                        c
+                    }
+                };
+                let mut topics: BTreeMap<Topic, Vec<(i32, i64)>> = BTreeMap::new();
+                for (t, p, o) in offsets {
+                    topics.entry(t).or_default().push((p, o));
+                }
+                let topics: Vec<TxnOffsetCommitRequestTopic> = topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        TxnOffsetCommitRequestTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(t.as_str().to_string())))
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|(p, o)| {
+                                        TxnOffsetCommitRequestPartition::default()
+                                            .with_partition_index(p)
+                                            .with_committed_offset(o)
+                                            .with_committed_leader_epoch(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                let result = self
+                    .ask(coordinator, ApiKey::TxnOffsetCommit, 3, move |_| {
+                        TxnOffsetCommitRequest::default()
+                            .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id)))
+                            .with_group_id(GroupId(StrBytes::from_string(group.group_id)))
+                            .with_producer_id(ProducerId(id.0))
+                            .with_producer_epoch(id.1)
+                            .with_generation_id(group.generation_id)
+                            .with_member_id(StrBytes::from_string(group.member_id))
+                            .with_group_instance_id(
+                                group.group_instance_id.map(StrBytes::from_string),
+                            )
+                            .with_topics(topics)
+                    })
+                    .await;
+                let (_, resp) = match result {
+                    Ok(r) => r,
+                    Err(e) => {
+                        found.set(None);
+                        return Err(e);
+                    }
+                };
+                for t in &resp.topics {
+                    for p in &t.partitions {
+                        match step_for(p.error_code, "TxnOffsetCommit") {
+                            Ok(()) => {}
+                            // The group's coordinator moved, not the
+                            // transaction's.
+                            Err(Step::Recoordinate(m)) => {
+                                found.set(None);
+                                return Err(Step::Retry(m));
+                            }
+                            Err(s) => return Err(s),
+                        }
+                    }
+                }
+                Ok(())
+            }
+        })
+        .await
+    }
+}
+
+/// The transaction actor; see the module documentation.
+pub(crate) struct TransactionActor {
+    link: Link,
+    /// An AddPartitionsToTxn loop is running.
+    adding: bool,
+}
+
+impl TransactionActor {
+    pub(crate) fn new(engine: Arc<Engine>, addresses: Arc<Addresses>) -> Self {
+        TransactionActor {
+            link: Link { engine, addresses },
+            adding: false,
+        }
+    }
+
+    fn start_adding(&mut self, ctx: &mut Context<Self>) {
+        if self.adding {
+            return;
+        }
+        self.adding = true;
+        let link = self.link.clone();
+        ctx.spawn(
+            async move { link.add_partitions().await }
+                .into_actor(self)
+                .map(|(), act, ctx| {
+                    act.adding = false;
+                    // Partitions wanted after the loop's last look.
+                    let (g, wanted) = act.link.txn().wanted();
+                    if !wanted.is_empty() && act.link.txn().sendable() == Some(g) {
+                        act.start_adding(ctx);
+                    }
+                }),
+        );
+    }
+}
+
+impl Actor for TransactionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // A restarted actor picks up what its predecessor left.
+        self.start_adding(ctx);
+    }
+}
+
+impl Handler<AddPartitionsWanted> for TransactionActor {
+    type Result = ();
+    fn handle(&mut self, _: AddPartitionsWanted, ctx: &mut Context<Self>) {
+        self.start_adding(ctx);
+    }
+}
+
+impl Handler<InitTransactional> for TransactionActor {
+    type Result = ResponseFuture<Result<(i64, i16), FetchError>>;
+    fn handle(&mut self, msg: InitTransactional, _: &mut Context<Self>) -> Self::Result {
+        let link = self.link.clone();
+        Box::pin(async move { link.init(msg.bump_from).await })
+    }
+}
+
+impl Handler<EndTransaction> for TransactionActor {
+    type Result = ResponseFuture<Result<(), TransactionError>>;
+    fn handle(&mut self, msg: EndTransaction, _: &mut Context<Self>) -> Self::Result {
+        let link = self.link.clone();
+        Box::pin(async move { link.end(msg.commit).await })
+    }
+}
+
+impl Handler<SendOffsets> for TransactionActor {
+    type Result = ResponseFuture<Result<(), TransactionError>>;
+    fn handle(&mut self, msg: SendOffsets, _: &mut Context<Self>) -> Self::Result {
+        let link = self.link.clone();
+        Box::pin(async move { link.send_offsets(msg.offsets, msg.group).await })
+    }
+}

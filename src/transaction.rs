@@ -1,0 +1,500 @@
+//! Transactions (KIP-98): the state of a transactional producer, kept
+//! outside every actor so that it survives their restarts.
+//!
+//! ```text
+//!            begin_transaction            commit_transaction: flush, then EndTxn(commit)
+//!   Idle ───────────────────────▶ Open ───────────────────────▶ Committing ──▶ Idle
+//!    ▲                             │ a record of the transaction failed          │ a record failed
+//!    │                             ▼                                              ▼
+//!    │        abort_transaction   Abortable ◀───────────────────────────────────────
+//!    └──── Aborting ◀──────────── (Open, Abortable, or a Committing that failed)
+//!          fail what is queued (`Aborted`), wait for what is in flight, EndTxn(abort)
+//!
+//!   any state ──▶ Fatal: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (a newer producer
+//!                 with the same transactional.id, or the coordinator aborted a
+//!                 transaction that outlived transaction.timeout.ms),
+//!                 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE. Every
+//!                 pending record fails `Fenced`; every later call returns the cause.
+//! ```
+//!
+//! Records are taken only while a transaction is open: the `gate` flag is
+//! checked under each partition lock (as `closed` is), so no record slips
+//! into a batch after `commit` or `abort` closed it. A partition's batches
+//! are sent only once the coordinator has added the partition to the
+//! transaction (AddPartitionsToTxn): `QueueState::txn_added` holds the
+//! transaction `generation` it was added in.
+//!
+//! Courier speaks the first transaction protocol (KIP-98; "transaction
+//! version 1"): Produce up to v11, AddPartitionsToTxn up to v3, EndTxn up to
+//! v4, as the Java client does when a cluster has not enabled version 2
+//! (KIP-890).
+//!
+//! # References
+//! - KIP-98 (transactions), KIP-447 (group metadata in TxnOffsetCommit)
+//! - Java: `TransactionManager`
+
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::record::Topic;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+/// Where the transactional producer stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// No transaction open; `begin_transaction` opens one.
+    Idle,
+    /// Records are taken into the transaction.
+    Open,
+    /// Flushing, then EndTxn(commit). A commit that timed out stays here;
+    /// calling commit again resumes it.
+    Committing,
+    /// A record of the transaction failed: it can only be aborted.
+    Abortable,
+    /// Failing what is queued, then EndTxn(abort).
+    Aborting,
+    /// The producer cannot go on (fenced, or refused): close it.
+    Fatal,
+}
+
+/// Why a transaction call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransactionError {
+    /// The producer has no `transactional.id`.
+    #[error("the producer is not transactional (set transactional.id)")]
+    NotTransactional,
+    /// The call does not fit the transaction's state (say
+    /// `begin_transaction` with one open, `commit_transaction` with none).
+    #[error("{0}")]
+    State(String),
+    /// The transaction cannot be committed (one of its records failed, or
+    /// the coordinator refused a step): abort it, then carry on.
+    #[error("the transaction must be aborted: {kind}: {message}")]
+    Abortable {
+        /// What failed.
+        kind: ErrorKind,
+        /// Details, for people.
+        message: String,
+    },
+    /// The producer cannot go on: a newer producer with the same
+    /// `transactional.id` fenced it, or the coordinator aborted a
+    /// transaction that outlived `transaction.timeout.ms`, or the cluster
+    /// refused it. Close it (and start a new one).
+    #[error("the producer can no longer be used: {kind}: {message}")]
+    Fatal {
+        /// What failed.
+        kind: ErrorKind,
+        /// Details, for people.
+        message: String,
+    },
+    /// The coordinator did not answer within `max.block.ms`; calling the
+    /// same method again resumes where this one stopped.
+    #[error("timed out: {0}")]
+    TimedOut(String),
+}
+
+impl TransactionError {
+    /// Whether the producer must be closed (a fatal error).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, TransactionError::Fatal { .. })
+    }
+
+    /// Whether aborting the transaction lets the producer go on.
+    pub fn is_abortable(&self) -> bool {
+        matches!(self, TransactionError::Abortable { .. })
+    }
+}
+
+/// A consumer group's identity for `send_offsets_to_transaction` (KIP-447:
+/// the coordinator refuses offsets from a member that is no longer in the
+/// group's current generation, which fences zombie consumers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMetadata {
+    /// `group.id`.
+    pub group_id: String,
+    /// The group's generation, or -1 when unknown (no fencing by
+    /// generation then).
+    pub generation_id: i32,
+    /// The member id, or "" when unknown.
+    pub member_id: String,
+    /// `group.instance.id` of a static member.
+    pub group_instance_id: Option<String>,
+}
+
+impl GroupMetadata {
+    /// Metadata with only the group id (no generation fencing), as the
+    /// Java client's `sendOffsetsToTransaction(offsets, groupId)` sends.
+    pub fn new(group_id: impl Into<String>) -> GroupMetadata {
+        GroupMetadata {
+            group_id: group_id.into(),
+            generation_id: -1,
+            member_id: String::new(),
+            group_instance_id: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    phase: Phase,
+    /// Counts transactions begun; a partition's `txn_added` equal to it
+    /// means it is in the current transaction.
+    generation: u64,
+    /// Partitions with batches waiting for AddPartitionsToTxn.
+    wanted: BTreeSet<(Topic, i32)>,
+    /// The producer id and epoch the coordinator saw this transaction
+    /// under (set by its first AddPartitionsToTxn or AddOffsetsToTxn):
+    /// `Some` means EndTxn is needed. An epoch bump since then aborted it
+    /// on the coordinator already.
+    started_under: Option<(i64, i16)>,
+    /// `stats.failed` when the transaction began: more at commit means a
+    /// record of it failed.
+    failed_before: u64,
+    /// An abortable cause (a step the coordinator refused), or the fatal one.
+    error: Option<(ErrorKind, String)>,
+    /// The transaction coordinator, once found.
+    coordinator: Option<i32>,
+}
+
+/// A transactional producer's state (`Engine::txn`).
+#[derive(Debug)]
+pub(crate) struct Transactions {
+    /// `transactional.id`.
+    pub id: String,
+    /// `transaction.timeout.ms`.
+    pub timeout: Duration,
+    /// Open for records: read under each partition lock by the accumulator.
+    pub gate: Arc<AtomicBool>,
+    /// One coordinator exchange at a time (AddPartitionsToTxn, EndTxn,
+    /// AddOffsetsToTxn, InitProducerId).
+    pub ops: tokio::sync::Mutex<()>,
+    inner: Mutex<Inner>,
+}
+
+impl Transactions {
+    pub fn new(id: String, timeout: Duration) -> Transactions {
+        Transactions {
+            id,
+            timeout,
+            gate: Arc::new(AtomicBool::new(false)),
+            ops: tokio::sync::Mutex::new(()),
+            inner: Mutex::new(Inner {
+                phase: Phase::Idle,
+                generation: 0,
+                wanted: BTreeSet::new(),
+                started_under: None,
+                failed_before: 0,
+                error: None,
+                coordinator: None,
+            }),
+        }
+    }
+
+    pub fn phase(&self) -> Phase {
+        lock(&self.inner).phase
+    }
+
+    /// Opens a transaction (`Idle` → `Open`); `failed_now` is the
+    /// producer's failed-record count.
+    pub fn begin(&self, failed_now: u64) -> Result<(), TransactionError> {
+        let mut i = lock(&self.inner);
+        match i.phase {
+            Phase::Idle => {}
+            Phase::Fatal => return Err(fatal_error(&i)),
+            Phase::Open => {
+                return Err(TransactionError::State(
+                    "a transaction is already open".into(),
+                ))
+            }
+            p => {
+                return Err(TransactionError::State(format!(
+                    "the previous transaction is not finished ({p:?}): commit or abort it first"
+                )))
+            }
+        }
+        i.phase = Phase::Open;
+        i.generation += 1;
+        i.wanted.clear();
+        i.started_under = None;
+        i.failed_before = failed_now;
+        i.error = None;
+        self.gate.store(true, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+
+    /// The generation whose partitions may be sent: `None` when nothing
+    /// may be sent at all (no transaction, or the producer is fenced).
+    pub fn sendable(&self) -> Option<u64> {
+        let i = lock(&self.inner);
+        match i.phase {
+            Phase::Open | Phase::Committing | Phase::Abortable | Phase::Aborting => {
+                Some(i.generation)
+            }
+            Phase::Idle | Phase::Fatal => None,
+        }
+    }
+
+    /// Partitions that have batches but are not in the transaction yet;
+    /// true when one of them is new (the coordinator must be asked).
+    pub fn want(&self, partitions: impl IntoIterator<Item = (Topic, i32)>) -> bool {
+        let mut i = lock(&self.inner);
+        let mut new = false;
+        for p in partitions {
+            new |= i.wanted.insert(p);
+        }
+        new
+    }
+
+    /// The partitions to add, and the generation they are for.
+    pub fn wanted(&self) -> (u64, Vec<(Topic, i32)>) {
+        let i = lock(&self.inner);
+        (i.generation, i.wanted.iter().copied().collect())
+    }
+
+    /// The coordinator added `partitions` in `generation` under `id`.
+    pub fn added(&self, generation: u64, partitions: &[(Topic, i32)], id: (i64, i16)) {
+        let mut i = lock(&self.inner);
+        if i.generation != generation {
+            return;
+        }
+        for p in partitions {
+            i.wanted.remove(p);
+        }
+        i.started_under.get_or_insert(id);
+    }
+
+    /// AddOffsetsToTxn succeeded under `id`.
+    pub fn offsets_added(&self, id: (i64, i16)) {
+        lock(&self.inner).started_under.get_or_insert(id);
+    }
+
+    /// Whether the current generation is still `generation`.
+    pub fn is_generation(&self, generation: u64) -> bool {
+        lock(&self.inner).generation == generation
+    }
+
+    /// Starts a commit: `Open` → `Committing` (closing the gate), or
+    /// resumes one that timed out.
+    pub fn start_commit(&self) -> Result<(), TransactionError> {
+        let mut i = lock(&self.inner);
+        match i.phase {
+            Phase::Open | Phase::Committing => {
+                i.phase = Phase::Committing;
+                self.gate.store(false, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
+            Phase::Idle => Err(TransactionError::State(
+                "no transaction is open: call begin_transaction first".into(),
+            )),
+            Phase::Abortable => Err(abortable_error(&i)),
+            Phase::Aborting => Err(TransactionError::State(
+                "the transaction is being aborted".into(),
+            )),
+            Phase::Fatal => Err(fatal_error(&i)),
+        }
+    }
+
+    /// After the commit's flush: whether the transaction may be committed
+    /// (`failed_now`: the producer's failed-record count). If a record
+    /// failed, or a step was refused, it becomes `Abortable`.
+    pub fn check_commit(&self, failed_now: u64) -> Result<Option<(i64, i16)>, TransactionError> {
+        let mut i = lock(&self.inner);
+        if i.phase == Phase::Fatal {
+            return Err(fatal_error(&i));
+        }
+        let failed = failed_now.saturating_sub(i.failed_before);
+        if failed > 0 && i.error.is_none() {
+            i.error = Some((
+                ErrorKind::Aborted,
+                format!("{failed} record(s) of the transaction failed (see their reports)"),
+            ));
+        }
+        if i.error.is_some() {
+            i.phase = Phase::Abortable;
+            return Err(abortable_error(&i));
+        }
+        Ok(i.started_under)
+    }
+
+    /// Starts an abort (closing the gate): from `Open`, `Abortable` or
+    /// `Committing`, or resumes one that timed out.
+    pub fn start_abort(&self) -> Result<(), TransactionError> {
+        let mut i = lock(&self.inner);
+        match i.phase {
+            Phase::Open | Phase::Abortable | Phase::Committing | Phase::Aborting => {
+                i.phase = Phase::Aborting;
+                self.gate.store(false, std::sync::atomic::Ordering::Release);
+                Ok(())
+            }
+            Phase::Idle => Err(TransactionError::State(
+                "no transaction is open: call begin_transaction first".into(),
+            )),
+            Phase::Fatal => Err(fatal_error(&i)),
+        }
+    }
+
+    /// Under which id and epoch the coordinator knows this transaction
+    /// (`None`: it never heard of it, so no EndTxn is needed).
+    pub fn started_under(&self) -> Option<(i64, i16)> {
+        lock(&self.inner).started_under
+    }
+
+    /// The transaction ended (committed or aborted): `Idle`.
+    pub fn finished(&self) {
+        let mut i = lock(&self.inner);
+        if i.phase != Phase::Fatal {
+            i.phase = Phase::Idle;
+            i.wanted.clear();
+            i.started_under = None;
+            i.error = None;
+        }
+    }
+
+    /// A step failed in a way only an abort mends.
+    pub fn abortable(&self, kind: ErrorKind, message: String) {
+        let mut i = lock(&self.inner);
+        if matches!(i.phase, Phase::Open | Phase::Committing) && i.error.is_none() {
+            i.error = Some((kind, message));
+        }
+    }
+
+    /// The producer is fenced or refused: nothing more is sent or taken.
+    /// Returns whether this call made it so (the caller then fails what is
+    /// pending).
+    pub fn set_fatal(&self, kind: ErrorKind, message: String) -> bool {
+        let mut i = lock(&self.inner);
+        self.gate.store(false, std::sync::atomic::Ordering::Release);
+        if i.phase == Phase::Fatal {
+            return false;
+        }
+        i.phase = Phase::Fatal;
+        i.error = Some((kind, message));
+        true
+    }
+
+    pub fn coordinator(&self) -> Option<i32> {
+        lock(&self.inner).coordinator
+    }
+
+    pub fn set_coordinator(&self, node: Option<i32>) {
+        lock(&self.inner).coordinator = node;
+    }
+}
+
+fn fatal_error(i: &Inner) -> TransactionError {
+    let (kind, message) = i
+        .error
+        .clone()
+        .unwrap_or((ErrorKind::Fenced, "the producer is fenced".into()));
+    TransactionError::Fatal { kind, message }
+}
+
+fn abortable_error(i: &Inner) -> TransactionError {
+    let (kind, message) = i
+        .error
+        .clone()
+        .unwrap_or((ErrorKind::Aborted, "the transaction must be aborted".into()));
+    TransactionError::Abortable { kind, message }
+}
+
+/// Errors after which a transactional producer cannot go on (Java's
+/// fatal errors in `TransactionManager`).
+pub(crate) fn is_fatal_code(e: crate::kafka_error::ResponseError) -> bool {
+    use crate::kafka_error::ResponseError as E;
+    matches!(
+        e,
+        E::ProducerFenced
+            | E::InvalidProducerEpoch
+            | E::TransactionalIdAuthorizationFailed
+            | E::ClusterAuthorizationFailed
+            | E::InvalidTxnState
+            | E::UnsupportedForMessageFormat
+            | E::UnsupportedVersion
+            | E::InvalidProducerIdMapping
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t() -> Transactions {
+        Transactions::new("t".into(), Duration::from_secs(60))
+    }
+
+    #[test]
+    fn a_transaction_moves_through_its_states() {
+        let txn = t();
+        assert!(matches!(
+            txn.start_commit(),
+            Err(TransactionError::State(_))
+        ));
+        txn.begin(0).unwrap();
+        assert!(matches!(txn.begin(0), Err(TransactionError::State(_))));
+        assert_eq!(txn.sendable(), Some(1));
+        txn.start_commit().unwrap();
+        assert!(!txn.gate.load(std::sync::atomic::Ordering::Acquire));
+        assert_eq!(txn.check_commit(0), Ok(None));
+        txn.finished();
+        assert_eq!(txn.phase(), Phase::Idle);
+        txn.begin(0).unwrap();
+        assert_eq!(txn.sendable(), Some(2), "a new generation");
+    }
+
+    #[test]
+    fn a_failed_record_makes_the_commit_abortable() {
+        let txn = t();
+        txn.begin(5).unwrap();
+        txn.start_commit().unwrap();
+        let e = txn.check_commit(7).unwrap_err();
+        assert!(e.is_abortable(), "{e}");
+        assert!(e.to_string().contains("2 record(s)"), "{e}");
+        assert!(matches!(txn.begin(7), Err(TransactionError::State(_))));
+        txn.start_abort().unwrap();
+        txn.finished();
+        txn.begin(7).unwrap();
+    }
+
+    #[test]
+    fn fatal_is_final() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        assert!(txn.set_fatal(ErrorKind::Fenced, "fenced by a newer producer".into()));
+        assert!(!txn.set_fatal(ErrorKind::Fenced, "again".into()));
+        assert_eq!(txn.sendable(), None);
+        for e in [
+            txn.start_commit().unwrap_err(),
+            txn.start_abort().unwrap_err(),
+            txn.begin(0).unwrap_err(),
+        ] {
+            assert!(e.is_fatal(), "{e}");
+            assert!(e.to_string().contains("newer producer"), "{e}");
+        }
+        txn.finished();
+        assert_eq!(txn.phase(), Phase::Fatal);
+    }
+
+    #[test]
+    fn partitions_are_added_once_per_generation() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        let p = (Topic::from("a"), 0);
+        assert!(txn.want([p]));
+        assert!(!txn.want([p]), "already asked for");
+        let (g, parts) = txn.wanted();
+        txn.added(g, &parts, (7, 0));
+        assert_eq!(txn.wanted().1, vec![]);
+        assert_eq!(txn.started_under(), Some((7, 0)));
+        // An answer for an older generation changes nothing.
+        txn.start_abort().unwrap();
+        txn.finished();
+        txn.begin(0).unwrap();
+        txn.want([p]);
+        txn.added(g, &parts, (7, 0));
+        assert_eq!(txn.wanted().1, vec![p]);
+    }
+}

@@ -1,0 +1,284 @@
+//! Transactions on Apache Kafka (3 brokers beside a dedicated controller,
+//! started once for this binary), checked with read_committed and
+//! read_uncommitted rdkafka consumers: committed records visible once,
+//! aborted ones never; zombie fencing; a transaction that outlives
+//! `transaction.timeout.ms`; the transaction coordinator killed
+//! mid-transaction.
+//!
+//! The fault test kills a broker, so it takes the cluster for itself
+//! (`CLUSTER.write()`); the others share it (`CLUSTER.read()`).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use courier::{DeliveryReport, ErrorKind, Producer, ProducerBuilder, Record, ReportMode};
+use futures::StreamExt;
+use support::kafka::KafkaCluster;
+use support::{read_until_quiet, ReadRecord};
+
+static CLUSTER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+fn kafka() -> &'static KafkaCluster {
+    KafkaCluster::shared_with_controller(3)
+}
+
+fn unique(name: &str) -> String {
+    format!("{name}-{:08x}", fastrand::u32(..))
+}
+
+fn transactional(kafka: &KafkaCluster, id: &str) -> ProducerBuilder {
+    Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("transactional.id", id)
+        .set("linger.ms", "5")
+}
+
+/// The values a consumer with `isolation` reads from `topic`.
+fn values(kafka: &KafkaCluster, topic: &str, partitions: i32, isolation: &str) -> Vec<String> {
+    let read: Vec<ReadRecord> = read_until_quiet(
+        &kafka.bootstrap(),
+        &[("isolation.level", isolation)],
+        topic,
+        partitions,
+        Duration::from_secs(3),
+    );
+    read.into_iter()
+        .map(|r| String::from_utf8(r.value.expect("a value")).unwrap())
+        .collect()
+}
+
+fn value_of(r: &DeliveryReport) -> String {
+    String::from_utf8(r.record().value.clone().unwrap().to_vec()).unwrap()
+}
+
+/// Three transactions, the middle one aborted, interleaved with a plain
+/// producer's records on the same topic, through `send`, a subscription
+/// and fire-and-forget. A read_committed reader sees the committed
+/// records and the plain ones, each once, and none of the aborted; every
+/// record got exactly one report; the aborted transaction's records were
+/// each either written (then hidden by the abort marker) or failed
+/// `Aborted`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_records_are_seen_once_and_aborted_ones_never() {
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-commit-abort");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let txn = transactional(kafka, &unique("txn-a")).build().unwrap();
+    let plain = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .build()
+        .unwrap();
+    let rec = |v: String| Record::to(topic.as_str()).key(v.clone()).value(v);
+
+    // 1: send().await, committed.
+    txn.begin_transaction().unwrap();
+    let sent = futures::future::join_all((0..100).map(|i| txn.send(rec(format!("c1-{i}"))))).await;
+    for r in &sent {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    for i in 0..50 {
+        plain.send(rec(format!("plain-{i}"))).await.unwrap();
+    }
+    txn.commit_transaction().await.unwrap();
+
+    // 2: a subscription, aborted part-way.
+    txn.begin_transaction().unwrap();
+    let (sub, stream) = txn.subscribe(ReportMode::All);
+    let reader = tokio::spawn(stream.collect::<Vec<DeliveryReport>>());
+    for i in 0..300 {
+        sub.produce(rec(format!("a-{i}"))).await.unwrap();
+    }
+    drop(sub);
+    txn.abort_transaction().await.unwrap();
+    let aborted = reader.await.unwrap();
+    assert_eq!(
+        aborted.len(),
+        300,
+        "one report per aborted-transaction record"
+    );
+    let distinct: BTreeSet<String> = aborted.iter().map(value_of).collect();
+    assert_eq!(distinct.len(), 300);
+    for r in &aborted {
+        match r {
+            DeliveryReport::Delivered(_) => {}
+            DeliveryReport::Failed(e) => assert_eq!(e.kind, ErrorKind::Aborted, "{e}"),
+        }
+    }
+
+    // Outside a transaction nothing is taken.
+    let e = txn.send(rec("outside".into())).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Aborted, "{e}");
+    assert!(e.message.contains("begin_transaction"), "{e}");
+
+    // 3: fire and forget, committed; more plain records meanwhile.
+    txn.begin_transaction().unwrap();
+    for i in 0..100 {
+        txn.produce(rec(format!("c3-{i}"))).await.unwrap();
+    }
+    for i in 50..100 {
+        plain.send(rec(format!("plain-{i}"))).await.unwrap();
+    }
+    txn.commit_transaction().await.unwrap();
+    txn.close().await;
+    plain.close().await;
+
+    let committed = values(kafka, &topic, 3, "read_committed");
+    let mut want: Vec<String> = (0..100)
+        .map(|i| format!("c1-{i}"))
+        .chain((0..100).map(|i| format!("plain-{i}")))
+        .chain((0..100).map(|i| format!("c3-{i}")))
+        .collect();
+    let mut got = committed.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(
+        got, want,
+        "read_committed: the committed and plain records, each once"
+    );
+    // The aborted records that were written are in the log, hidden.
+    let written_aborted = aborted.iter().filter(|r| r.is_delivered()).count();
+    let all = values(kafka, &topic, 3, "read_uncommitted");
+    let in_log = all.iter().filter(|v| v.starts_with("a-")).count();
+    assert_eq!(
+        in_log, written_aborted,
+        "read_uncommitted sees what was written"
+    );
+}
+
+/// A second producer with the same transactional.id fences the first,
+/// whose transaction is open: the coordinator aborts it, the first's next
+/// records fail `Fenced` and its commit is fatal; the second commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_producer_with_the_same_id_fences_the_older() {
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-fence");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let id = unique("txn-zombie");
+    let rec = |v: String| Record::to(topic.as_str()).value(v);
+
+    let old = transactional(kafka, &id).build().unwrap();
+    old.begin_transaction().unwrap();
+    for i in 0..20 {
+        old.send(rec(format!("old-{i}"))).await.unwrap();
+    }
+    // The newer instance: its InitProducerId bumps the epoch and aborts
+    // the older one's open transaction.
+    let new = transactional(kafka, &id).build().unwrap();
+    new.begin_transaction().unwrap();
+    new.send(rec("new-0".into())).await.unwrap();
+
+    let started = Instant::now();
+    let e = old.send(rec("old-late".into())).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Fenced, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    let e = old.commit_transaction().await.unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    let e = old.begin_transaction().unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    old.close().await;
+
+    for i in 1..20 {
+        new.send(rec(format!("new-{i}"))).await.unwrap();
+    }
+    new.commit_transaction().await.unwrap();
+    new.close().await;
+
+    let mut got = values(kafka, &topic, 3, "read_committed");
+    got.sort();
+    let mut want: Vec<String> = (0..20).map(|i| format!("new-{i}")).collect();
+    want.sort();
+    assert_eq!(got, want, "only the newer producer's committed records");
+}
+
+/// A transaction left open past `transaction.timeout.ms` is aborted by the
+/// coordinator (which bumps the epoch): the commit fails at once with a
+/// fatal error that names the cause, instead of hanging, and nothing of
+/// it is visible.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_past_its_timeout_is_aborted_and_says_so() {
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-timeout");
+    kafka.create_topic(&topic, 1, 3, &[]).await;
+    let p = transactional(kafka, &unique("txn-slow"))
+        .set("transaction.timeout.ms", "2000")
+        .build()
+        .unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..10 {
+        p.send(Record::to(topic.as_str()).value(format!("late-{i}")))
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let started = Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(90), p.commit_transaction())
+        .await
+        .expect("no hang")
+        .unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    assert!(e.to_string().contains("transaction.timeout.ms"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    p.close().await;
+    assert!(values(kafka, &topic, 1, "read_committed").is_empty());
+}
+
+/// The transaction coordinator's broker is killed mid-transaction: the
+/// commit either succeeds once the coordinator has moved or fails with a
+/// clear error, and a read_committed reader sees all of the transaction or
+/// none of it. Then the broker comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_killed_mid_transaction_leaves_all_or_nothing() {
+    let _alone = CLUSTER.write().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-coordinator");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let p = transactional(kafka, &unique("txn-moving")).build().unwrap();
+    let rec = |v: String| Record::to(topic.as_str()).value(v);
+    p.begin_transaction().unwrap();
+    let mut reports = Vec::new();
+    for i in 0..200 {
+        reports.push(p.send(rec(format!("t-{i}"))));
+    }
+    let first: Vec<_> = futures::future::join_all(reports).await;
+    let coordinator = kafka.leader("__transaction_state", 0).await;
+    eprintln!("killing the transaction coordinator, broker {coordinator}");
+    kafka.kill(coordinator);
+    let second: Vec<_> =
+        futures::future::join_all((200..400).map(|i| p.send(rec(format!("t-{i}"))))).await;
+    let outcome = tokio::time::timeout(Duration::from_secs(120), p.commit_transaction())
+        .await
+        .expect("commit does not hang");
+    eprintln!("commit after the coordinator was killed: {outcome:?}");
+    let ok = outcome.is_ok();
+    if !ok {
+        let _ = p.abort_transaction().await;
+    }
+    p.close().await;
+    kafka.restart(coordinator);
+    kafka.wait_for_brokers();
+    let delivered = first
+        .iter()
+        .chain(second.iter())
+        .filter(|r| r.is_ok())
+        .count();
+    let got = values(kafka, &topic, 3, "read_committed");
+    if ok {
+        assert_eq!(
+            delivered, 400,
+            "a committed transaction had every record delivered"
+        );
+        let distinct: BTreeSet<&String> = got.iter().collect();
+        assert_eq!((got.len(), distinct.len()), (400, 400), "all of it, once");
+    } else {
+        assert!(got.is_empty(), "none of it: {} records visible", got.len());
+    }
+}
