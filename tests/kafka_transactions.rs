@@ -282,3 +282,179 @@ async fn the_coordinator_killed_mid_transaction_leaves_all_or_nothing() {
         assert!(got.is_empty(), "none of it: {} records visible", got.len());
     }
 }
+
+fn example(name: &str) -> std::path::PathBuf {
+    // target/<profile>/deps/kafka_transactions-<hash> → target/<profile>/examples/<name>
+    let exe = std::env::current_exe().unwrap();
+    let path = exe
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("examples")
+        .join(name);
+    assert!(
+        path.exists(),
+        "{} not built: run `cargo build --examples` first (scripts/test.sh does)",
+        path.display()
+    );
+    path
+}
+
+/// Consume-transform-produce (`examples/exactly_once.rs`: the rdkafka
+/// consumer in, Courier transactions out, offsets sent to each
+/// transaction), killed with SIGKILL at random points in 6 runs, then run
+/// to the end: the output topic, read committed, holds each input
+/// record's transform exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_transform_produce_survives_kills_exactly_once() {
+    use std::process::{Command, Stdio};
+    const N: usize = 5000;
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let (input, output) = (unique("eos-in"), unique("eos-out"));
+    kafka.create_topic(&input, 3, 3, &[]).await;
+    kafka.create_topic(&output, 3, 3, &[]).await;
+    let feeder = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .build()
+        .unwrap();
+    for i in 0..N {
+        feeder
+            .produce(
+                Record::to(input.as_str())
+                    .key(format!("k{}", i % 13))
+                    .value(format!("in-{i}")),
+            )
+            .await
+            .unwrap();
+    }
+    feeder.close().await;
+    let (group, txn_id) = (unique("eos-group"), unique("eos-txn"));
+    let run = |idle_exit_ms: &str| {
+        Command::new(example("exactly_once"))
+            .args([
+                &kafka.bootstrap(),
+                &input,
+                &output,
+                &group,
+                &txn_id,
+                idle_exit_ms,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start examples/exactly_once")
+    };
+    for round in 0..6 {
+        let mut child = run("60000");
+        let after = Duration::from_millis(fastrand::u64(300..2500));
+        tokio::time::sleep(after).await;
+        child.kill().unwrap();
+        let status = child.wait().unwrap();
+        eprintln!("round {round}: killed after {after:?} ({status})");
+    }
+    let last = run("3000");
+    let out = tokio::task::spawn_blocking(move || last.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!("last run: {stdout}");
+    let mut got = values(kafka, &output, 3, "read_committed");
+    got.sort();
+    let mut want: Vec<String> = (0..N).map(|i| format!("out:in-{i}")).collect();
+    want.sort();
+    let dupes = got.len() - got.iter().collect::<BTreeSet<_>>().len();
+    assert_eq!(dupes, 0, "no transform twice");
+    assert_eq!(got, want, "each input record's transform exactly once");
+}
+
+/// `courier produce -X transactional.id=ID --transaction-records N`:
+/// commits every N lines and at the end (each line reported once its
+/// transaction ended); SIGINT aborts the open transaction, reports its
+/// lines as aborted and exits 1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_commits_every_n_lines_and_aborts_on_sigint() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-cli");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let cli = |id: &str| {
+        Command::new(env!("CARGO_BIN_EXE_courier"))
+            .args(["produce", "-b", &kafka.bootstrap(), "-t", &topic])
+            .args(["-X", &format!("transactional.id={id}")])
+            .args(["--transaction-records", "10"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run courier")
+    };
+
+    let mut whole = cli(&unique("cli-txn"));
+    let lines: String = (0..25).map(|i| format!("whole-{i}\n")).collect();
+    whole
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(lines.as_bytes())
+        .unwrap();
+    let out = whole.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 25, "{stdout}");
+    assert!(
+        stdout.lines().all(|l| l.contains("\"error\": null")),
+        "{stdout}"
+    );
+
+    let mut stopped = cli(&unique("cli-txn"));
+    let mut stdin = stopped.stdin.take().unwrap();
+    let lines: String = (0..15).map(|i| format!("cut-{i}\n")).collect();
+    stdin.write_all(lines.as_bytes()).unwrap();
+    stdin.flush().unwrap();
+    // The first 10 lines commit; 5 wait in the open transaction.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    unsafe { libc::kill(stopped.id() as i32, libc::SIGINT) };
+    let out = stopped.wait_with_output().unwrap();
+    drop(stdin);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let delivered = stdout
+        .lines()
+        .filter(|l| l.contains("\"error\": null"))
+        .count();
+    let aborted = stdout
+        .lines()
+        .filter(|l| l.contains("transaction aborted"))
+        .count();
+    assert_eq!((delivered, aborted), (10, 5), "{stdout}");
+
+    let mut got = values(kafka, &topic, 3, "read_committed");
+    got.sort();
+    let mut want: Vec<String> = (0..25)
+        .map(|i| format!("whole-{i}"))
+        .chain((0..10).map(|i| format!("cut-{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "committed lines once; the aborted five never");
+}

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
+//!                 [--transaction-records N]   (with -X transactional.id=ID)
 //! courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
 //! courier topic list -b BROKERS
 //! courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
@@ -12,6 +13,13 @@
 //! `{"seq": N, "topic": "...", "partition": P, "offset": O, "error": null}`.
 //! Exit status: 0 when every message was delivered, 1 when any failed, 2 on
 //! a usage error. `perf` prints kafka-producer-perf-test style lines.
+//!
+//! With `-X transactional.id=ID --transaction-records N`, `produce` commits
+//! a transaction every N lines and at the end of the input; each line's
+//! report is printed once its transaction has ended, so a line reported
+//! delivered is committed. A transaction that cannot commit is aborted and
+//! its lines reported failed ("transaction aborted"); SIGINT or SIGTERM
+//! aborts the open transaction, reports its lines so, and exits 1.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::process::ExitCode;
@@ -22,6 +30,7 @@ use futures::stream::{FuturesUnordered, StreamExt};
 
 const USAGE: &str = "usage:
   courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
+                  [--transaction-records N]   (with -X transactional.id=ID)
   courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
   courier topic list -b BROKERS
   courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
@@ -48,6 +57,7 @@ struct Args {
     record_size: Option<usize>,
     throughput: Option<f64>,
     json: bool,
+    transaction_records: Option<u64>,
 }
 
 fn usage(msg: &str) -> ExitCode {
@@ -118,6 +128,15 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
                 )
             }
             "--json" => a.json = true,
+            "--transaction-records" => {
+                a.transaction_records = Some(
+                    value(&arg)?
+                        .parse()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or("--transaction-records takes a number above 0")?,
+                )
+            }
             "-h" | "--help" => return Err("help".into()),
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             _ => a.positional.push(arg),
@@ -178,22 +197,11 @@ fn report_line(seq: u64, topic: &str, report: &DeliveryReport) -> String {
     }
 }
 
-async fn produce(a: Args) -> ExitCode {
-    let (Some(brokers), Some(topic)) = (a.brokers, a.topic) else {
-        return usage("produce needs -b BROKERS and -t TOPIC");
-    };
-    let producer = match builder(&brokers, &a.props).build() {
-        Ok(p) => p,
-        Err(e) => return usage(&e.to_string()),
-    };
-    let reports = a.reports.unwrap_or(Reports::All);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut failed = false;
-    let mut pending = FuturesUnordered::new();
-    // Lines are bytes (keys and values are bytes; nothing needs to be
-    // UTF-8), split at '\n'. A read error ends the input loudly.
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(1024);
+/// Standard input's lines, as bytes (keys and values are bytes; nothing
+/// needs to be UTF-8), split at '\n', from a thread of their own. A read
+/// error ends the input loudly.
+fn stdin_lines() -> tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Vec<u8>, String>>(1024);
     std::thread::spawn(move || {
         let mut input = std::io::stdin().lock();
         for n in 1u64.. {
@@ -214,6 +222,39 @@ async fn produce(a: Args) -> ExitCode {
             }
         }
     });
+    rx
+}
+
+/// A line as a record: `key SEP value` when a separator is given and found.
+fn line_record(topic: &str, key_sep: Option<&str>, line: Vec<u8>) -> Record {
+    let record = Record::to(topic);
+    match key_sep.and_then(|sep| split_once_bytes(&line, sep.as_bytes())) {
+        Some((k, v)) => record.key(k.to_vec()).value(v.to_vec()),
+        None => record.value(line),
+    }
+}
+
+async fn produce(a: Args) -> ExitCode {
+    let (Some(brokers), Some(topic)) = (a.brokers.clone(), a.topic.clone()) else {
+        return usage("produce needs -b BROKERS and -t TOPIC");
+    };
+    let transactional = a.props.iter().any(|(k, _)| k == "transactional.id");
+    if a.transaction_records.is_some() != transactional {
+        return usage("--transaction-records N and -X transactional.id=ID go together");
+    }
+    let producer = match builder(&brokers, &a.props).build() {
+        Ok(p) => p,
+        Err(e) => return usage(&e.to_string()),
+    };
+    if let Some(n) = a.transaction_records {
+        return produce_transactional(a, producer, &topic, n).await;
+    }
+    let reports = a.reports.unwrap_or(Reports::All);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failed = false;
+    let mut pending = FuturesUnordered::new();
+    let mut rx = stdin_lines();
     let mut seq = 0u64;
     let mut input_done = false;
     let max_pending = 50_000;
@@ -230,11 +271,7 @@ async fn produce(a: Args) -> ExitCode {
                     }
                     Some(Ok(line)) => line,
                 };
-                let mut record = Record::to(topic.as_str());
-                match a.key_sep.as_deref().and_then(|sep| split_once_bytes(&line, sep.as_bytes())) {
-                    Some((k, v)) => record = record.key(k.to_vec()).value(v.to_vec()),
-                    None => record = record.value(line),
-                }
+                let record = line_record(&topic, a.key_sep.as_deref(), line);
                 if reports == Reports::None {
                     if let Err(e) = producer.produce(record).await {
                         eprintln!("courier: {e}");
@@ -273,6 +310,135 @@ async fn produce(a: Args) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `produce` in transactions of `n` lines: every line's report is printed
+/// once its transaction has ended (committed: as delivered; aborted: as
+/// failed, naming why). SIGINT or SIGTERM aborts the open transaction.
+async fn produce_transactional(a: Args, producer: Producer, topic: &str, n: u64) -> ExitCode {
+    use tokio::signal::unix::{signal, SignalKind};
+    let reports = a.reports.unwrap_or(Reports::All);
+    let (Ok(mut interrupt), Ok(mut terminate)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        eprintln!("courier: cannot watch for SIGINT and SIGTERM");
+        return ExitCode::from(1);
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut failed = false;
+    let mut rx = stdin_lines();
+    let mut seq = 0u64;
+    // The open transaction's lines: their sequence numbers and send futures.
+    let mut open: Vec<(u64, courier::DeliveryFuture)> = Vec::new();
+    let mut stopped = None;
+    loop {
+        let line = tokio::select! {
+            line = rx.recv() => line,
+            _ = interrupt.recv() => { stopped = Some("SIGINT"); break }
+            _ = terminate.recv() => { stopped = Some("SIGTERM"); break }
+        };
+        let line = match line {
+            None => break,
+            Some(Err(e)) => {
+                eprintln!("courier: {e}");
+                failed = true;
+                break;
+            }
+            Some(Ok(line)) => line,
+        };
+        if open.is_empty() {
+            if let Err(e) = producer.begin_transaction() {
+                eprintln!("courier: {e}");
+                failed = true;
+                break;
+            }
+        }
+        let record = line_record(topic, a.key_sep.as_deref(), line);
+        // Taken before the next line, so the commit covers it.
+        match producer.submit(record).await {
+            Ok(report) => open.push((seq, report)),
+            Err(e) => {
+                let report = DeliveryReport::Failed(courier::DeliveryError {
+                    kind: courier::ErrorKind::Aborted,
+                    message: e.to_string(),
+                    partition: None,
+                    attempts: 0,
+                    record: e.into_record(),
+                });
+                failed = true;
+                let _ = writeln!(out, "{}", report_line(seq, topic, &report));
+            }
+        }
+        seq += 1;
+        if open.len() as u64 == n {
+            failed |= end_transaction(&producer, &mut open, None, topic, reports, &mut out).await;
+        }
+    }
+    if !open.is_empty() {
+        failed |= end_transaction(&producer, &mut open, stopped, topic, reports, &mut out).await;
+    }
+    producer.close().await;
+    let _ = out.flush();
+    if let Some(s) = stopped {
+        eprintln!("courier: stopped by {s}; the open transaction was aborted");
+    }
+    if failed || stopped.is_some() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// Commits the open transaction (or aborts it, when `stop` names why),
+/// then prints its lines' reports as they now stand. True if any failed.
+async fn end_transaction(
+    producer: &Producer,
+    open: &mut Vec<(u64, courier::DeliveryFuture)>,
+    stop: Option<&str>,
+    topic: &str,
+    reports: Reports,
+    out: &mut impl Write,
+) -> bool {
+    let outcome = match stop {
+        None => producer.commit_transaction().await,
+        Some(signal) => Err(courier::TransactionError::State(format!(
+            "stopped by {signal}"
+        ))),
+    };
+    let aborted = match outcome {
+        Ok(()) => None,
+        Err(e) => {
+            if !e.is_fatal() {
+                if let Err(a) = producer.abort_transaction().await {
+                    eprintln!("courier: aborting the transaction failed: {a}");
+                }
+            }
+            Some(format!("transaction aborted: {e}"))
+        }
+    };
+    let (seqs, sends): (Vec<u64>, Vec<_>) = open.drain(..).unzip();
+    let results = futures::future::join_all(sends).await;
+    let mut failed = false;
+    for (s, result) in seqs.into_iter().zip(results) {
+        let report = match (result, &aborted) {
+            (Ok(d), None) => DeliveryReport::Delivered(d),
+            (Ok(d), Some(why)) => DeliveryReport::Failed(courier::DeliveryError {
+                kind: courier::ErrorKind::Aborted,
+                message: why.clone(),
+                partition: Some(d.partition),
+                attempts: 1,
+                record: d.record,
+            }),
+            (Err(e), _) => DeliveryReport::Failed(e),
+        };
+        failed |= !report.is_delivered();
+        if reports == Reports::All || !report.is_delivered() {
+            let _ = writeln!(out, "{}", report_line(s, topic, &report));
+        }
+    }
+    failed
 }
 
 /// Connection options from `-X` properties (security.protocol, ssl.*,

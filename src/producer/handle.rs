@@ -59,6 +59,26 @@ impl std::fmt::Debug for Producer {
     }
 }
 
+/// The report of a record [`Producer::submit`] took: resolves once the
+/// record is delivered or has failed.
+#[derive(Debug)]
+#[must_use = "the report arrives whether or not it is awaited; drop it to ignore it"]
+pub struct DeliveryFuture(oneshot::Receiver<DeliveryReport>);
+
+impl std::future::Future for DeliveryFuture {
+    type Output = Result<Delivered, DeliveryError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| match r {
+            Ok(report) => report.into_result(),
+            // The router always answers an accepted record.
+            Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
+        })
+    }
+}
+
 impl Producer {
     pub(crate) fn from_parts(
         engine: Arc<Engine>,
@@ -127,6 +147,29 @@ impl Producer {
             // sender would be a bug, reported loudly rather than hung on.
             Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
         }
+    }
+
+    /// Produces `record` in two steps: this returns once the producer has
+    /// taken it (after any wait for metadata or memory), and the returned
+    /// [`DeliveryFuture`] resolves to its report (rdkafka's `send_result`).
+    /// For callers that must know a record is in before they go on, say
+    /// before `commit_transaction`; `Err` hands the record back untaken.
+    pub async fn submit(&self, record: Record) -> Result<DeliveryFuture, ProduceError> {
+        let (tx, rx) = oneshot::channel();
+        let slow = match self.engine.enqueue_now(
+            record,
+            Some(ReplyTo::Oneshot(tx)),
+            true,
+            &mut Resume::default(),
+        ) {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => return Err(e),
+            Err(slow) => Some(self.engine.enqueue_slow(slow)),
+        };
+        if let Some(slow) = slow {
+            slow.await?;
+        }
+        Ok(DeliveryFuture(rx))
     }
 
     /// Produces `record` with no report at all (fire and forget). Waits

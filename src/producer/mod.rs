@@ -12,7 +12,7 @@ mod subscriber;
 mod transactions;
 
 pub use builder::ProducerBuilder;
-pub use handle::Producer;
+pub use handle::{DeliveryFuture, Producer};
 pub use subscriber::Subscriber;
 
 #[cfg(test)]

@@ -20,6 +20,44 @@ impl Producer {
             .ok_or(TransactionError::NotTransactional)
     }
 
+    /// Waits until the producer has its id from the transaction
+    /// coordinator (Java's `initTransactions`), up to `max.block.ms`. The
+    /// id is asked for as soon as the producer starts; getting it fences
+    /// every older producer with the same `transactional.id` and completes
+    /// (aborts) what it left open, so after this the group offsets
+    /// committed by earlier instances are final: what an exactly-once
+    /// pipeline reads before it starts consuming. Optional otherwise:
+    /// records wait for the id anyway.
+    pub async fn init_transactions(&self) -> Result<(), TransactionError> {
+        self.transactions()?;
+        let idem = self
+            .engine
+            .idem
+            .as_ref()
+            .expect("transactional is idempotent");
+        let deadline = std::time::Instant::now() + self.engine.config.max_block;
+        loop {
+            if idem.ready().is_some() {
+                return Ok(());
+            }
+            if let Some((kind, message)) = idem.refused() {
+                return Err(TransactionError::Fatal { kind, message });
+            }
+            if self.engine.stopped_flag.load(Ordering::Acquire) {
+                return Err(TransactionError::State("the producer is closed".into()));
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(TransactionError::TimedOut(
+                    "no producer id from the transaction coordinator within max.block.ms".into(),
+                ));
+            }
+            let _ = self
+                .engine
+                .timeout(Duration::from_millis(5), futures::future::pending::<()>())
+                .await;
+        }
+    }
+
     /// Opens a transaction (Java's `beginTransaction`): records produced
     /// from now on, through any report path, belong to it until
     /// [`commit_transaction`](Self::commit_transaction) or
