@@ -57,6 +57,11 @@ const CLIENTS: &[&str] = &[
     "rdkafka-future",
 ];
 
+/// Clients of the transactional workloads: a Courier subscription whose
+/// reports are all read, and a `BaseProducer` with a counting callback,
+/// each committing a transaction every `Workload::txn` records.
+const TXN_CLIENTS: &[&str] = &["courier-txn", "rdkafka-txn"];
+
 /// Clients of the open-loop latency runs.
 const LATENCY_CLIENTS: &[&str] = &[
     "courier-stream",
@@ -81,6 +86,18 @@ struct Workload {
     keys: Keys,
     /// The broker, and how clients reach it.
     on: On,
+    /// Records per transaction; 0: not transactional.
+    txn: usize,
+}
+
+impl Workload {
+    fn clients(&self) -> &'static [&'static str] {
+        if self.txn > 0 {
+            TXN_CLIENTS
+        } else {
+            CLIENTS
+        }
+    }
 }
 
 /// Where a workload runs.
@@ -155,6 +172,7 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         compression: "none",
         keys: Keys::None,
         on: On::Tansu,
+        txn: 0,
     };
     let with = |name: &str, f: &dyn Fn(&mut Workload)| {
         let mut w = base.clone();
@@ -174,6 +192,10 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
                 On::KafkaTls => ", Apache Kafka over TLS",
             }
         );
+        if w.txn > 0 {
+            w.name
+                .push_str(&format!(", {} records per transaction", w.txn));
+        }
         w
     };
     let mut all = vec![
@@ -183,10 +205,31 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         with("kafka tls", &|w| w.on = On::KafkaTls),
     ];
     if smoke {
+        all.push(with("kafka txn", &|w| {
+            w.on = On::Kafka;
+            w.txn = 1000;
+            w.linger_ms = 5;
+        }));
         return all;
     }
     // The same broker without TLS: what TLS costs each client.
     all.insert(3, with("kafka plaintext", &|w| w.on = On::Kafka));
+    // Transactions on the same broker, small and large ones (fewer
+    // records: each commit costs round trips), with linger.ms=5.
+    for per in [100, 10_000] {
+        all.insert(
+            5,
+            with(&format!("kafka txn {per}"), &|w| {
+                w.on = On::Kafka;
+                w.txn = per;
+                // 200 transactions of 100, 20 of 10,000 (at 1M records).
+                w.records = (records / if per == 100 { 50 } else { 5 }).max(per);
+                // A commit sends what lingers anyway; 5 ms (the Java
+                // default) keeps linger out of the way of small ones.
+                w.linger_ms = 5;
+            }),
+        );
+    }
     all.extend([
         with("10 B", &|w| w.size = 10),
         // 1 KB records: a fifth as many, so one run stays near 200 MB.
@@ -241,7 +284,7 @@ fn main() {
         let target = Target::start(w.on);
         let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
         for run in 0..runs {
-            for client in CLIENTS {
+            for client in w.clients() {
                 let topic = format!("bench-{wi}-{client}-{run}");
                 target.create_topic(&topic, w.partitions);
                 let broker_cpu_before = target.cpu();
@@ -268,7 +311,7 @@ fn main() {
                 samples.entry(client).or_default().push(s);
             }
         }
-        for client in CLIENTS {
+        for client in w.clients() {
             let stats = Stats::of(&samples[client], w.records);
             table.push((w.name.clone(), client.to_string(), stats));
         }
@@ -471,7 +514,9 @@ fn write_results(
          `courier-stream-batch` hands records over with `Subscriber::produce_batch`, 1,000 at a time, and reads reports with `next_batch`; \
          `courier-errors-only` is a subscription in `ReportMode::ErrorsOnly`; `courier-no-reports` uses `Producer::produce`; \
          `courier-send` keeps one `send().await` future per record; `rdkafka-base` is a `BaseProducer` with a counting delivery callback, \
-         polled; `rdkafka-future` keeps one `FutureProducer::send` future per record.\n",
+         polled; `rdkafka-future` keeps one `FutureProducer::send` future per record; \
+         in the `kafka txn` workloads, `courier-txn` (a subscription, every report read) and `rdkafka-txn` (a `BaseProducer`, counting callback) \
+         each commit a transaction every N records (the commit flushes and waits for the coordinator).\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model()
     ));
@@ -537,6 +582,25 @@ fn write_results(
             cf.rate.0 / rf.rate.0,
             100.0 * (1.0 - cs.rate.0 / cn.rate.0)
         ));
+    }
+    let txn_rows: Vec<String> = seen
+        .iter()
+        .filter_map(|w| {
+            let (c, r) = (find(w, "courier-txn")?, find(w, "rdkafka-txn")?);
+            Some(format!(
+                "| {} | {:.2} | {:.2} | {:.2} |\n",
+                w.split(':').next().unwrap_or(w),
+                c.rate.0 / r.rate.0,
+                c.cpu_us.0 / r.cpu_us.0,
+                c.rss_mib.0 / r.rss_mib.0
+            ))
+        })
+        .collect();
+    if !txn_rows.is_empty() {
+        md.push_str("\n### Transactions: courier-txn ÷ rdkafka-txn\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n");
+        for row in txn_rows {
+            md.push_str(&row);
+        }
     }
     if !latency.is_empty() {
         md.push_str(&format!(
@@ -652,6 +716,7 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
         .collect();
     let child = Command::new(exe)
         .env("BENCH_SETTINGS", settings.join("\n"))
+        .env("BENCH_TXN", w.txn.to_string())
         .args(["--child", client, &target.connect, topic])
         .args([
             w.records.to_string(),
@@ -711,6 +776,8 @@ struct Job {
     /// Settings both clients take by the same (librdkafka) names: how to
     /// reach a TLS listener. From `BENCH_SETTINGS`, `name=value` lines.
     settings: Vec<(String, String)>,
+    /// Records per transaction (`BENCH_TXN`); 0: not transactional.
+    txn: usize,
 }
 
 /// What a child measured.
@@ -795,6 +862,10 @@ fn child(args: &[String]) {
             .filter_map(|l| l.split_once('='))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        txn: std::env::var("BENCH_TXN")
+            .ok()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0),
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -805,6 +876,7 @@ fn child(args: &[String]) {
         (c, false) if c.starts_with("courier") => rt.block_on(courier_client(&job)),
         (c, true) if c.starts_with("courier") => rt.block_on(courier_open_loop(&job)),
         ("rdkafka-base", false) => rdkafka_base(&job),
+        ("rdkafka-txn", false) => rdkafka_txn(&job),
         ("rdkafka-base", true) => rdkafka_base_open_loop(&job),
         ("rdkafka-future", false) => rt.block_on(rdkafka_future(&job)),
         ("rdkafka-future", true) => rt.block_on(rdkafka_future_open_loop(&job)),
@@ -832,6 +904,9 @@ fn courier_producer(job: &Job) -> courier::Producer {
     let mut builder = courier::Producer::builder();
     for (k, v) in &job.settings {
         builder = builder.set(k, v);
+    }
+    if job.txn > 0 {
+        builder = builder.set("transactional.id", &format!("bench-{}", std::process::id()));
     }
     builder
         .bootstrap(&job.addr)
@@ -885,8 +960,16 @@ async fn courier_client(job: &Job) -> Outcome {
         headers: Vec::new(),
         timestamp: None,
     };
-    // Metadata first, outside the timing, as rdkafka's clients also fetch it before producing.
+    // Metadata first, outside the timing, as rdkafka's clients also fetch
+    // it before producing (in a transaction of its own when transactional).
+    if job.txn > 0 {
+        producer.init_transactions().await.unwrap();
+        producer.begin_transaction().unwrap();
+    }
     let _ = producer.send(Record::to(topic).value("warm")).await;
+    if job.txn > 0 {
+        producer.commit_transaction().await.unwrap();
+    }
     let start = Instant::now();
     let delivered = match job.client.as_str() {
         "courier-stream" | "courier-errors-only" => {
@@ -917,6 +1000,27 @@ async fn courier_client(job: &Job) -> Outcome {
             } else {
                 n - failed
             }
+        }
+        "courier-txn" => {
+            // As courier-stream, with a commit every `job.txn` records
+            // (each commit flushes and waits for the coordinator).
+            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let reader = tokio::spawn(async move {
+                let mut ok = 0usize;
+                while let Some(r) = stream.next().await {
+                    ok += usize::from(r.is_delivered());
+                }
+                ok
+            });
+            for chunk in (0..n).collect::<Vec<_>>().chunks(job.txn) {
+                producer.begin_transaction().unwrap();
+                for &i in chunk {
+                    sub.produce(record(i)).await.unwrap();
+                }
+                producer.commit_transaction().await.unwrap();
+            }
+            drop(sub);
+            reader.await.unwrap()
         }
         "courier-stream-batch" => {
             // The batch APIs: records handed over 1,000 at a time, reports
@@ -1117,6 +1221,43 @@ fn rdkafka_base(job: &Job) -> Outcome {
         }
     }
     p.flush(Duration::from_secs(120)).unwrap();
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered: p.context().ok.load(std::sync::atomic::Ordering::Relaxed),
+        latencies: Vec::new(),
+    }
+}
+
+/// A transactional `BaseProducer`: a commit (which flushes) every
+/// `job.txn` records.
+fn rdkafka_txn(job: &Job) -> Outcome {
+    use rdkafka::producer::Producer;
+    let p: rdkafka::producer::BaseProducer<Count> = rdkafka_config(job)
+        .set("transactional.id", format!("bench-{}", std::process::id()))
+        .create_with_context(Count {
+            ok: Default::default(),
+            latencies: None,
+        })
+        .unwrap();
+    let t = Duration::from_secs(60);
+    p.init_transactions(t).unwrap();
+    let _ = p.client().fetch_metadata(Some(&job.topic), t);
+    let payload = vec![b'x'; job.size];
+    let start = Instant::now();
+    let mut i = 0;
+    while i < job.n {
+        p.begin_transaction().unwrap();
+        let end = (i + job.txn).min(job.n);
+        for j in i..end {
+            base_send(&p, &job.topic, job.keys.key(j, &mut [0; 8]), &payload);
+            if j % 1000 == 0 {
+                p.poll(Duration::ZERO);
+            }
+        }
+        p.commit_transaction(t).unwrap();
+        i = end;
+    }
+    p.flush(t).unwrap();
     Outcome {
         wall: start.elapsed().as_secs_f64(),
         delivered: p.context().ok.load(std::sync::atomic::Ordering::Relaxed),

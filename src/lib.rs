@@ -56,7 +56,9 @@ pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
-pub use producer::{DeliveryFuture, Producer, ProducerBuilder, Subscriber};
+pub use producer::{
+    DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport, TransactionReports,
+};
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
 pub use stats::StatsSnapshot;

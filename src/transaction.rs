@@ -160,8 +160,10 @@ struct Inner {
     coordinator: Option<i32>,
 }
 
+/// Hooks told when a transaction ends.
+type EndHooks = Mutex<Vec<Box<dyn Fn(bool, bool) -> bool + Send + Sync>>>;
+
 /// A transactional producer's state (`Engine::txn`).
-#[derive(Debug)]
 pub(crate) struct Transactions {
     /// `transactional.id`.
     pub id: String,
@@ -173,6 +175,19 @@ pub(crate) struct Transactions {
     /// AddOffsetsToTxn, InitProducerId).
     pub ops: tokio::sync::Mutex<()>,
     inner: Mutex<Inner>,
+    /// Told when a transaction ends: `(committed, everything)`, where
+    /// `everything` means every later report too (the producer is fenced).
+    /// A hook returns false once it is no longer wanted.
+    hooks: EndHooks,
+}
+
+impl std::fmt::Debug for Transactions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transactions")
+            .field("id", &self.id)
+            .field("phase", &self.phase())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Transactions {
@@ -182,6 +197,7 @@ impl Transactions {
             timeout,
             gate: Arc::new(AtomicBool::new(false)),
             ops: tokio::sync::Mutex::new(()),
+            hooks: Mutex::new(Vec::new()),
             inner: Mutex::new(Inner {
                 phase: Phase::Idle,
                 generation: 0,
@@ -341,6 +357,18 @@ impl Transactions {
     /// (`None`: it never heard of it, so no EndTxn is needed).
     pub fn started_under(&self) -> Option<(i64, i16)> {
         lock(&self.inner).started_under
+    }
+
+    /// Calls `hook` at the end of every transaction (see `announce`).
+    pub fn on_end(&self, hook: Box<dyn Fn(bool, bool) -> bool + Send + Sync>) {
+        lock(&self.hooks).push(hook);
+    }
+
+    /// Tells the hooks a transaction ended (before `finished`, so that no
+    /// record of the next one exists yet): committed or not, and whether
+    /// this covers everything from now on (fenced).
+    pub fn announce(&self, committed: bool, everything: bool) {
+        lock(&self.hooks).retain(|h| h(committed, everything));
     }
 
     /// The transaction ended (committed or aborted): `Idle`.

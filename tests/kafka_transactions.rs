@@ -458,3 +458,68 @@ async fn the_cli_commits_every_n_lines_and_aborts_on_sigint() {
     want.sort();
     assert_eq!(got, want, "committed lines once; the aborted five never");
 }
+
+/// `subscribe_transactional`: reports wait for their transaction's end
+/// (none comes while it is open, even once every record is written) and
+/// say committed or aborted; a read_committed reader agrees with them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
+    use courier::TransactionReport;
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-reports");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let p = transactional(kafka, &unique("txn-rep")).build().unwrap();
+    let (sub, mut reports) = p.subscribe_transactional().unwrap();
+    let rec = |v: String| Record::to(topic.as_str()).key(v.clone()).value(v);
+
+    for (name, n, commit) in [
+        ("one", 200, true),
+        ("two", 200, false),
+        ("three", 100, true),
+    ] {
+        p.begin_transaction().unwrap();
+        for i in 0..n {
+            sub.produce(rec(format!("{name}-{i}"))).await.unwrap();
+        }
+        // Every record written, the transaction still open: nothing yet.
+        p.flush().await;
+        let early = tokio::time::timeout(Duration::from_millis(500), reports.next()).await;
+        assert!(
+            early.is_err(),
+            "{name}: a report before the transaction ended: {early:?}"
+        );
+        if commit {
+            p.commit_transaction().await.unwrap();
+        } else {
+            p.abort_transaction().await.unwrap();
+        }
+        let mut seen = BTreeSet::new();
+        for _ in 0..n {
+            let r = tokio::time::timeout(Duration::from_secs(30), reports.next())
+                .await
+                .expect("released at the end")
+                .expect("a report");
+            let value = match (&r, commit) {
+                (TransactionReport::Committed(d), true) => d.record.value.clone(),
+                (TransactionReport::Aborted(DeliveryReport::Delivered(d)), false) => {
+                    d.record.value.clone()
+                }
+                other => panic!("{name}: {other:?}"),
+            };
+            seen.insert(String::from_utf8(value.unwrap().to_vec()).unwrap());
+        }
+        let want: BTreeSet<String> = (0..n).map(|i| format!("{name}-{i}")).collect();
+        assert_eq!(seen, want, "{name}: one report per record");
+    }
+    drop(sub);
+    p.close().await;
+    assert!(reports.next().await.is_none(), "the stream ends");
+    let got = values(kafka, &topic, 3, "read_committed");
+    assert_eq!(got.len(), 300);
+    assert!(
+        got.iter().all(|v| !v.starts_with("two-")),
+        "aborted never visible"
+    );
+}

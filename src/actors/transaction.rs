@@ -53,6 +53,11 @@ use crate::transaction::{is_fatal_code, GroupMetadata, TransactionError, Transac
 enum Step {
     /// Try again after a backoff.
     Retry(String),
+    /// Try again soon (20 ms): CONCURRENT_TRANSACTIONS, which the
+    /// coordinator answers while it still writes the previous
+    /// transaction's markers, typically for a few milliseconds (the Java
+    /// client retries AddPartitionsToTxn after it at 20 ms, KAFKA-5477).
+    RetrySoon(String),
     /// The coordinator moved or is unknown: find it again, then retry.
     Recoordinate(String),
     /// The transaction must be aborted.
@@ -86,9 +91,8 @@ fn step_for(code: i16, what: &str) -> Result<(), Step> {
         ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable => {
             Step::Recoordinate(message)
         }
-        ResponseError::ConcurrentTransactions | ResponseError::CoordinatorLoadInProgress => {
-            Step::Retry(message)
-        }
+        ResponseError::ConcurrentTransactions => Step::RetrySoon(message),
+        ResponseError::CoordinatorLoadInProgress => Step::Retry(message),
         _ if c.retriable => Step::Retry(message),
         e => Step::Abortable(ErrorKind::Broker(e), message),
     })
@@ -213,6 +217,7 @@ impl Link {
         let deadline = Instant::now() + cfg.max_block;
         let mut attempt = 0;
         loop {
+            let mut soon = false;
             let why = match step().await {
                 Ok(t) => return Ok(t),
                 Err(Step::Fatal(kind, message)) => {
@@ -228,6 +233,10 @@ impl Link {
                     why
                 }
                 Err(Step::Retry(why)) => why,
+                Err(Step::RetrySoon(why)) => {
+                    soon = true;
+                    why
+                }
             };
             if self
                 .engine
@@ -238,7 +247,11 @@ impl Link {
                     "{what}: the producer is closed ({why})"
                 )));
             }
-            let wait = backoff(cfg.retry_backoff, cfg.retry_backoff_max, attempt);
+            let wait = if soon {
+                cfg.retry_backoff.min(std::time::Duration::from_millis(20))
+            } else {
+                backoff(cfg.retry_backoff, cfg.retry_backoff_max, attempt)
+            };
             if Instant::now() + wait > deadline {
                 return Err(TransactionError::TimedOut(format!(
                     "{what} did not succeed within max.block.ms ({} ms): {why}",
@@ -312,7 +325,7 @@ impl Link {
                 self.txn().set_coordinator(None);
                 Err(FetchError::Transient(m))
             }
-            Err(Step::Retry(m)) => Err(FetchError::Transient(m)),
+            Err(Step::Retry(m)) | Err(Step::RetrySoon(m)) => Err(FetchError::Transient(m)),
             Err(Step::Abortable(kind, message)) => Err(FetchError::Refused(kind, message)),
         }
     }
@@ -421,7 +434,7 @@ impl Link {
                     let rank = |s: &Step| match s {
                         Step::Fatal(..) => 3,
                         Step::Abortable(..) => 2,
-                        Step::Recoordinate(_) | Step::Retry(_) => 1,
+                        Step::Recoordinate(_) | Step::Retry(_) | Step::RetrySoon(_) => 1,
                     };
                     if worst.as_ref().is_none_or(|w| rank(&s) > rank(w)) {
                         worst = Some(s);

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -96,6 +96,9 @@ pub(crate) struct SubscriptionShared {
     handles: AtomicUsize,
     /// Set when the producer is closed or dropped: no more produces.
     producer_closed: Arc<AtomicBool>,
+    /// Reports ever routed here (queued or skipped), counted per batch:
+    /// where a transaction's reports end in this stream.
+    routed: AtomicU64,
 }
 
 impl SubscriptionShared {
@@ -112,6 +115,7 @@ impl SubscriptionShared {
             capacity,
             handles: AtomicUsize::new(1),
             producer_closed,
+            routed: AtomicU64::new(0),
         })
     }
 
@@ -138,6 +142,8 @@ impl SubscriptionShared {
     /// to queue (one lock), and `skipped` reports it does not take
     /// (successes, errors-only), which are no longer outstanding; one wake.
     pub(crate) fn take(&self, chunks: Vec<ReportChunk>, skipped: usize) {
+        let n = chunks.iter().map(ReportChunk::len).sum::<usize>() + skipped;
+        self.routed.fetch_add(n as u64, Ordering::AcqRel);
         if !chunks.is_empty() {
             lock(&self.queue).extend(chunks);
         }
@@ -145,6 +151,11 @@ impl SubscriptionShared {
             self.outstanding.add_permits(skipped);
         }
         self.waker.wake();
+    }
+
+    /// Reports routed here so far.
+    pub(crate) fn routed(&self) -> u64 {
+        self.routed.load(Ordering::Acquire)
     }
 
     /// Whether this subscription wants reports of successes.
@@ -205,6 +216,10 @@ impl ReportStream {
             shared,
             local: VecDeque::new(),
         }
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<SubscriptionShared> {
+        &self.shared
     }
 
     fn refill(&mut self) -> bool {

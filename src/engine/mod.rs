@@ -183,6 +183,7 @@ impl Engine {
             tracing::error!(transactional_id = %txn.id, %kind, message, "transactional producer fenced");
             self.acc.barrier();
             self.fail_queued(kind, message);
+            txn.announce(false, true);
         }
     }
 

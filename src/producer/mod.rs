@@ -3,17 +3,20 @@
 //!
 //! Files build on each other one way: `handle` ← `builder` (adds
 //! `Producer::builder`), `handle` ← `subscriber` (adds
-//! `Producer::subscribe`) and `handle` ← `transactions` (adds the
-//! transaction calls); this file only gathers them.
+//! `Producer::subscribe`) ← `transaction_reports` (adds
+//! `Producer::subscribe_transactional`), and `handle` ← `transactions`
+//! (adds the transaction calls); this file only gathers them.
 
 mod builder;
 mod handle;
 mod subscriber;
+mod transaction_reports;
 mod transactions;
 
 pub use builder::ProducerBuilder;
 pub use handle::{DeliveryFuture, Producer};
 pub use subscriber::Subscriber;
+pub use transaction_reports::{TransactionReport, TransactionReports};
 
 #[cfg(test)]
 mod tests {

@@ -157,6 +157,7 @@ impl Producer {
     ) -> Result<(), TransactionError> {
         self.ask_transaction_actor(|a| a.end.send(EndTransaction { commit }))
             .await?;
+        txn.announce(commit, false);
         txn.finished();
         Ok(())
     }
