@@ -16,8 +16,9 @@ use crate::protocol::sasl::Mechanism;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A property name Courier does not know.
-    #[error("unknown producer property {0:?}")]
+    /// A property name Courier does not know (the message suggests the
+    /// closest known name).
+    #[error("unknown producer property {0:?}{hint}", hint = did_you_mean(.0))]
     UnknownProperty(String),
     /// A value that does not parse or is out of range.
     #[error("invalid value {value:?} for {property}: {reason}")]
@@ -298,6 +299,30 @@ pub const PROPERTIES: &[&str] = &[
     "sasl.oauthbearer.config",
 ];
 
+/// librdkafka's names that mean the same as a Java name Courier takes
+/// (`(alias, name)`); `queue.buffering.max.kbytes` is `buffer.memory` in
+/// KiB. So a rust-rdkafka config map carries over.
+pub const ALIASES: &[(&str, &str)] = &[
+    ("message.timeout.ms", "delivery.timeout.ms"),
+    ("queue.buffering.max.ms", "linger.ms"),
+    ("queue.buffering.max.kbytes", "buffer.memory"),
+    ("request.required.acks", "acks"),
+    ("compression.codec", "compression.type"),
+    ("message.max.bytes", "max.request.size"),
+];
+
+/// ", did you mean \"…\"?" for a name close to a known one (or an alias).
+fn did_you_mean(name: &str) -> String {
+    let known = PROPERTIES.iter().chain(ALIASES.iter().map(|(a, _)| a));
+    let best = known
+        .map(|k| (strsim::jaro_winkler(name, k), *k))
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((score, k)) if score > 0.85 => format!(", did you mean {k:?}?"),
+        _ => String::new(),
+    }
+}
+
 impl ProducerConfig {
     /// Sets one property by its Java/librdkafka name.
     ///
@@ -327,6 +352,14 @@ impl ProducerConfig {
             Ok(n)
         };
         let ms = |min: u64| int(min, i32::MAX as u64).map(Duration::from_millis);
+        if property == "queue.buffering.max.kbytes" {
+            let kib = int(1, (u32::MAX >> 1) as u64 / 1024)?;
+            return self.set("buffer.memory", &(kib * 1024).to_string());
+        }
+        let property = ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == property)
+            .map_or(property, |(_, name)| name);
         match property {
             "bootstrap.servers" => {
                 let servers: Vec<String> = v
@@ -353,7 +386,7 @@ impl ProducerConfig {
             "batch.num.messages" => self.batch_num_messages = int(1, 1_000_000)? as usize,
             "max.request.size" => self.max_request_size = int(1024, i32::MAX as u64)? as usize,
             "acks" => {
-                self.acks = match v {
+                self.acks = match v.to_ascii_lowercase().as_str() {
                     "0" => Acks::None,
                     "1" => Acks::Leader,
                     "all" | "-1" => Acks::All,
@@ -537,10 +570,55 @@ impl ProducerConfig {
     }
 }
 
+/// `true`/`false` as Java spells them, and librdkafka's other spellings.
 fn parse_bool(v: &str) -> Option<bool> {
     match v.to_ascii_lowercase().as_str() {
-        "true" => Some(true),
-        "false" => Some(false),
+        "true" | "t" | "1" | "yes" | "on" => Some(true),
+        "false" | "f" | "0" | "no" | "off" => Some(false),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn librdkafka_names_and_spellings_mean_the_same() {
+        let mut c = ProducerConfig::default();
+        for (k, v) in [
+            ("message.timeout.ms", "90000"),
+            ("queue.buffering.max.ms", "7"),
+            ("queue.buffering.max.kbytes", "2048"),
+            ("request.required.acks", "ALL"),
+            ("compression.codec", "lz4"),
+            ("message.max.bytes", "2000000"),
+            ("enable.idempotence", "1"),
+            ("allow.auto.create.topics", "no"),
+        ] {
+            c.set(k, v).unwrap_or_else(|e| panic!("{k}={v}: {e}"));
+        }
+        assert_eq!(c.delivery_timeout, Duration::from_secs(90));
+        assert_eq!(c.linger, Duration::from_millis(7));
+        assert_eq!(c.buffer_memory, 2048 * 1024);
+        assert_eq!(c.acks, Acks::All);
+        assert_eq!(c.compression, Compression::Lz4);
+        assert_eq!(c.max_request_size, 2_000_000);
+        assert_eq!(c.enable_idempotence, Some(true));
+        assert!(!c.allow_auto_create_topics);
+    }
+
+    #[test]
+    fn an_unknown_name_suggests_the_closest_known_one() {
+        let mut c = ProducerConfig::default();
+        let e = c.set("lingr.ms", "5").unwrap_err().to_string();
+        assert!(e.contains("did you mean \"linger.ms\""), "{e}");
+        let e = c
+            .set("queue.buffering.max.msec", "5")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("did you mean \"queue.buffering.max.ms\""), "{e}");
+        let e = c.set("completely.different", "5").unwrap_err().to_string();
+        assert!(!e.contains("did you mean"), "{e}");
     }
 }

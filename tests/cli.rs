@@ -224,3 +224,136 @@ fn produce_takes_lines_that_are_not_utf8() {
     ];
     assert_eq!(got, want);
 }
+
+/// The clap front end: help on every subcommand (exit 0, examples shown),
+/// `--version`, shell completions, usage errors that name the flag (exit
+/// 2), "did you mean" for a mistyped property, and librdkafka spellings.
+#[test]
+fn help_version_completions_and_usage_errors() {
+    for sub in [
+        &["--help"][..],
+        &["produce", "--help"],
+        &["perf", "--help"],
+        &["topic", "create", "--help"],
+        &["topic", "list", "--help"],
+        &["completions", "--help"],
+    ] {
+        let out = courier(sub, "");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{sub:?}");
+        assert!(text.contains("Usage: courier"), "{sub:?}: {text}");
+        assert_eq!(text.matches("Usage:").count(), 1, "usage once: {text}");
+    }
+    let help = courier(&["produce", "--help"], "");
+    assert!(String::from_utf8_lossy(&help.stdout).contains("Examples:"));
+    let version = courier(&["--version"], "");
+    assert_eq!(
+        String::from_utf8_lossy(&version.stdout).trim(),
+        format!("courier {}", env!("CARGO_PKG_VERSION"))
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = courier(&["completions", shell], "");
+        assert!(out.status.success(), "{shell}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("courier"),
+            "{shell}"
+        );
+    }
+    let missing = courier(&["produce", "-t", "x"], "");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("--bootstrap-server"));
+    let bad = courier(
+        &[
+            "perf",
+            "-b",
+            "h:1",
+            "-t",
+            "x",
+            "--num-records",
+            "many",
+            "--record-size",
+            "1",
+        ],
+        "",
+    );
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--num-records"));
+    let typo = courier(&["produce", "-b", "h:1", "-t", "x", "-X", "lingr.ms=5"], "");
+    assert_eq!(typo.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&typo.stderr).contains("did you mean \"linger.ms\""),
+        "{}",
+        String::from_utf8_lossy(&typo.stderr)
+    );
+}
+
+/// kcat's produce options: `-p` a partition, `-H` headers, `-F` a
+/// properties file (librdkafka names and spellings), with `-X` winning;
+/// `-v` logs go to stderr and the JSON on stdout stays clean.
+#[test]
+fn partition_headers_properties_file_and_logs_on_stderr() {
+    let broker = Tansu::start();
+    let b = broker.bootstrap();
+    let out = courier(
+        &["topic", "create", "-b", &b, "kcat", "--partitions", "3"],
+        "",
+    );
+    assert!(out.status.success());
+    let file = std::env::temp_dir().join(format!("courier-cli-{}.properties", std::process::id()));
+    std::fs::write(
+        &file,
+        "# as a rust-rdkafka map would say it\nqueue.buffering.max.ms=1\nrequest.required.acks=ALL\nenable.idempotence=1\nmessage.timeout.ms=not-a-number\n",
+    )
+    .unwrap();
+    let input: String = (0..20).map(|i| format!("v-{i}\n")).collect();
+    let out = courier(
+        &[
+            "produce",
+            "-b",
+            &b,
+            "-t",
+            "kcat",
+            "-p",
+            "2",
+            "-H",
+            "source=cli",
+            "-H",
+            "n=1",
+            "-F",
+            file.to_str().unwrap(),
+            "-X",
+            "message.timeout.ms=60000",
+            "-vv",
+        ],
+        &input,
+    );
+    std::fs::remove_file(&file).ok();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        stdout.lines().count(),
+        20,
+        "only report lines on stdout: {stdout}"
+    );
+    assert!(stdout
+        .lines()
+        .all(|l| l.starts_with("{\"seq\"") && l.contains("\"partition\": 2")));
+    assert!(
+        stderr.contains("DEBUG"),
+        "-vv logs debug events to stderr: {stderr}"
+    );
+    let read = read_back(&b, "kcat", 3, 20, std::time::Duration::from_secs(30));
+    assert!(read.iter().all(|r| r.partition == 2));
+    for r in &read {
+        let names: Vec<(&str, Option<&[u8]>)> = r
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_deref()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![("source", Some(&b"cli"[..])), ("n", Some(&b"1"[..]))]
+        );
+    }
+}

@@ -22,37 +22,190 @@
 //! aborts the open transaction, reports its lines so, and exits 1.
 
 use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
 use futures::stream::{FuturesUnordered, StreamExt};
 
-const USAGE: &str = "usage:
-  courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
-                  [--transaction-records N]   (with -X transactional.id=ID)
-  courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
-  courier topic list -b BROKERS
-  courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
-               [--reports all|errors|none] [-X prop=value]... [--json]";
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which reports `produce` prints and `perf` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Reports {
+    /// Every report.
     All,
+    /// Failures only.
     Errors,
+    /// None (fire and forget; failures still set the exit status).
     None,
 }
 
+/// Produce to Apache Kafka from the command line, manage topics, and
+/// measure throughput. Producer properties take Java or librdkafka names
+/// (-X name=value, or -F FILE). Exit status: 0 when every record was
+/// delivered, 1 when any failed, 2 on a usage error.
+#[derive(Debug, Parser)]
+#[command(name = "courier", version, propagate_version = true)]
+struct Cli {
+    /// More log output on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
+    /// Log only errors on stderr (RUST_LOG, when set, decides instead).
+    #[arg(short, long, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+/// Where the cluster is and how to reach it.
+#[derive(Debug, clap::Args)]
+struct Connect {
+    /// Brokers to bootstrap from: HOST:PORT[,HOST:PORT...].
+    #[arg(short = 'b', long = "bootstrap-server", value_name = "BROKERS")]
+    brokers: String,
+    /// A producer property, Java or librdkafka name (security.protocol, sasl.*, ssl.*, linger.ms, …); repeatable; wins over -F.
+    #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = parse_pair)]
+    props: Vec<(String, String)>,
+    /// Producer properties from a file: NAME=VALUE lines, # comments (kcat's -F, the Java tools' --producer.config).
+    #[arg(short = 'F', long = "producer.config", value_name = "FILE")]
+    config_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Produce standard input's lines (bytes, split at newlines), one record each, and print one JSON line per report.
+    #[command(after_help = "Examples:
+  printf 'k1:v1\\nk2:v2\\n' | courier produce -b localhost:9092 -t orders -k :
+  courier produce -b localhost:9092 -t orders -p 0 -H source=cli < lines.txt
+  courier produce -b broker:9096 -t orders -X security.protocol=SASL_SSL -X sasl.mechanism=SCRAM-SHA-256 \\
+      -X sasl.username=alice -X sasl.password=secret -X ssl.ca.location=ca.pem < lines.txt
+  courier produce -b localhost:9092 -t orders -X transactional.id=loader-1 --transaction-records 1000 < lines.txt
+
+Each report line: {\"seq\": N, \"topic\": \"...\", \"partition\": P, \"offset\": O, \"error\": null}")]
+    Produce {
+        #[command(flatten)]
+        connect: Connect,
+        /// The topic.
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Split each line at the first SEP into key and value (kcat's -K).
+        #[arg(short = 'k', value_name = "SEP")]
+        key_sep: Option<String>,
+        /// Produce to this partition instead of choosing one.
+        #[arg(short = 'p', long, value_name = "PARTITION")]
+        partition: Option<i32>,
+        /// A header on every record; repeatable.
+        #[arg(short = 'H', value_name = "NAME=VALUE", value_parser = parse_pair)]
+        headers: Vec<(String, String)>,
+        /// Which reports to print.
+        #[arg(long, value_enum, default_value_t = Reports::All)]
+        reports: Reports,
+        /// Commit a transaction every N lines and at the end (needs -X transactional.id=ID); SIGINT/SIGTERM abort the open one.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        transaction_records: Option<u64>,
+    },
+    /// Create and list topics.
+    Topic {
+        #[command(subcommand)]
+        action: TopicCmd,
+    },
+    /// Measure throughput and latency, as kafka-producer-perf-test does.
+    #[command(after_help = "Example:
+  courier perf -b localhost:9092 -t bench --num-records 1000000 --record-size 100 -X linger.ms=5")]
+    Perf {
+        #[command(flatten)]
+        connect: Connect,
+        /// The topic.
+        #[arg(short = 't', long)]
+        topic: String,
+        /// Records to produce.
+        #[arg(long, value_name = "N")]
+        num_records: u64,
+        /// Bytes per record value.
+        #[arg(long, value_name = "BYTES")]
+        record_size: usize,
+        /// Records per second at most (0 or absent: as fast as it goes).
+        #[arg(long, value_name = "RATE")]
+        throughput: Option<f64>,
+        /// Which reports to read.
+        #[arg(long, value_enum, default_value_t = Reports::All)]
+        reports: Reports,
+        /// One JSON object instead of the text line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(after_help = "Example:
+  courier completions bash > ~/.local/share/bash-completion/completions/courier")]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TopicCmd {
+    /// Create a topic.
+    #[command(after_help = "Example:
+  courier topic create -b localhost:9092 orders --partitions 6 --replication-factor 3")]
+    Create {
+        #[command(flatten)]
+        connect: Connect,
+        /// Its name.
+        name: String,
+        /// Its partitions.
+        #[arg(long, value_name = "N")]
+        partitions: i32,
+        /// Replicas per partition.
+        #[arg(long, value_name = "R", default_value_t = 1)]
+        replication_factor: i16,
+    },
+    /// List topics: name and partition count, tab-separated.
+    List {
+        #[command(flatten)]
+        connect: Connect,
+    },
+}
+
+/// `NAME=VALUE`.
+fn parse_pair(s: &str) -> Result<(String, String), String> {
+    s.split_once('=')
+        .map(|(k, v)| (k.trim().to_string(), v.to_string()))
+        .filter(|(k, _)| !k.is_empty())
+        .ok_or_else(|| format!("expected NAME=VALUE, got {s:?}"))
+}
+
+/// The settings of a command: the -F file's, then -X's (which win).
+fn settings(connect: &Connect) -> Result<Vec<(String, String)>, String> {
+    let mut props = Vec::new();
+    if let Some(path) = &connect.config_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
+                continue;
+            }
+            props.push(parse_pair(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?);
+        }
+    }
+    // -X replaces the file's value for the same name (it is never set).
+    props.retain(|(k, _)| !connect.props.iter().any(|(x, _)| x == k));
+    props.extend(connect.props.iter().cloned());
+    Ok(props)
+}
+
+/// What the commands read, from whichever subcommand was given.
 #[derive(Debug, Default)]
 struct Args {
-    positional: Vec<String>,
     brokers: Option<String>,
     topic: Option<String>,
     key_sep: Option<String>,
+    partition: Option<i32>,
+    headers: Vec<(String, String)>,
     reports: Option<Reports>,
     props: Vec<(String, String)>,
-    partitions: Option<i32>,
-    replication: Option<i16>,
     num_records: Option<u64>,
     record_size: Option<usize>,
     throughput: Option<f64>,
@@ -61,88 +214,8 @@ struct Args {
 }
 
 fn usage(msg: &str) -> ExitCode {
-    eprintln!("courier: {msg}\n{USAGE}");
+    eprintln!("courier: {msg}\n(see courier --help)");
     ExitCode::from(2)
-}
-
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
-    let mut a = Args::default();
-    while let Some(arg) = it.next() {
-        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
-        match arg.as_str() {
-            "-b" | "--bootstrap-server" => a.brokers = Some(value(&arg)?),
-            "-t" | "--topic" => a.topic = Some(value(&arg)?),
-            "-k" => a.key_sep = Some(value(&arg)?),
-            "--reports" => {
-                a.reports = Some(match value(&arg)?.as_str() {
-                    "all" => Reports::All,
-                    "errors" => Reports::Errors,
-                    "none" => Reports::None,
-                    other => {
-                        return Err(format!(
-                            "--reports takes all, errors or none, not {other:?}"
-                        ))
-                    }
-                })
-            }
-            "-X" => {
-                let kv = value(&arg)?;
-                let (k, v) = kv
-                    .split_once('=')
-                    .ok_or(format!("-X takes prop=value, not {kv:?}"))?;
-                a.props.push((k.to_string(), v.to_string()));
-            }
-            "--partitions" => {
-                a.partitions = Some(
-                    value(&arg)?
-                        .parse()
-                        .map_err(|_| "--partitions takes a number")?,
-                )
-            }
-            "--replication-factor" => {
-                a.replication = Some(
-                    value(&arg)?
-                        .parse()
-                        .map_err(|_| "--replication-factor takes a number")?,
-                )
-            }
-            "--num-records" => {
-                a.num_records = Some(
-                    value(&arg)?
-                        .parse()
-                        .map_err(|_| "--num-records takes a number")?,
-                )
-            }
-            "--record-size" => {
-                a.record_size = Some(
-                    value(&arg)?
-                        .parse()
-                        .map_err(|_| "--record-size takes a number")?,
-                )
-            }
-            "--throughput" => {
-                a.throughput = Some(
-                    value(&arg)?
-                        .parse()
-                        .map_err(|_| "--throughput takes a number")?,
-                )
-            }
-            "--json" => a.json = true,
-            "--transaction-records" => {
-                a.transaction_records = Some(
-                    value(&arg)?
-                        .parse()
-                        .ok()
-                        .filter(|n| *n > 0)
-                        .ok_or("--transaction-records takes a number above 0")?,
-                )
-            }
-            "-h" | "--help" => return Err("help".into()),
-            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
-            _ => a.positional.push(arg),
-        }
-    }
-    Ok(a)
 }
 
 fn builder(brokers: &str, props: &[(String, String)]) -> ProducerBuilder {
@@ -226,9 +299,20 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>> {
 }
 
 /// A line as a record: `key SEP value` when a separator is given and found.
-fn line_record(topic: &str, key_sep: Option<&str>, line: Vec<u8>) -> Record {
-    let record = Record::to(topic);
-    match key_sep.and_then(|sep| split_once_bytes(&line, sep.as_bytes())) {
+/// With `-p` the partition, with `-H` the headers.
+fn line_record(a: &Args, topic: &str, line: Vec<u8>) -> Record {
+    let mut record = Record::to(topic);
+    if let Some(p) = a.partition {
+        record = record.partition(p);
+    }
+    for (k, v) in &a.headers {
+        record = record.header(k.clone(), v.clone().into_bytes());
+    }
+    match a
+        .key_sep
+        .as_deref()
+        .and_then(|sep| split_once_bytes(&line, sep.as_bytes()))
+    {
         Some((k, v)) => record.key(k.to_vec()).value(v.to_vec()),
         None => record.value(line),
     }
@@ -271,7 +355,7 @@ async fn produce(a: Args) -> ExitCode {
                     }
                     Some(Ok(line)) => line,
                 };
-                let record = line_record(&topic, a.key_sep.as_deref(), line);
+                let record = line_record(&a, &topic, line);
                 if reports == Reports::None {
                     if let Err(e) = producer.produce(record).await {
                         eprintln!("courier: {e}");
@@ -355,7 +439,7 @@ async fn produce_transactional(a: Args, producer: Producer, topic: &str, n: u64)
                 break;
             }
         }
-        let record = line_record(topic, a.key_sep.as_deref(), line);
+        let record = line_record(&a, topic, line);
         // Taken before the next line, so the commit covers it.
         match producer.submit(record).await {
             Ok(report) => open.push((seq, report)),
@@ -459,25 +543,28 @@ fn admin_options(
     })
 }
 
-async fn topic(a: Args) -> ExitCode {
-    let Some(brokers) = a.brokers.as_deref() else {
-        return usage("topic needs -b BROKERS");
+async fn topic(action: TopicCmd) -> ExitCode {
+    let connect = match &action {
+        TopicCmd::Create { connect, .. } | TopicCmd::List { connect } => connect,
     };
-    let opts = match admin_options(&a.props) {
+    let opts = match settings(connect).and_then(|props| admin_options(&props)) {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    match a.positional.get(1).map(String::as_str) {
-        Some("create") => {
-            let (Some(name), Some(partitions)) = (a.positional.get(2), a.partitions) else {
-                return usage("topic create needs NAME and --partitions N");
-            };
+    let brokers = connect.brokers.as_str();
+    match &action {
+        TopicCmd::Create {
+            name,
+            partitions,
+            replication_factor,
+            ..
+        } => {
             match courier::admin::create_topic_with(
                 &opts,
                 brokers,
                 name,
-                partitions,
-                a.replication.unwrap_or(1),
+                *partitions,
+                *replication_factor,
             )
             .await
             {
@@ -491,7 +578,7 @@ async fn topic(a: Args) -> ExitCode {
                 }
             }
         }
-        Some("list") => match courier::admin::list_topics_with(&opts, brokers).await {
+        TopicCmd::List { .. } => match courier::admin::list_topics_with(&opts, brokers).await {
             Ok(topics) => {
                 for (name, partitions) in topics {
                     println!("{name}\t{partitions}");
@@ -503,7 +590,6 @@ async fn topic(a: Args) -> ExitCode {
                 ExitCode::from(1)
             }
         },
-        _ => usage("topic takes create or list"),
     }
 }
 
@@ -639,24 +725,99 @@ async fn perf(a: Args) -> ExitCode {
     }
 }
 
-fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) if e == "help" => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
+/// Logs to stderr (stdout carries the reports): RUST_LOG when set, else
+/// Courier's warnings (-q: errors; -v, -vv, -vvv: info, debug, trace).
+fn init_logging(verbose: u8, quiet: bool) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => tracing_subscriber::EnvFilter::new(spec),
+        _ => {
+            let level = match (quiet, verbose) {
+                (true, _) => "error",
+                (false, 0) => "warn",
+                (false, 1) => "info",
+                (false, 2) => "debug",
+                (false, _) => "trace",
+            };
+            tracing_subscriber::EnvFilter::new(format!("courier={level}"))
         }
-        Err(e) => return usage(&e),
     };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(cli.verbose, cli.quiet);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
-    match args.positional.first().map(String::as_str) {
-        Some("produce") => rt.block_on(produce(args)),
-        Some("topic") => rt.block_on(topic(args)),
-        Some("perf") => rt.block_on(perf(args)),
-        Some(other) => usage(&format!("unknown command {other:?}")),
-        None => usage("no command"),
+    let args = |connect: &Connect| -> Result<Args, ExitCode> {
+        Ok(Args {
+            brokers: Some(connect.brokers.clone()),
+            props: settings(connect).map_err(|e| usage(&e))?,
+            ..Args::default()
+        })
+    };
+    match cli.command {
+        Cmd::Produce {
+            connect,
+            topic,
+            key_sep,
+            partition,
+            headers,
+            reports,
+            transaction_records,
+        } => match args(&connect) {
+            Ok(a) => rt.block_on(produce(Args {
+                topic: Some(topic),
+                key_sep,
+                partition,
+                headers,
+                reports: Some(reports),
+                transaction_records,
+                ..a
+            })),
+            Err(code) => code,
+        },
+        Cmd::Topic { action } => rt.block_on(topic(action)),
+        Cmd::Perf {
+            connect,
+            topic,
+            num_records,
+            record_size,
+            throughput,
+            reports,
+            json,
+        } => match args(&connect) {
+            Ok(a) => rt.block_on(perf(Args {
+                topic: Some(topic),
+                num_records: Some(num_records),
+                record_size: Some(record_size),
+                throughput,
+                reports: Some(reports),
+                json,
+                ..a
+            })),
+            Err(code) => code,
+        },
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "courier",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
     }
 }
