@@ -158,6 +158,15 @@ struct Inner {
     error: Option<(ErrorKind, String)>,
     /// The transaction coordinator, once found.
     coordinator: Option<i32>,
+    /// EndTxn(commit) has been sent for this transaction: its outcome is
+    /// the coordinator's now, so it may only be committed again (to learn
+    /// it), never aborted (Java refuses COMMITTING → ABORTING too).
+    commit_sent: bool,
+    /// A sequence error (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest batch,
+    /// UNKNOWN_PRODUCER_ID) lost the broker's sequence state: the abort
+    /// bumps the epoch (InitProducerId, which aborts the transaction on the
+    /// coordinator) instead of sending EndTxn, as the Java client does.
+    bump_on_abort: bool,
 }
 
 /// Hooks told when a transaction ends.
@@ -206,6 +215,8 @@ impl Transactions {
                 failed_before: 0,
                 error: None,
                 coordinator: None,
+                commit_sent: false,
+                bump_on_abort: false,
             }),
         }
     }
@@ -238,6 +249,8 @@ impl Transactions {
         i.started_under = None;
         i.failed_before = failed_now;
         i.error = None;
+        i.commit_sent = false;
+        i.bump_on_abort = false;
         self.gate.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -281,6 +294,43 @@ impl Transactions {
             i.wanted.remove(p);
         }
         i.started_under.get_or_insert(id);
+    }
+
+    /// Partitions that could not be added: no longer wanted (nothing is
+    /// recorded as started: the coordinator added none of them).
+    pub fn drop_wanted(&self, generation: u64, partitions: &[(Topic, i32)]) {
+        let mut i = lock(&self.inner);
+        if i.generation == generation {
+            for p in partitions {
+                i.wanted.remove(p);
+            }
+        }
+    }
+
+    /// Whether coordinator steps for `generation` may still be taken: it
+    /// is the current transaction and it is open or being committed.
+    pub fn accepts_steps(&self, generation: u64) -> bool {
+        let i = lock(&self.inner);
+        i.generation == generation && matches!(i.phase, Phase::Open | Phase::Committing)
+    }
+
+    /// EndTxn(commit) is about to be sent.
+    pub fn commit_sent(&self) {
+        lock(&self.inner).commit_sent = true;
+    }
+
+    /// The broker lost this producer's sequence state: the transaction can
+    /// only be aborted, and the abort bumps the epoch.
+    pub fn sequence_lost(&self, kind: ErrorKind, message: String) {
+        let mut i = lock(&self.inner);
+        i.bump_on_abort = true;
+        drop(i);
+        self.abortable(kind, message);
+    }
+
+    /// Whether the abort must bump the epoch (and clears it).
+    pub fn take_bump_on_abort(&self) -> bool {
+        std::mem::take(&mut lock(&self.inner).bump_on_abort)
     }
 
     /// AddOffsetsToTxn succeeded under `id`.
@@ -341,6 +391,9 @@ impl Transactions {
     pub fn start_abort(&self) -> Result<(), TransactionError> {
         let mut i = lock(&self.inner);
         match i.phase {
+            Phase::Committing if i.commit_sent => Err(TransactionError::State(
+                "the commit was sent to the coordinator, which decides its outcome now: call commit_transaction again to learn it".into(),
+            )),
             Phase::Open | Phase::Abortable | Phase::Committing | Phase::Aborting => {
                 i.phase = Phase::Aborting;
                 self.gate.store(false, std::sync::atomic::Ordering::Release);
@@ -382,12 +435,24 @@ impl Transactions {
         }
     }
 
-    /// A step failed in a way only an abort mends.
+    /// A step failed in a way only an abort mends. An open transaction
+    /// becomes `Abortable` at once (a commit then fails without flushing);
+    /// one being committed fails its commit after the flush.
     pub fn abortable(&self, kind: ErrorKind, message: String) {
         let mut i = lock(&self.inner);
         if matches!(i.phase, Phase::Open | Phase::Committing) && i.error.is_none() {
             i.error = Some((kind, message));
+            if i.phase == Phase::Open {
+                i.phase = Phase::Abortable;
+                self.gate.store(false, std::sync::atomic::Ordering::Release);
+            }
         }
+    }
+
+    /// Whether a transaction is under way (the producer closing with one
+    /// leaves it to the coordinator's timeout: it never commits).
+    pub fn is_under_way(&self) -> bool {
+        !matches!(lock(&self.inner).phase, Phase::Idle | Phase::Fatal)
     }
 
     /// The producer is fenced or refused: nothing more is sent or taken.
@@ -442,7 +507,6 @@ pub(crate) fn is_fatal_code(e: crate::kafka_error::ResponseError) -> bool {
             | E::InvalidTxnState
             | E::UnsupportedForMessageFormat
             | E::UnsupportedVersion
-            | E::InvalidProducerIdMapping
     )
 }
 
@@ -485,6 +549,38 @@ mod tests {
         txn.start_abort().unwrap();
         txn.finished();
         txn.begin(7).unwrap();
+    }
+
+    #[test]
+    fn a_sent_commit_cannot_be_aborted_only_resumed() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        txn.start_commit().unwrap();
+        // Timed out before EndTxn went: abort is still possible.
+        txn.start_abort().unwrap();
+        txn.finished();
+        txn.begin(0).unwrap();
+        txn.start_commit().unwrap();
+        txn.commit_sent();
+        let e = txn.start_abort().unwrap_err();
+        assert!(e.to_string().contains("commit_transaction again"), "{e}");
+        txn.start_commit().unwrap();
+    }
+
+    #[test]
+    fn a_lost_sequence_makes_the_transaction_abortable_and_asks_for_a_bump() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        txn.sequence_lost(ErrorKind::Aborted, "lost".into());
+        assert_eq!(txn.phase(), Phase::Abortable);
+        assert!(
+            !txn.gate.load(std::sync::atomic::Ordering::Acquire),
+            "gate shut"
+        );
+        assert!(txn.start_commit().unwrap_err().is_abortable());
+        txn.start_abort().unwrap();
+        assert!(txn.take_bump_on_abort());
+        assert!(!txn.take_bump_on_abort(), "once");
     }
 
     #[test]

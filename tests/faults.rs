@@ -943,3 +943,94 @@ async fn a_panic_in_a_supervisor_task_is_caught_and_the_task_goes_on() {
     m.broker_up(1).unwrap();
     p.close().await;
 }
+
+/// A transactional producer whose sequence state the broker lost
+/// (OUT_OF_ORDER_SEQUENCE_NUMBER on a partition's oldest batch): the batch
+/// fails with that error instead of being retried under the same epoch,
+/// the commit fails as abortable, and the abort bumps the epoch
+/// (InitProducerId at the coordinator) instead of sending EndTxn; the next
+/// transaction then commits. librdkafka's mock checks sequences for
+/// transactional producers, so the refused batch is not written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_sequence_state_makes_the_transaction_abortable_and_the_abort_bumps() {
+    let topic = "txn-seq";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(&m.bootstrap_servers(), &[("transactional.id", "txn-seq-1")]);
+    p.init_transactions().await.unwrap();
+    let before = p.producer_id().expect("an id");
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_OUT_OF_ORDER_SEQUENCE_NUMBER],
+    );
+    p.begin_transaction().unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(30),
+        p.send(Record::to(topic).value("lost")),
+    )
+    .await
+    .expect("no hang")
+    .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(courier::kafka_error::ResponseError::OutOfOrderSequenceNumber),
+        "{e}"
+    );
+    let e = p.commit_transaction().await.unwrap_err();
+    assert!(e.is_abortable(), "{e}");
+    p.abort_transaction().await.unwrap();
+    let after = p.producer_id().expect("an id after the abort");
+    assert_ne!(
+        after, before,
+        "the abort bumped the epoch (or got a new id)"
+    );
+    p.begin_transaction().unwrap();
+    let d = p.send(Record::to(topic).value("kept")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+    assert_eq!(d.offset, Some(0), "the lost record was never written");
+    p.close().await;
+}
+
+/// The coordinator refuses to add a partition to the transaction
+/// (TOPIC_AUTHORIZATION_FAILED in AddPartitionsToTxn): that partition's
+/// records fail with the cause, the commit is abortable, the abort needs
+/// no EndTxn (the coordinator added nothing), and the next transaction
+/// goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_refused_by_the_coordinator_fails_its_records_and_the_abort_recovers() {
+    let topic = "txn-refused";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("transactional.id", "txn-refused-1")],
+    );
+    p.init_transactions().await.unwrap();
+    m.request_errors(
+        RDKafkaApiKey::AddPartitionsToTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    p.begin_transaction().unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(30),
+        p.send(Record::to(topic).value("no")),
+    )
+    .await
+    .expect("no hang")
+    .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        "{e}"
+    );
+    // Abortable at once: nothing more is taken into this transaction.
+    let refused = p.send(Record::to(topic).value("later")).await.unwrap_err();
+    assert_eq!(refused.kind, ErrorKind::Aborted, "{refused}");
+    assert!(p.commit_transaction().await.unwrap_err().is_abortable());
+    p.abort_transaction().await.unwrap();
+    p.begin_transaction().unwrap();
+    let d = p.send(Record::to(topic).value("yes")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+    assert!(d.offset.is_some());
+    p.close().await;
+}

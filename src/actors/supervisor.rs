@@ -137,6 +137,16 @@ impl ProducerSupervisor {
         if idem.ready().is_some() {
             return;
         }
+        // A fenced transactional producer asks for no id again: a fresh
+        // one would fence the instance that fenced it.
+        if self
+            .engine
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.phase() == crate::transaction::Phase::Fatal)
+        {
+            return;
+        }
         let in_flight: usize = self
             .addresses
             .broker_states

@@ -320,7 +320,13 @@ impl Link {
                 }
                 Ok((resp.producer_id.0, resp.producer_epoch))
             }
-            Err(Step::Fatal(kind, message)) => Err(FetchError::Refused(kind, message)),
+            // Fenced (a newer instance holds the id) or refused: the
+            // producer is done, and must not ask for a fresh id, which
+            // would fence its successor.
+            Err(Step::Fatal(kind, message)) => {
+                self.engine.fail_transactional(kind, &message);
+                Err(FetchError::Refused(kind, message))
+            }
             Err(Step::Recoordinate(m)) => {
                 self.txn().set_coordinator(None);
                 Err(FetchError::Transient(m))
@@ -346,6 +352,11 @@ impl Link {
             };
             let result = {
                 let _one = self.txn().ops.lock().await;
+                // An abort or commit may have ended the transaction while
+                // this waited for its turn: nothing to add then.
+                if !self.txn().accepts_steps(generation) {
+                    return;
+                }
                 self.retrying("AddPartitionsToTxn", || self.add_once(id, &wanted))
                     .await
             };
@@ -384,7 +395,7 @@ impl Link {
     ) {
         let message = format!("the partition could not be added to the transaction: {e}");
         self.txn().abortable(kind, message.clone());
-        self.txn().added(generation, wanted, (-1, -1));
+        self.txn().drop_wanted(generation, wanted);
         for (topic, partition) in wanted {
             let q = self.engine.acc.queue(topic, *partition);
             self.engine.fail_waiting(&q, kind, &message);
@@ -473,6 +484,9 @@ impl Link {
         } else {
             "EndTxn(abort)"
         };
+        if commit {
+            self.txn().commit_sent();
+        }
         self.retrying(what, || async {
             let coordinator = self.txn_coordinator().await?;
             let txn_id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));
@@ -499,6 +513,11 @@ impl Link {
     ) -> Result<(), TransactionError> {
         let id = self.producer_id().await?;
         let _one = self.txn().ops.lock().await;
+        if self.txn().phase() != crate::transaction::Phase::Open {
+            return Err(TransactionError::State(
+                "the transaction is no longer open".into(),
+            ));
+        }
         let txn_id = self.txn().id.clone();
         self.retrying("AddOffsetsToTxn", || async {
             let coordinator = self.txn_coordinator().await?;

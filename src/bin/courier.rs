@@ -493,14 +493,18 @@ async fn end_transaction(
     };
     let aborted = match outcome {
         Ok(()) => None,
-        Err(e) => {
-            if !e.is_fatal() {
-                if let Err(a) = producer.abort_transaction().await {
-                    eprintln!("courier: aborting the transaction failed: {a}");
-                }
+        // Stopped, or a record failed: abort it here.
+        Err(e) if stop.is_some() || e.is_abortable() => {
+            if let Err(a) = producer.abort_transaction().await {
+                eprintln!("courier: aborting the transaction failed: {a}");
             }
             Some(format!("transaction aborted: {e}"))
         }
+        // Fenced: the coordinator aborted it for the newer producer.
+        Err(e) if e.is_fatal() => Some(format!("transaction aborted: {e}")),
+        // The coordinator did not answer the commit in time: it may have
+        // committed or not, and only it knows.
+        Err(e) => Some(format!("transaction outcome unknown: {e}")),
     };
     let (seqs, sends): (Vec<u64>, Vec<_>) = open.drain(..).unzip();
     let results = futures::future::join_all(sends).await;

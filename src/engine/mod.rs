@@ -217,6 +217,11 @@ impl Engine {
     pub(crate) fn close_intake(&self) {
         self.closed.store(true, Ordering::Release);
         self.acc.pool.close();
+        // A transaction still under way never commits (the coordinator
+        // aborts it when it times out): transactional reports say so.
+        if let Some(t) = self.txn.as_ref().filter(|t| t.is_under_way()) {
+            t.announce(false, true);
+        }
     }
 
     /// Repairs what sealed batches dropped unsettled left behind (see

@@ -119,6 +119,20 @@ impl Producer {
             "the transaction was aborted before this record was sent",
         );
         self.engine.flush().await;
+        // After a lost sequence state the epoch is bumped instead of
+        // EndTxn: InitProducerId at the coordinator aborts the
+        // transaction, and the next one starts with fresh sequences.
+        if txn.take_bump_on_abort() {
+            let idem = self
+                .engine
+                .idem
+                .as_ref()
+                .expect("transactional is idempotent");
+            if let Some(current) = idem.ready() {
+                idem.needs_bump(current);
+            }
+            self.init_transactions().await?;
+        }
         self.end_transaction(txn, false).await
     }
 

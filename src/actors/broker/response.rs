@@ -214,6 +214,31 @@ impl BrokerConnection {
                 self.settle(b, Outcome::Failed { kind, message });
                 continue;
             }
+            // A transactional producer whose sequence state the broker
+            // lost: the batch fails and the transaction can only be aborted
+            // (the abort bumps the epoch, as the Java client does); an
+            // out-of-order batch behind an unacknowledged one only waits
+            // for it (retried below).
+            if let (Some(txn), Some(c)) = (&self.engine.txn, class.filter(|c| c.sequence_reset)) {
+                let q = self.engine.acc.queue(&b.topic, b.partition);
+                let oldest = lock(&q.state).unacked.first() == Some(&b.id);
+                if c.error != ResponseError::OutOfOrderSequenceNumber || oldest {
+                    let message = format!(
+                        "{:?} from broker {}: the broker lost this producer's sequence state; the transaction must be aborted",
+                        c.error, self.node_id
+                    );
+                    txn.sequence_lost(ErrorKind::Broker(c.error), message.clone());
+                    lock(&q.state).land(&mut b);
+                    self.settle(
+                        b,
+                        Outcome::Failed {
+                            kind: ErrorKind::Broker(c.error),
+                            message,
+                        },
+                    );
+                    continue;
+                }
+            }
             if let Some(c) = class.filter(|c| c.sequence_reset) {
                 self.on_sequence_error(&b, c.error);
             }
@@ -347,6 +372,10 @@ impl BrokerConnection {
         let Some(idem) = &self.engine.idem else {
             return;
         };
+        // Transactional producers bump at the abort instead (above).
+        if self.engine.txn.is_some() {
+            return;
+        }
         let q = self.engine.acc.queue(&b.topic, b.partition);
         let oldest_unacked = lock(&q.state).unacked.first() == Some(&b.id);
         if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
