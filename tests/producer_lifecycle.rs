@@ -737,19 +737,6 @@ async fn close_wakes_produce_calls_waiting_for_memory() {
     assert!(started.elapsed() < Duration::from_secs(30));
 }
 
-struct Collector(std::sync::mpsc::Sender<DeliveryReport>);
-
-impl actix::Actor for Collector {
-    type Context = actix::Context<Self>;
-}
-
-impl actix::Handler<DeliveryReport> for Collector {
-    type Result = ();
-    fn handle(&mut self, r: DeliveryReport, _: &mut actix::Context<Self>) {
-        let _ = self.0.send(r);
-    }
-}
-
 /// The `Produce` message path is bounded too: while `buffer.memory` is
 /// full, records from `Produce` messages wait only up to as many bytes
 /// again; past that each fails at once with `QueueFull` (instead of
@@ -770,20 +757,7 @@ fn produce_messages_waiting_for_memory_are_bounded() {
         .unwrap();
     rt.block_on(memory_released(&producer));
     broker.pause(); // nothing frees memory from now on
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let system = std::thread::spawn(move || {
-        let sys = actix::System::new();
-        sys.block_on(async move {
-            use actix::Actor;
-            let addr = Collector(tx).start();
-            addr_tx
-                .send((addr.recipient::<DeliveryReport>(), actix::System::current()))
-                .unwrap();
-        });
-        sys.run().ok();
-    });
-    let (recipient, sys) = addr_rx.recv().unwrap();
+    let (recipient, sys, system, rx) = support::paths::collector();
     const N: usize = 300;
     for i in 0..N {
         producer.actor().do_send(courier::Produce {

@@ -128,17 +128,7 @@ impl Producer {
         };
         // Only a 16-byte box is held across the await, not the first try's
         // result (which holds a record).
-        let slow = match self.engine.enqueue_now(
-            record,
-            Some(ReplyTo::Oneshot(tx)),
-            true,
-            &mut Resume::default(),
-        ) {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => return Err(cancelled(e)),
-            Err(slow) => Some(self.engine.enqueue_slow(slow)),
-        };
-        if let Some(slow) = slow {
+        if let Some(slow) = self.take_reporting_to(record, tx).map_err(cancelled)? {
             slow.await.map_err(cancelled)?;
         }
         match rx.await {
@@ -156,20 +146,30 @@ impl Producer {
     /// before `commit_transaction`; `Err` hands the record back untaken.
     pub async fn submit(&self, record: Record) -> Result<DeliveryFuture, ProduceError> {
         let (tx, rx) = oneshot::channel();
-        let slow = match self.engine.enqueue_now(
+        if let Some(slow) = self.take_reporting_to(record, tx)? {
+            slow.await?;
+        }
+        Ok(DeliveryFuture(rx))
+    }
+
+    /// The first, synchronous try at taking `record` with its report going
+    /// to `tx`; `Ok(Some(..))`: what is left to wait for (metadata,
+    /// memory), boxed so that a caller's future stays small.
+    fn take_reporting_to(
+        &self,
+        record: Record,
+        tx: oneshot::Sender<DeliveryReport>,
+    ) -> Result<Option<crate::engine::enqueue::SlowProduce<'_>>, ProduceError> {
+        match self.engine.enqueue_now(
             record,
             Some(ReplyTo::Oneshot(tx)),
             true,
             &mut Resume::default(),
         ) {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => return Err(e),
-            Err(slow) => Some(self.engine.enqueue_slow(slow)),
-        };
-        if let Some(slow) = slow {
-            slow.await?;
+            Ok(Ok(())) => Ok(None),
+            Ok(Err(e)) => Err(e),
+            Err(slow) => Ok(Some(self.engine.enqueue_slow(slow))),
         }
-        Ok(DeliveryFuture(rx))
     }
 
     /// Produces `record` with no report at all (fire and forget). Waits

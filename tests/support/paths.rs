@@ -24,6 +24,32 @@ impl actix::Handler<DeliveryReport> for Collector {
     }
 }
 
+/// An actor that forwards every report to a channel, on an actix system
+/// of its own (a thread): its recipient, that system (stop it, then join
+/// the thread) and the channel's receiving end.
+pub fn collector() -> (
+    actix::Recipient<DeliveryReport>,
+    actix::System,
+    std::thread::JoinHandle<()>,
+    std::sync::mpsc::Receiver<DeliveryReport>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    let system = std::thread::spawn(move || {
+        let sys = actix::System::new();
+        sys.block_on(async move {
+            use actix::Actor;
+            let addr = Collector(tx).start();
+            addr_tx
+                .send((addr.recipient::<DeliveryReport>(), actix::System::current()))
+                .unwrap();
+        });
+        sys.run().ok();
+    });
+    let (recipient, sys) = addr_rx.recv().unwrap();
+    (recipient, sys, system, rx)
+}
+
 fn text(b: Option<&bytes::Bytes>) -> String {
     String::from_utf8(b.expect("a value").to_vec()).expect("UTF-8")
 }
@@ -46,21 +72,7 @@ pub async fn every_report_path(
             .value(format!("{path}-{i}"))
     };
 
-    // The actor, on an actix system of its own.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
-    let system = std::thread::spawn(move || {
-        let sys = actix::System::new();
-        sys.block_on(async move {
-            use actix::Actor;
-            let addr = Collector(tx).start();
-            addr_tx
-                .send((addr.recipient::<DeliveryReport>(), actix::System::current()))
-                .unwrap();
-        });
-        sys.run().ok();
-    });
-    let (recipient, sys) = addr_rx.recv().unwrap();
+    let (recipient, sys, system, rx) = collector();
 
     let sends = futures::future::join_all((0..n).map(|i| producer.send(rec("send", i)))).await;
     let subscribed = {
