@@ -449,8 +449,24 @@ impl Transactions {
         }
     }
 
-    /// Whether a transaction is under way (the producer closing with one
-    /// leaves it to the coordinator's timeout: it never commits).
+    /// Why records of the current transaction can no longer be sent: the
+    /// abortable cause, or the abort under way.
+    pub fn abort_cause(&self) -> (ErrorKind, String) {
+        let i = lock(&self.inner);
+        match &i.error {
+            Some((kind, message)) => (
+                *kind,
+                format!("the transaction can only be aborted: {message}"),
+            ),
+            None => (
+                ErrorKind::Aborted,
+                "the transaction was aborted before this record was sent".into(),
+            ),
+        }
+    }
+
+    /// Whether a transaction is under way (`close` aborts it; a producer
+    /// dropped with one leaves it to the coordinator's timeout).
     pub fn is_under_way(&self) -> bool {
         !matches!(lock(&self.inner).phase, Phase::Idle | Phase::Fatal)
     }

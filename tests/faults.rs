@@ -1034,3 +1034,73 @@ async fn a_partition_refused_by_the_coordinator_fails_its_records_and_the_abort_
     assert!(d.offset.is_some());
     p.close().await;
 }
+
+/// A partition that waits to join a transaction that has become abortable
+/// in the meantime (an earlier AddPartitionsToTxn was refused while its
+/// records were appended) fails at once with the transaction's cause: it
+/// can never join, so its records must not wait for delivery.timeout.ms
+/// (nor the add loop spin on it), and a flush returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic("txn-first", 1, 1).expect("create topic");
+    m.create_topic("txn-second", 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("transactional.id", "txn-late-join-1")],
+    );
+    // Metadata for both topics first (a transaction of one record each).
+    p.begin_transaction().unwrap();
+    for topic in ["txn-first", "txn-second"] {
+        p.send(Record::to(topic).value("warm")).await.unwrap();
+    }
+    p.commit_transaction().await.unwrap();
+    // The refusal takes 400 ms to arrive: the second topic's record is
+    // appended (the gate still open) while the first request is out.
+    m.broker_round_trip_time(1, Duration::from_millis(400))
+        .unwrap();
+    m.request_errors(
+        RDKafkaApiKey::AddPartitionsToTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED],
+    );
+    p.begin_transaction().unwrap();
+    let first = p.submit(Record::to("txn-first").value("a")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second = p
+        .submit(Record::to("txn-second").value("b"))
+        .await
+        .expect("taken: the transaction was still open");
+    let within = Duration::from_secs(20);
+    let e = tokio::time::timeout(within, first)
+        .await
+        .expect("no hang")
+        .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        "{e}"
+    );
+    let e = tokio::time::timeout(within, second)
+        .await
+        .expect("the waiting partition fails at once, not at delivery.timeout.ms")
+        .unwrap_err();
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        "the transaction's cause: {e}"
+    );
+    tokio::time::timeout(within, p.flush())
+        .await
+        .expect("flush returns");
+    let s = p.stats();
+    assert_eq!((s.delivered, s.failed), (2, 2), "{s:?}");
+    p.abort_transaction().await.unwrap();
+    m.broker_round_trip_time(1, Duration::ZERO).unwrap();
+    p.begin_transaction().unwrap();
+    let d = p.send(Record::to("txn-second").value("c")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+    // Offset 0 is "warm" (the mock writes no commit markers): b was
+    // never written.
+    assert_eq!(d.offset, Some(1), "b was never written");
+    p.close().await;
+}

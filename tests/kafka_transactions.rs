@@ -513,11 +513,57 @@ async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
         let want: BTreeSet<String> = (0..n).map(|i| format!("{name}-{i}")).collect();
         assert_eq!(seen, want, "{name}: one report per record");
     }
+    // Closing with a transaction open (no flush first): as the Java
+    // client, close sends what is pending, then aborts the transaction,
+    // promptly (not at delivery.timeout.ms), and its reports say aborted.
+    p.begin_transaction().unwrap();
+    for i in 0..10 {
+        sub.produce(rec(format!("four-{i}"))).await.unwrap();
+    }
     drop(sub);
-    p.close().await;
+    let started = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), p.close())
+        .await
+        .expect("close with an open transaction returns promptly");
+    let mut seen = BTreeSet::new();
+    for _ in 0..10 {
+        match reports.next().await {
+            Some(TransactionReport::Aborted(r)) => {
+                seen.insert(value_of(&r));
+            }
+            other => panic!("four: {other:?}"),
+        }
+    }
+    assert_eq!(seen.len(), 10, "one report per record");
     assert!(reports.next().await.is_none(), "the stream ends");
+    eprintln!(
+        "close with an open transaction took {:?}",
+        started.elapsed()
+    );
+    // The abort reached the coordinator: plain records written after it
+    // on every partition are visible to read_committed at once (behind a
+    // transaction left open they would wait for transaction.timeout.ms).
+    let plain = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .build()
+        .unwrap();
+    for partition in 0..3 {
+        plain
+            .send(
+                Record::to(topic.as_str())
+                    .partition(partition)
+                    .value(format!("after-{partition}")),
+            )
+            .await
+            .unwrap();
+    }
+    plain.close().await;
     let got = values(kafka, &topic, 3, "read_committed");
-    assert_eq!(got.len(), 300);
+    assert_eq!(got.len(), 303, "{got:?}");
+    assert!(
+        got.iter().all(|v| !v.starts_with("four-")),
+        "the transaction open at close never visible"
+    );
     assert!(
         got.iter().all(|v| !v.starts_with("two-")),
         "aborted never visible"

@@ -238,9 +238,12 @@ impl Link {
                     why
                 }
             };
+            // A closing producer still flushes (its partitions must join
+            // the transaction to be sent): steps give up only once the
+            // actors are being stopped.
             if self
                 .engine
-                .closed
+                .shutdown_sent
                 .load(std::sync::atomic::Ordering::Acquire)
             {
                 return Err(TransactionError::State(format!(
@@ -344,6 +347,19 @@ impl Link {
         loop {
             let (generation, wanted) = self.txn().wanted();
             if wanted.is_empty() || self.txn().sendable() != Some(generation) {
+                return;
+            }
+            // Abortable or being aborted: no partition joins any more, so
+            // what waits to join fails now with the transaction's cause
+            // (the Java client's Sender aborts undrained batches then), not
+            // at delivery.timeout.ms.
+            if !self.txn().accepts_steps(generation) {
+                let (kind, message) = self.txn().abort_cause();
+                self.txn().drop_wanted(generation, &wanted);
+                for (topic, partition) in &wanted {
+                    let q = self.engine.acc.queue(topic, *partition);
+                    self.engine.fail_waiting(&q, kind, &message);
+                }
                 return;
             }
             let id = match self.producer_id().await {

@@ -24,6 +24,7 @@ use crate::engine::Engine;
 use crate::record::Record;
 use crate::report::{Delivered, DeliveryError, DeliveryReport, ErrorKind};
 use crate::stats::StatsSnapshot;
+use crate::transaction::TransactionError;
 
 /// Cancels everything when the last handle goes.
 struct HandleGuard {
@@ -238,9 +239,15 @@ impl Producer {
     /// actors. Waits as long as delivery takes (at most about
     /// `delivery.timeout.ms`); [`close_timeout`](Self::close_timeout)
     /// bounds it.
+    ///
+    /// A transaction still open is aborted once its records are sent
+    /// (EndTxn, as the Java client's close does), so read_committed
+    /// consumers are not held up until `transaction.timeout.ms`; its
+    /// transactional reports say aborted.
     pub async fn close(&self) {
         self.engine.close_intake();
         self.engine.flush().await;
+        self.abort_on_close(None).await;
         self.stop_actors(false).await;
     }
 
@@ -250,10 +257,36 @@ impl Producer {
     /// they may or may not have been written), and `Err` says so. Every
     /// record still gets exactly one report.
     pub async fn close_timeout(&self, timeout: Duration) -> Result<(), TimedOut> {
+        let deadline = std::time::Instant::now() + timeout;
         self.engine.close_intake();
         let flushed = self.flush_timeout(timeout).await;
+        if flushed.is_ok() {
+            self.abort_on_close(Some(deadline)).await;
+        }
         self.stop_actors(flushed.is_err()).await;
         flushed
+    }
+
+    /// Aborts the transaction under way, if any, by `deadline`; when that
+    /// fails the coordinator aborts it at `transaction.timeout.ms`.
+    async fn abort_on_close(&self, deadline: Option<std::time::Instant>) {
+        if !self.engine.txn.as_ref().is_some_and(|t| t.is_under_way()) {
+            return;
+        }
+        let abort = self.abort_transaction();
+        let result = match deadline {
+            None => abort.await,
+            Some(d) => {
+                let left = d.saturating_duration_since(std::time::Instant::now());
+                self.engine
+                    .timeout(left, abort)
+                    .await
+                    .unwrap_or_else(|_| Err(TransactionError::TimedOut("close_timeout".into())))
+            }
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "the transaction open at close was not aborted; the coordinator aborts it at transaction.timeout.ms");
+        }
     }
 
     /// Stops the actor tree once (`cancel`: failing what is queued or in
