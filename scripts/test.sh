@@ -24,7 +24,9 @@ echo "== cargo test"
 # Kafka clusters (KRaft) from $COURIER_KAFKA_LIBS; they fail, never skip,
 # when the jars or Java are missing.
 cargo build --examples --locked
-cargo test --all-targets --locked
+# Every target but the examples, which have no tests of their own (built
+# above as programs; --all-targets would build them again as harnesses).
+cargo test --lib --bins --tests --benches --locked
 cargo test --doc --locked
 echo "== fuzz"
 # Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 30)
