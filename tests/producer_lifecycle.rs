@@ -32,6 +32,44 @@ async fn memory_released(producer: &Producer) {
     }
 }
 
+/// A new producer's first record needs no timer: only the round trips
+/// (connect, metadata, the producer id, produce) and `linger.ms`. With the
+/// supervisor's tick and every retry backoff an hour long, the first
+/// record of a fresh producer is still delivered, idempotent or not; had
+/// anything on the way waited for a tick or a retry (a metadata request
+/// refused because the socket was not up yet, a producer id asked for at
+/// the first tick), it would hang. (`benches/vs_rdkafka.rs` measures the
+/// time: `--only first-report`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_record_waits_for_no_tick_or_retry() {
+    let broker = broker_with_topic("first-record", 1).await;
+    let hour = Duration::from_secs(3600);
+    for idempotence in ["true", "false"] {
+        let p = Producer::builder()
+            .bootstrap(&broker.bootstrap())
+            .set("enable.idempotence", idempotence)
+            .set("retry.backoff.ms", "3600000")
+            .set("retry.backoff.max.ms", "3600000")
+            .set("reconnect.backoff.ms", "3600000")
+            .set("reconnect.backoff.max.ms", "3600000")
+            .supervisor_tick(hour)
+            .build()
+            .unwrap();
+        let sent = tokio::time::timeout(
+            Duration::from_secs(30),
+            p.send(Record::to("first-record").value(idempotence)),
+        )
+        .await;
+        let Ok(sent) = sent else {
+            panic!("idempotence={idempotence}: the first record waited");
+        };
+        let d = sent.unwrap();
+        assert!(d.offset.is_some());
+        assert_eq!(d.attempts, 1);
+        p.close_timeout(Duration::from_secs(5)).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn send_reports_partition_offset_timestamp_and_attempts() {
     let broker = broker_with_topic("send", 2).await;

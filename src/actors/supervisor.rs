@@ -147,6 +147,14 @@ impl ProducerSupervisor {
         {
             return;
         }
+        // Until the first metadata names the brokers, wait (BrokersChanged
+        // drives this again): a bootstrap connection is retired as soon as
+        // they are known, and a request on it with it.
+        if self.addresses.connections.iter().all(|e| *e.key() < 0)
+            && !self.addresses.connections.is_empty()
+        {
+            return;
+        }
         let in_flight: usize = self
             .addresses
             .broker_states
@@ -389,7 +397,7 @@ impl Actor for ProducerSupervisor {
         // The supervisor is the root: nothing restarts it. Its periodic
         // work is supervised here instead: a panic in one task is caught,
         // logged and counted, and the task runs again at the next tick.
-        ctx.run_interval(Duration::from_millis(100), |act, ctx| {
+        ctx.run_interval(self.engine.supervisor_tick(), |act, ctx| {
             act.guarded("producer id", ctx, |act, ctx| act.drive_idempotence(ctx));
             act.guarded("connection actors", ctx, |act, ctx| {
                 act.restart_dead_brokers(ctx)
@@ -454,6 +462,9 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
                 a.do_send(Retire);
             }
         }
+        // The first brokers known: ask for the producer id now, not at the
+        // next tick (a new producer's first record waits for it).
+        self.drive_idempotence(ctx);
     }
 }
 

@@ -85,6 +85,10 @@ pub(crate) struct Engine {
     /// its guard only).
     #[cfg(feature = "fault-injection")]
     pub inject_sweep_panic: AtomicBool,
+    /// The supervisor's tick in milliseconds (tests that check a path
+    /// needs no periodic work set it very long).
+    #[cfg(feature = "fault-injection")]
+    pub tick_ms: AtomicU64,
     /// TLS and SASL for every connection (`None`: plaintext).
     pub security: Option<Arc<crate::security::Security>>,
     /// Bytes of records from `Produce` messages waiting for metadata or
@@ -104,7 +108,20 @@ impl std::fmt::Debug for Engine {
     }
 }
 
+/// How often the supervisor runs its periodic work (restarting dead
+/// actors, delivery timeouts, waking connections for retries). Nothing a
+/// new producer's first record needs waits for it.
+pub(crate) const SUPERVISOR_TICK: Duration = Duration::from_millis(100);
+
 impl Engine {
+    /// The supervisor's tick (`SUPERVISOR_TICK`, unless a test changed it).
+    pub(crate) fn supervisor_tick(&self) -> Duration {
+        #[cfg(feature = "fault-injection")]
+        return Duration::from_millis(self.tick_ms.load(Ordering::Relaxed));
+        #[cfg(not(feature = "fault-injection"))]
+        SUPERVISOR_TICK
+    }
+
     /// The engine for a validated `config`, driving `actors` (whose
     /// actors are started after this, with the returned `Arc`).
     pub(crate) fn new(
@@ -165,6 +182,8 @@ impl Engine {
             runtime: std::sync::OnceLock::new(),
             #[cfg(feature = "fault-injection")]
             inject_sweep_panic: AtomicBool::new(false),
+            #[cfg(feature = "fault-injection")]
+            tick_ms: AtomicU64::new(SUPERVISOR_TICK.as_millis() as u64),
             security,
             actor_path_waiting: AtomicUsize::new(0),
             actors,

@@ -20,6 +20,8 @@ impl Producer {
             error: None,
             partitioner: None,
             tokens: None,
+            #[cfg(feature = "fault-injection")]
+            tick: None,
         }
     }
 }
@@ -44,6 +46,8 @@ pub struct ProducerBuilder {
     error: Option<ConfigError>,
     partitioner: Option<Box<dyn Partitioner>>,
     tokens: Option<Arc<dyn crate::security::TokenProvider>>,
+    #[cfg(feature = "fault-injection")]
+    tick: Option<Duration>,
 }
 
 impl std::fmt::Debug for ProducerBuilder {
@@ -120,6 +124,15 @@ impl ProducerBuilder {
         self
     }
 
+    /// Sets the supervisor's tick, so that a test can check a path needs
+    /// no periodic work (say, a very long tick). Only with the
+    /// `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn supervisor_tick(mut self, tick: Duration) -> Self {
+        self.tick = Some(tick);
+        self
+    }
+
     /// The settings so far.
     pub fn config(&self) -> &ProducerConfig {
         &self.config
@@ -137,6 +150,12 @@ impl ProducerBuilder {
             .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
         let engine = Engine::new(self.config, partitioner, addresses.clone(), security);
+        #[cfg(feature = "fault-injection")]
+        if let Some(t) = self.tick {
+            engine
+                .tick_ms
+                .store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         Ok((engine, addresses))
     }
 

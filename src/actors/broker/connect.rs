@@ -109,6 +109,7 @@ impl BrokerConnection {
             reader,
             versions,
         };
+        self.connect_attempt_ended();
         self.drain(ctx);
     }
 
@@ -151,6 +152,7 @@ impl BrokerConnection {
         for (_, c) in self.calls.drain() {
             c.fail(error.clone());
         }
+        self.connect_attempt_ended();
         // The broker may be gone for good (its partitions led elsewhere by
         // now): ask again on every failed attempt, as the Java client's
         // NetworkClient does, not only when a live socket is lost.

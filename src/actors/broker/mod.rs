@@ -36,7 +36,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::actors::broker::call::Call;
 use crate::actors::broker::state::BrokerState;
@@ -92,6 +92,11 @@ pub struct BrokerConnection {
     /// Why the last connection attempt failed, until one succeeds (named
     /// in the errors of requests that find no connection).
     last_connect_error: Option<String>,
+    /// Requests (Metadata, InitProducerId, `Ask`) that arrived while the
+    /// connection was being made: told when the attempt ends, either way,
+    /// and then handled again. So the first metadata request of a new
+    /// producer goes out as soon as the socket is up, not a retry later.
+    connect_waiters: Vec<oneshot::Sender<()>>,
     /// Retired (`Retire`): its in-flight batches are back in their queues
     /// and the shared `BrokerState` may already serve its successor, so
     /// it touches nothing more.
@@ -118,6 +123,15 @@ impl std::fmt::Debug for BrokerConnection {
     }
 }
 
+/// What a request that needs the socket finds (`BrokerConnection::connected`).
+enum Connected {
+    Ready(mpsc::UnboundedSender<Vec<bytes::Bytes>>, ApiVersions),
+    /// A connection attempt is under way: handle the request again when
+    /// it ends.
+    Wait(oneshot::Receiver<()>),
+    Failed(String),
+}
+
 impl BrokerConnection {
     pub(crate) fn new(
         node_id: i32,
@@ -138,6 +152,7 @@ impl BrokerConnection {
             calls: HashMap::new(),
             reconnect_attempts: 0,
             last_connect_error: None,
+            connect_waiters: Vec::new(),
             retired: false,
             reauth_due: false,
             #[cfg(feature = "fault-injection")]
@@ -147,21 +162,31 @@ impl BrokerConnection {
         }
     }
 
-    /// The writer and versions of a live connection, or an error (after
-    /// starting a connect) for calls that cannot wait.
-    fn connected(
-        &mut self,
-        ctx: &mut Context<Self>,
-    ) -> Result<(mpsc::UnboundedSender<Vec<bytes::Bytes>>, ApiVersions), String> {
-        match &self.state {
-            ConnState::Connected { tx, versions, .. } => Ok((tx.clone(), *versions)),
-            _ => {
-                self.ensure_connecting(ctx);
-                Err(match &self.last_connect_error {
-                    Some(e) => format!("{}: {e}", self.addr),
-                    None => format!("{}: not connected yet", self.addr),
-                })
+    /// The writer and versions of a live connection; or, while a first
+    /// attempt (or one after a lost connection) is being made, a receiver
+    /// told when it ends; or an error naming why the last attempt failed
+    /// (after starting another), so that a caller with other brokers to
+    /// ask does not wait on an unreachable one.
+    fn connected(&mut self, ctx: &mut Context<Self>) -> Connected {
+        if let ConnState::Connected { tx, versions, .. } = &self.state {
+            return Connected::Ready(tx.clone(), *versions);
+        }
+        self.ensure_connecting(ctx);
+        match &self.last_connect_error {
+            None if matches!(self.state, ConnState::Connecting) => {
+                let (tx, rx) = oneshot::channel();
+                self.connect_waiters.push(tx);
+                Connected::Wait(rx)
             }
+            Some(e) => Connected::Failed(format!("{}: {e}", self.addr)),
+            None => Connected::Failed(format!("{}: not connected yet", self.addr)),
+        }
+    }
+
+    /// Tells the requests waiting for the connection attempt that it ended.
+    fn connect_attempt_ended(&mut self) {
+        for w in self.connect_waiters.drain(..) {
+            let _ = w.send(());
         }
     }
 
@@ -255,6 +280,8 @@ impl BrokerConnection {
         for (_, c) in self.calls.drain() {
             c.fail("connection retired".into());
         }
+        // Dropped unanswered: their requests fail "connection retired".
+        self.connect_waiters.clear();
     }
 }
 

@@ -12,7 +12,7 @@ use kafka_protocol::protocol::StrBytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::actors::broker::call::Call;
-use crate::actors::broker::BrokerConnection;
+use crate::actors::broker::{BrokerConnection, Connected};
 use crate::actors::msgs::{Ask, FetchMetadata, InitProducer};
 use crate::idempotence::FetchError;
 use crate::kafka_error::{classify, ResponseError};
@@ -45,12 +45,42 @@ impl BrokerConnection {
     }
 }
 
+/// Handles `msg` again once the connection attempt under way has ended
+/// (connected, or failed: then it fails with the cause). A weak address:
+/// a waiting request must not keep a retired actor alive.
+fn again_after<M, T, E>(
+    ended: oneshot::Receiver<()>,
+    me: actix::WeakAddr<BrokerConnection>,
+    msg: M,
+    error: fn(String) -> E,
+) -> ResponseFuture<Result<T, E>>
+where
+    M: Message<Result = Result<T, E>> + Send + 'static,
+    T: Send + 'static,
+    E: Send + 'static,
+    BrokerConnection: Handler<M>,
+{
+    Box::pin(async move {
+        let retired = || error("connection retired".into());
+        if ended.await.is_err() {
+            return Err(retired());
+        }
+        let Some(me) = me.upgrade() else {
+            return Err(retired());
+        };
+        me.send(msg).await.unwrap_or_else(|_| Err(retired()))
+    })
+}
+
 impl Handler<FetchMetadata> for BrokerConnection {
     type Result = ResponseFuture<Result<MetadataResponse, String>>;
     fn handle(&mut self, msg: FetchMetadata, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, versions) = match self.connected(ctx) {
-            Ok(c) => c,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Connected::Ready(tx, v) => (tx, v),
+            Connected::Wait(ended) => {
+                return again_after(ended, ctx.address().downgrade(), msg, |e| e);
+            }
+            Connected::Failed(e) => return Box::pin(async move { Err(e) }),
         };
         let mut req = MetadataRequest::default().with_topics(Some(
             msg.topics
@@ -88,8 +118,11 @@ where
     type Result = ResponseFuture<Result<(i16, R::Response), String>>;
     fn handle(&mut self, msg: Ask<R>, ctx: &mut Context<Self>) -> Self::Result {
         let (tx, versions) = match self.connected(ctx) {
-            Ok(c) => c,
-            Err(e) => return Box::pin(async move { Err(e) }),
+            Connected::Ready(tx, v) => (tx, v),
+            Connected::Wait(ended) => {
+                return again_after(ended, ctx.address().downgrade(), msg, |e| e);
+            }
+            Connected::Failed(e) => return Box::pin(async move { Err(e) }),
         };
         let Some(version) = versions.get(msg.api).map(|v| v.min(msg.max)) else {
             let e = format!(
@@ -130,8 +163,11 @@ impl Handler<InitProducer> for BrokerConnection {
     fn handle(&mut self, msg: InitProducer, ctx: &mut Context<Self>) -> Self::Result {
         let node = self.node_id;
         let (tx, versions) = match self.connected(ctx) {
-            Ok(c) => c,
-            Err(e) => return Box::pin(async move { Err(FetchError::Transient(e)) }),
+            Connected::Ready(tx, v) => (tx, v),
+            Connected::Wait(ended) => {
+                return again_after(ended, ctx.address().downgrade(), msg, FetchError::Transient);
+            }
+            Connected::Failed(e) => return Box::pin(async move { Err(FetchError::Transient(e)) }),
         };
         let Some(version) = versions.init_producer_id else {
             let message = format!(
