@@ -25,12 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let topic = "quickstart";
     let messages = 100_000;
 
-    match courier::admin::create_topic(&bootstrap, topic, 6, 1).await {
-        Ok(()) => println!("created topic {topic} (6 partitions)"),
-        Err(courier::admin::AdminError::Refused { code: 36, .. }) => {
-            println!("topic {topic} exists")
-        }
-        Err(e) => return Err(e.into()),
+    if courier::admin::create_topic_if_missing(&bootstrap, topic, 6, 1).await? {
+        println!("created topic {topic} (6 partitions)");
+    } else {
+        println!("topic {topic} exists");
     }
 
     let producer = Producer::builder()

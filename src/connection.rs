@@ -730,5 +730,10 @@ fn placeholder_versions() -> ApiVersions {
         add_offsets_to_txn: None,
         end_txn: None,
         txn_offset_commit: None,
+        delete_topics: None,
+        create_partitions: None,
+        describe_configs: None,
+        incremental_alter_configs: None,
+        describe_quorum: None,
     }
 }

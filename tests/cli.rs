@@ -236,6 +236,9 @@ fn help_version_completions_and_usage_errors() {
         &["perf", "--help"],
         &["topic", "create", "--help"],
         &["topic", "list", "--help"],
+        &["topic", "describe", "--help"],
+        &["topic", "delete", "--help"],
+        &["cluster", "--help"],
         &["completions", "--help"],
     ] {
         let out = courier(sub, "");
@@ -244,8 +247,49 @@ fn help_version_completions_and_usage_errors() {
         assert!(text.contains("Usage: courier"), "{sub:?}: {text}");
         assert_eq!(text.matches("Usage:").count(), 1, "usage once: {text}");
     }
-    let help = courier(&["produce", "--help"], "");
-    assert!(String::from_utf8_lossy(&help.stdout).contains("Examples:"));
+    for sub in [
+        &["produce", "--help"][..],
+        &["topic", "create", "--help"],
+        &["topic", "describe", "--help"],
+        &["cluster", "--help"],
+    ] {
+        let help = courier(sub, "");
+        assert!(
+            String::from_utf8_lossy(&help.stdout).contains("Examples:"),
+            "{sub:?}"
+        );
+    }
+    for sub in [
+        &["topic", "list", "--help"][..],
+        &["topic", "delete", "--help"],
+    ] {
+        let help = courier(sub, "");
+        assert!(
+            String::from_utf8_lossy(&help.stdout).contains("Example:"),
+            "{sub:?}"
+        );
+    }
+    let create = courier(&["topic", "create", "--help"], "");
+    assert!(String::from_utf8_lossy(&create.stdout).contains("--config <NAME=VALUE>"));
+    // A --config without '=' is a usage error naming the flag.
+    let bad_config = courier(
+        &[
+            "topic",
+            "create",
+            "-b",
+            "h:1",
+            "x",
+            "--partitions",
+            "1",
+            "--config",
+            "retention.ms",
+        ],
+        "",
+    );
+    assert_eq!(bad_config.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad_config.stderr).contains("--config"));
+    let no_name = courier(&["topic", "describe", "-b", "h:1"], "");
+    assert_eq!(no_name.status.code(), Some(2));
     let version = courier(&["--version"], "");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout).trim(),

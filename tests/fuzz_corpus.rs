@@ -34,6 +34,11 @@ const AGREED: ApiVersions = ApiVersions {
     add_offsets_to_txn: None,
     end_txn: None,
     txn_offset_commit: None,
+    delete_topics: None,
+    create_partitions: None,
+    describe_configs: None,
+    incremental_alter_configs: None,
+    describe_quorum: None,
 };
 
 fn topic(name: &'static str) -> TopicName {

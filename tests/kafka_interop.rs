@@ -29,7 +29,13 @@
 //! - records reach a new leader after the old one is SIGKILLed (this test
 //!   starts a 3-broker cluster of its own);
 //! - the harness itself: brokers die with the test binary, and outlive the
-//!   test thread that started them.
+//!   test thread that started them;
+//! - `courier::admin` and the CLI's `topic create|describe|delete` and
+//!   `cluster`, each result checked with Kafka's own tools (TopicCommand,
+//!   ConfigCommand, ClusterTool, MetadataQuorumCommand), not read back
+//!   through Courier: topic ids, leaders, replicas and ISR on RF 3,
+//!   partition counts, deletion, topic configs and their sources, the
+//!   cluster id and the active controller.
 //!
 //! Run: `cargo test --test kafka_interop` (needs `bash scripts/install-tools.sh`).
 
@@ -995,5 +1001,656 @@ async fn a_broker_that_moves_to_another_address_keeps_every_record_once() {
         if let Some(prev) = last.insert(r.key.clone().unwrap(), i) {
             assert!(prev < i, "key order broken at record {i}");
         }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Admin (`courier::admin` and the CLI's `topic` and `cluster`), each checked
+// against what Kafka's own tools report.
+
+/// How long a change may take to reach the broker a tool asks.
+const PROPAGATION: Duration = Duration::from_secs(60);
+
+/// One partition as `kafka-topics.sh --describe` prints it: (partition,
+/// leader or -1, replicas, ISR), and the whole line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct JavaPartition {
+    partition: i32,
+    leader: i32,
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    line: String,
+}
+
+/// `kafka-topics.sh --describe --topic TOPIC` (`TopicCommand`), parsed.
+#[derive(Debug, Clone)]
+struct JavaTopic {
+    header: String,
+    topic_id: String,
+    partitions: Vec<JavaPartition>,
+}
+
+/// The `Key: value` fields of one tab-separated TopicCommand line.
+fn topic_command_fields(line: &str) -> HashMap<String, String> {
+    line.split('\t')
+        .filter_map(|f| f.trim().split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+fn broker_ids(list: &str) -> Vec<i32> {
+    list.split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap_or_else(|_| panic!("broker id {s:?}")))
+        .collect()
+}
+
+fn java_describe(kafka: &KafkaCluster, topic: &str) -> JavaTopic {
+    let out = kafka.run(
+        "org.apache.kafka.tools.TopicCommand",
+        &[
+            "--bootstrap-server",
+            &kafka.bootstrap(),
+            "--describe",
+            "--topic",
+            topic,
+        ],
+    );
+    let mut header = None;
+    let mut partitions = Vec::new();
+    for line in out.lines() {
+        let f = topic_command_fields(line);
+        if f.get("Topic").map(String::as_str) != Some(topic) {
+            continue;
+        }
+        if let Some(p) = f.get("Partition") {
+            partitions.push(JavaPartition {
+                partition: p.parse().unwrap(),
+                leader: f["Leader"].parse().unwrap_or(-1),
+                replicas: broker_ids(&f["Replicas"]),
+                isr: broker_ids(&f["Isr"]),
+                line: line.to_string(),
+            });
+        } else {
+            header = Some((line.to_string(), f["TopicId"].clone()));
+        }
+    }
+    let (header, topic_id) = header.unwrap_or_else(|| panic!("no topic line in:\n{out}"));
+    partitions.sort_by_key(|p| p.partition);
+    JavaTopic {
+        header,
+        topic_id,
+        partitions,
+    }
+}
+
+/// `kafka-topics.sh --list`.
+fn java_topics(kafka: &KafkaCluster) -> HashSet<String> {
+    kafka
+        .run(
+            "org.apache.kafka.tools.TopicCommand",
+            &["--bootstrap-server", &kafka.bootstrap(), "--list"],
+        )
+        .lines()
+        .map(|l| l.trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// Polls `kafka-topics.sh --list` until `topic` is gone from it.
+fn wait_until_java_lists_no(kafka: &KafkaCluster, topic: &str) {
+    let deadline = Instant::now() + PROPAGATION;
+    while java_topics(kafka).contains(topic) {
+        assert!(Instant::now() < deadline, "Kafka still lists {topic}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `kafka-configs.sh --describe --entity-type topics --entity-name TOPIC`
+/// (`ConfigCommand`, with `--all` for every config): name → (value, the
+/// source of the value in effect: its first synonym's, empty when the
+/// line lists none).
+fn java_configs(
+    kafka: &KafkaCluster,
+    topic: &str,
+    all: bool,
+) -> BTreeMap<String, (String, String)> {
+    let b = kafka.bootstrap();
+    let mut args = vec![
+        "--bootstrap-server",
+        b.as_str(),
+        "--describe",
+        "--entity-type",
+        "topics",
+        "--entity-name",
+        topic,
+    ];
+    if all {
+        args.push("--all");
+    }
+    let out = kafka.run("kafka.admin.ConfigCommand", &args);
+    let mut configs = BTreeMap::new();
+    for line in out.lines() {
+        let Some((pair, rest)) = line.trim_start().split_once(" sensitive=") else {
+            continue;
+        };
+        let (name, value) = pair.split_once('=').expect("NAME=VALUE");
+        let source = rest
+            .split_once("synonyms={")
+            .and_then(|(_, s)| s.split_once(':'))
+            .map_or(String::new(), |(s, _)| s.to_string());
+        configs.insert(name.to_string(), (value.to_string(), source));
+    }
+    configs
+}
+
+/// The topic's own (dynamic) configs as ConfigCommand reports them.
+fn java_topic_configs(kafka: &KafkaCluster, topic: &str) -> BTreeMap<String, String> {
+    java_configs(kafka, topic, false)
+        .into_iter()
+        .map(|(k, (v, _))| (k, v))
+        .collect()
+}
+
+/// Polls ConfigCommand until the topic's own configs are `want`.
+fn wait_for_java_topic_configs(kafka: &KafkaCluster, topic: &str, want: &[(&str, &str)]) {
+    let want: BTreeMap<String, String> = want
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let got = java_topic_configs(kafka, topic);
+        if got == want {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}: Kafka reports configs {got:?}, want {want:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `kafka-cluster.sh cluster-id` (`ClusterTool`).
+fn java_cluster_id(kafka: &KafkaCluster) -> String {
+    let out = kafka.run(
+        "org.apache.kafka.tools.ClusterTool",
+        &["cluster-id", "--bootstrap-server", &kafka.bootstrap()],
+    );
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("Cluster ID: "))
+        .unwrap_or_else(|| panic!("no cluster id in:\n{out}"))
+        .trim()
+        .to_string()
+}
+
+/// The active controller as `kafka-metadata-quorum.sh describe --status`
+/// (`MetadataQuorumCommand`) reports it: the quorum's leader.
+fn java_quorum_leader(kafka: &KafkaCluster) -> i32 {
+    let out = kafka.run(
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        &[
+            "--bootstrap-server",
+            &kafka.bootstrap(),
+            "describe",
+            "--status",
+        ],
+    );
+    out.lines()
+        .find_map(|l| l.trim().strip_prefix("LeaderId:"))
+        .unwrap_or_else(|| panic!("no LeaderId in:\n{out}"))
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Courier's `describe_topic` and Kafka's TopicCommand, polled until they
+/// agree (the broker each asks may learn a change a moment apart) and the
+/// topic has `partitions` partitions, each with a leader.
+async fn described_alike(
+    kafka: &KafkaCluster,
+    topic: &str,
+    partitions: usize,
+) -> (courier::admin::TopicDescription, JavaTopic) {
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let ours = courier::admin::describe_topic(&kafka.bootstrap(), topic).await;
+        let java = java_describe(kafka, topic);
+        let same = ours.as_ref().is_ok_and(|d| {
+            d.partitions.len() == partitions
+                && java.partitions.len() == partitions
+                && d.topic_id.as_deref() == Some(java.topic_id.as_str())
+                && d.partitions.iter().zip(&java.partitions).all(|(o, j)| {
+                    o.partition == j.partition
+                        && o.leader == Some(j.leader)
+                        && o.replicas == j.replicas
+                        && o.isr == j.isr
+                })
+        });
+        if same {
+            return (ours.unwrap(), java);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}: Courier describes {ours:?}, Kafka {java:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// create (also `create_topic_if_missing`), describe, add partitions and
+/// delete through `courier::admin` on 3 brokers, each result checked with
+/// Kafka's TopicCommand: the topic id, every partition's leader, replicas
+/// (3 of them) and ISR; the partition count after growing; the topic gone
+/// after deleting. Refusals are matched by name: TOPIC_ALREADY_EXISTS,
+/// INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_topic_calls_agree_with_kafkas_topic_command() {
+    use courier::admin;
+    let kafka = KafkaCluster::shared(3);
+    let _logs = kafka.logs_on_panic();
+    let b = kafka.bootstrap();
+    let topic = unique("admin-topic");
+
+    assert!(!java_topics(kafka).contains(&topic));
+    assert!(
+        admin::create_topic_if_missing(&b, &topic, 3, 3)
+            .await
+            .unwrap(),
+        "created by this call"
+    );
+    assert!(
+        !admin::create_topic_if_missing(&b, &topic, 3, 3)
+            .await
+            .unwrap(),
+        "there already"
+    );
+    let exists = admin::create_topic(&b, &topic, 3, 3).await.unwrap_err();
+    assert!(exists.is_topic_exists(), "{exists}");
+    assert!(!exists.is_unknown_topic());
+    assert_eq!(
+        exists.kafka_error(),
+        Some(ResponseError::TopicAlreadyExists)
+    );
+
+    let (ours, java) = described_alike(kafka, &topic, 3).await;
+    assert_eq!(ours.name, topic);
+    assert!(!ours.internal);
+    for p in &ours.partitions {
+        let mut replicas = p.replicas.clone();
+        replicas.sort_unstable();
+        assert_eq!(replicas, vec![0, 1, 2], "{p:?}");
+        assert!(p.replicas.contains(&p.leader.unwrap()), "{p:?}");
+    }
+    eprintln!("{}\n{:?}", java.header, java.partitions);
+
+    admin::create_partitions(&b, &topic, 5).await.unwrap();
+    let (ours, _) = described_alike(kafka, &topic, 5).await;
+    assert_eq!(ours.partitions.last().unwrap().partition, 4);
+    let shrink = admin::create_partitions(&b, &topic, 2).await.unwrap_err();
+    assert_eq!(
+        shrink.kafka_error(),
+        Some(ResponseError::InvalidPartitions),
+        "{shrink}"
+    );
+    assert_eq!(java_describe(kafka, &topic).partitions.len(), 5);
+
+    admin::delete_topic(&b, &topic).await.unwrap();
+    wait_until_java_lists_no(kafka, &topic);
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        match admin::describe_topic(&b, &topic).await {
+            Err(e) if e.is_unknown_topic() => break,
+            other => assert!(Instant::now() < deadline, "after delete: {other:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let again = admin::delete_topic(&b, &topic).await.unwrap_err();
+    assert!(again.is_unknown_topic(), "{again}");
+    let grow = admin::create_partitions(&b, &topic, 6).await.unwrap_err();
+    assert!(grow.is_unknown_topic(), "{grow}");
+}
+
+/// Topic configs: set at creation, described, and changed incrementally
+/// (set two, delete one) through `courier::admin`, checked with Kafka's
+/// ConfigCommand: the topic's own configs after each step, and every
+/// config's value and source as `--all` lists them. A bad value is refused
+/// as a whole (INVALID_CONFIG, nothing changed); an unknown topic is
+/// `is_unknown_topic`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_topic_configs_agree_with_kafkas_config_command() {
+    use courier::admin::{self, ConfigOp, ConfigSource};
+    use courier::connection::ConnectionOptions;
+    let kafka = KafkaCluster::shared(1);
+    let _logs = kafka.logs_on_panic();
+    let b = kafka.bootstrap();
+    let topic = unique("admin-configs");
+
+    admin::create_topic_with_configs(
+        &ConnectionOptions::default(),
+        &b,
+        &topic,
+        1,
+        1,
+        &[("cleanup.policy", "compact"), ("retention.ms", "123456")],
+    )
+    .await
+    .unwrap();
+    wait_for_java_topic_configs(
+        kafka,
+        &topic,
+        &[("cleanup.policy", "compact"), ("retention.ms", "123456")],
+    );
+
+    // Every config, value and source, as ConfigCommand --all has them.
+    let ours = admin::describe_topic_config(&b, &topic).await.unwrap();
+    let java = java_configs(kafka, &topic, true);
+    let ours_map: BTreeMap<String, (String, String)> = ours
+        .iter()
+        .map(|c| {
+            (
+                c.name.clone(),
+                (
+                    c.value.clone().unwrap_or_else(|| "null".into()),
+                    c.source.java_name().to_string(),
+                ),
+            )
+        })
+        .collect();
+    assert!(java.len() > 20, "ConfigCommand --all: {java:?}");
+    // ConfigCommand names a value's source through its first synonym, and
+    // prints none for configs no broker config stands behind.
+    let ours_map: BTreeMap<String, (String, String)> = ours_map
+        .into_iter()
+        .map(|(k, (v, source))| {
+            let shown = java.get(&k).is_some_and(|(_, s)| !s.is_empty());
+            (k, (v, if shown { source } else { String::new() }))
+        })
+        .collect();
+    assert_eq!(ours_map, java);
+    let own: Vec<&str> = ours
+        .iter()
+        .filter(|c| c.source == ConfigSource::DynamicTopic)
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(own, ["cleanup.policy", "retention.ms"]);
+    assert!(ours.iter().any(|c| c.is_default()));
+
+    admin::alter_topic_config(
+        &b,
+        &topic,
+        &[
+            ConfigOp::set("retention.ms", "3600000"),
+            ConfigOp::set("max.message.bytes", "2000000"),
+            ConfigOp::delete("cleanup.policy"),
+        ],
+    )
+    .await
+    .unwrap();
+    wait_for_java_topic_configs(
+        kafka,
+        &topic,
+        &[
+            ("max.message.bytes", "2000000"),
+            ("retention.ms", "3600000"),
+        ],
+    );
+    let after = admin::describe_topic_config(&b, &topic).await.unwrap();
+    let entry = |name: &str| after.iter().find(|c| c.name == name).unwrap().clone();
+    assert_eq!(entry("retention.ms").value.as_deref(), Some("3600000"));
+    assert_eq!(entry("retention.ms").source, ConfigSource::DynamicTopic);
+    assert_eq!(entry("cleanup.policy").value.as_deref(), Some("delete"));
+    assert_eq!(entry("cleanup.policy").source, ConfigSource::Default);
+
+    // All or nothing: a bad value refuses the whole change.
+    let bad = admin::alter_topic_config(
+        &b,
+        &topic,
+        &[
+            ConfigOp::set("segment.ms", "600000"),
+            ConfigOp::set("retention.ms", "not-a-number"),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        bad.kafka_error(),
+        Some(ResponseError::InvalidConfig),
+        "{bad}"
+    );
+    assert_eq!(
+        java_topic_configs(kafka, &topic),
+        BTreeMap::from([
+            ("max.message.bytes".to_string(), "2000000".to_string()),
+            ("retention.ms".to_string(), "3600000".to_string()),
+        ])
+    );
+
+    let missing = unique("admin-missing");
+    let e = admin::alter_topic_config(&b, &missing, &[ConfigOp::set("retention.ms", "1")])
+        .await
+        .unwrap_err();
+    assert!(e.is_unknown_topic(), "{e}");
+    let e = admin::describe_topic_config(&b, &missing)
+        .await
+        .unwrap_err();
+    assert!(e.is_unknown_topic(), "{e}");
+}
+
+/// `describe_cluster` on 3 brokers: the ids and addresses the harness gave
+/// the brokers, the active controller MetadataQuorumCommand reports, the
+/// cluster id Kafka's ClusterTool reports, and the admin APIs agreed at
+/// Kafka 4.1.1's versions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_describe_cluster_agrees_with_kafkas_cluster_tool() {
+    let kafka = KafkaCluster::shared(3);
+    let _logs = kafka.logs_on_panic();
+    let c = courier::admin::describe_cluster(&kafka.bootstrap())
+        .await
+        .unwrap();
+    assert_eq!(
+        c.cluster_id.as_deref(),
+        Some(java_cluster_id(kafka).as_str())
+    );
+    let ids: Vec<i32> = c.brokers.iter().map(|b| b.id).collect();
+    assert_eq!(ids, kafka.broker_ids());
+    for b in &c.brokers {
+        assert_eq!(format!("{}:{}", b.host, b.port), kafka.address(b.id));
+        assert_eq!(b.rack, None);
+    }
+    assert_eq!(c.controller, Some(java_quorum_leader(kafka)));
+    assert_eq!(c.bootstrap_broker, kafka.address(0));
+    let v = c.api_versions;
+    assert_eq!(
+        (
+            v.delete_topics,
+            v.create_partitions,
+            v.describe_configs,
+            v.incremental_alter_configs,
+            v.describe_quorum
+        ),
+        (Some(6), Some(3), Some(4), Some(1), Some(2))
+    );
+}
+
+/// Runs the built `courier` binary.
+fn courier_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run courier")
+}
+
+fn stdout_of(out: &std::process::Output, args: &[&str]) -> String {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "courier {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The CLI on 3 brokers: `topic create --config` (the configs as
+/// ConfigCommand reports them), `topic describe` (each line a prefix of
+/// TopicCommand's; `--json` with the same leaders, replicas and ISR),
+/// `cluster` (brokers, MetadataQuorumCommand's controller, ClusterTool's
+/// cluster id, agreed versions; `--json`), `topic delete` (gone from TopicCommand's list);
+/// an unknown topic exits 1 for describe and delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cli_topic_describe_delete_and_cluster_agree_with_kafkas_tools() {
+    let kafka = KafkaCluster::shared(3);
+    let _logs = kafka.logs_on_panic();
+    let b = kafka.bootstrap();
+    let topic = unique("cli-admin");
+
+    let args = [
+        "topic",
+        "create",
+        "-b",
+        &b,
+        &topic,
+        "--partitions",
+        "2",
+        "--replication-factor",
+        "3",
+        "--config",
+        "retention.ms=7777",
+        "--config",
+        "cleanup.policy=compact",
+    ];
+    stdout_of(&courier_cli(&args), &args);
+    wait_for_java_topic_configs(
+        kafka,
+        &topic,
+        &[("cleanup.policy", "compact"), ("retention.ms", "7777")],
+    );
+
+    // Text: the header and each partition line start as TopicCommand's.
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let args = ["topic", "describe", "-b", &b, &topic];
+        let out = courier_cli(&args);
+        let java = java_describe(kafka, &topic);
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        let alike = out.status.success()
+            && java.partitions.len() == 2
+            && lines.len() == 3
+            && java.header.starts_with(lines[0])
+            && java
+                .partitions
+                .iter()
+                .zip(&lines[1..])
+                .all(|(j, ours)| j.line.starts_with(ours) && j.leader >= 0);
+        if alike {
+            assert!(
+                lines[0].ends_with("PartitionCount: 2\tReplicationFactor: 3"),
+                "{text}"
+            );
+            // JSON: the same partitions.
+            let args = ["topic", "describe", "-b", &b, &topic, "--json"];
+            let json = stdout_of(&courier_cli(&args), &args);
+            assert!(
+                json.contains(&format!("\"topic_id\": \"{}\"", java.topic_id)),
+                "{json}"
+            );
+            let ids = |v: &[i32]| v.iter().map(i32::to_string).collect::<Vec<_>>().join(", ");
+            let want: Vec<String> = java
+                .partitions
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{{\"partition\": {}, \"leader\": {}, \"replicas\": [{}], \"isr\": [{}], \"offline_replicas\": []}}",
+                        p.partition,
+                        p.leader,
+                        ids(&p.replicas),
+                        ids(&p.isr)
+                    )
+                })
+                .collect();
+            // Otherwise leadership moved between the reads: read again.
+            if want.iter().all(|w| json.contains(w)) {
+                break;
+            }
+            eprintln!("describe --json: {json}, want {want:?}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "courier describes:\n{text}\nKafka: {java:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    let args = ["cluster", "-b", &b];
+    let text = stdout_of(&courier_cli(&args), &args);
+    assert!(
+        text.lines()
+            .any(|l| l == format!("Cluster ID: {}", java_cluster_id(kafka))),
+        "{text}"
+    );
+    for id in kafka.broker_ids() {
+        let line = format!("Broker {id}: {} (rack: none)", kafka.address(id));
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    let controller: i32 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Controller: "))
+        .expect("a controller line")
+        .parse()
+        .unwrap();
+    assert_eq!(controller, java_quorum_leader(kafka));
+    for line in [
+        "  Produce: v12",
+        "  DeleteTopics: v6",
+        "  IncrementalAlterConfigs: v1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+    let args = ["cluster", "-b", &b, "--json"];
+    let json = stdout_of(&courier_cli(&args), &args);
+    assert!(
+        json.starts_with('{') && json.trim_end().ends_with('}'),
+        "{json}"
+    );
+    for part in [
+        format!("\"cluster_id\": \"{}\"", java_cluster_id(kafka)),
+        format!("\"controller\": {controller}"),
+        format!(
+            "{{\"id\": 0, \"host\": \"127.0.0.1\", \"port\": {}, \"rack\": null}}",
+            kafka.address(0).rsplit_once(':').unwrap().1
+        ),
+        "\"Produce\": 12".to_string(),
+        "\"CreatePartitions\": 3".to_string(),
+    ] {
+        assert!(json.contains(&part), "{part} in {json}");
+    }
+
+    let args = ["topic", "delete", "-b", &b, &topic];
+    let text = stdout_of(&courier_cli(&args), &args);
+    assert_eq!(text.trim(), format!("deleted topic {topic}"));
+    wait_until_java_lists_no(kafka, &topic);
+    let again = courier_cli(&args);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&again.stderr).contains("UnknownTopicOrPartition"),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    let deadline = Instant::now() + PROPAGATION;
+    loop {
+        let missing = courier_cli(&["topic", "describe", "-b", &b, &topic]);
+        let stderr = String::from_utf8_lossy(&missing.stderr);
+        if missing.status.code() == Some(1) && stderr.contains("UnknownTopicOrPartition") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "describe after delete: {:?} {stderr}",
+            missing.status
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

@@ -429,3 +429,181 @@ fn hand_written_produce_frames_match_kafka_protocol() {
     };
     assert!(encode(&bad, &[]).is_err(), "v13 names topics by id");
 }
+
+#[test]
+fn every_range_we_claim_is_one_kafka_protocol_knows() {
+    for ours in SUPPORTED {
+        let lib = ours.api.valid_versions();
+        assert!(
+            lib.min <= ours.min && ours.max <= lib.max,
+            "{:?}: we claim v{}..=v{} but kafka-protocol knows {lib}",
+            ours.api,
+            ours.min,
+            ours.max
+        );
+    }
+}
+
+#[test]
+fn delete_topics() {
+    for v in versions(ApiKey::DeleteTopics) {
+        // admin::delete_topic names the topic in `topics` from v6 on, in
+        // `topic_names` before.
+        let req = if v >= 6 {
+            DeleteTopicsRequest::default()
+                .with_topics(vec![delete_topics_request::DeleteTopicState::default()
+                    .with_name(Some(TopicName(s("orders"))))])
+        } else {
+            DeleteTopicsRequest::default().with_topic_names(vec![TopicName(s("orders"))])
+        };
+        request_round_trip(req.with_timeout_ms(30_000), v);
+
+        let mut r = delete_topics_response::DeletableTopicResult::default()
+            .with_name(Some(TopicName(s("orders"))))
+            .with_error_code(3);
+        if v >= 5 {
+            r = r.with_error_message(Some(s("unknown")));
+        }
+        if v >= 6 {
+            r = r.with_topic_id(uuid::Uuid::from_u128(7));
+        }
+        let resp = DeleteTopicsResponse::default()
+            .with_throttle_time_ms(1)
+            .with_responses(vec![r]);
+        response_round_trip::<DeleteTopicsRequest>(resp, v);
+    }
+}
+
+#[test]
+fn create_partitions() {
+    for v in versions(ApiKey::CreatePartitions) {
+        let t = create_partitions_request::CreatePartitionsTopic::default()
+            .with_name(TopicName(s("orders")))
+            .with_count(12)
+            .with_assignments(None);
+        let req = CreatePartitionsRequest::default()
+            .with_topics(vec![t])
+            .with_timeout_ms(30_000)
+            .with_validate_only(true);
+        request_round_trip(req, v);
+
+        let r = create_partitions_response::CreatePartitionsTopicResult::default()
+            .with_name(TopicName(s("orders")))
+            .with_error_code(37)
+            .with_error_message(Some(s("fewer")));
+        let resp = CreatePartitionsResponse::default()
+            .with_throttle_time_ms(3)
+            .with_results(vec![r]);
+        response_round_trip::<CreatePartitionsRequest>(resp, v);
+    }
+}
+
+#[test]
+fn describe_configs() {
+    for v in versions(ApiKey::DescribeConfigs) {
+        let resource = describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("orders"))
+            .with_configuration_keys(Some(vec![s("retention.ms")]));
+        let mut req = DescribeConfigsRequest::default()
+            .with_resources(vec![resource])
+            .with_include_synonyms(true);
+        if v >= 3 {
+            req = req.with_include_documentation(true);
+        }
+        request_round_trip(req, v);
+
+        let mut c = describe_configs_response::DescribeConfigsResourceResult::default()
+            .with_name(s("retention.ms"))
+            .with_value(Some(s("3600000")))
+            .with_read_only(true)
+            .with_config_source(1)
+            .with_is_sensitive(true)
+            .with_synonyms(vec![
+                describe_configs_response::DescribeConfigsSynonym::default()
+                    .with_name(s("log.retention.ms"))
+                    .with_value(Some(s("1")))
+                    .with_source(5),
+            ]);
+        if v >= 3 {
+            c = c
+                .with_config_type(5)
+                .with_documentation(Some(s("how long")));
+        }
+        let r = describe_configs_response::DescribeConfigsResult::default()
+            .with_error_code(0)
+            .with_error_message(Some(s("none")))
+            .with_resource_type(2)
+            .with_resource_name(s("orders"))
+            .with_configs(vec![c]);
+        let resp = DescribeConfigsResponse::default()
+            .with_throttle_time_ms(4)
+            .with_results(vec![r]);
+        response_round_trip::<DescribeConfigsRequest>(resp, v);
+    }
+}
+
+#[test]
+fn incremental_alter_configs() {
+    for v in versions(ApiKey::IncrementalAlterConfigs) {
+        let resource = incremental_alter_configs_request::AlterConfigsResource::default()
+            .with_resource_type(2)
+            .with_resource_name(s("orders"))
+            .with_configs(vec![
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s("retention.ms"))
+                    .with_config_operation(0)
+                    .with_value(Some(s("1000"))),
+                incremental_alter_configs_request::AlterableConfig::default()
+                    .with_name(s("cleanup.policy"))
+                    .with_config_operation(1)
+                    .with_value(None),
+            ]);
+        let req = IncrementalAlterConfigsRequest::default()
+            .with_resources(vec![resource])
+            .with_validate_only(true);
+        request_round_trip(req, v);
+
+        let r = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            .with_error_code(40)
+            .with_error_message(Some(s("invalid")))
+            .with_resource_type(2)
+            .with_resource_name(s("orders"));
+        let resp = IncrementalAlterConfigsResponse::default()
+            .with_throttle_time_ms(5)
+            .with_responses(vec![r]);
+        response_round_trip::<IncrementalAlterConfigsRequest>(resp, v);
+    }
+}
+
+#[test]
+fn describe_quorum() {
+    for v in versions(ApiKey::DescribeQuorum) {
+        let req = DescribeQuorumRequest::default().with_topics(vec![
+            describe_quorum_request::TopicData::default()
+                .with_topic_name(TopicName(s("__cluster_metadata")))
+                .with_partitions(vec![
+                    describe_quorum_request::PartitionData::default().with_partition_index(0)
+                ]),
+        ]);
+        request_round_trip(req, v);
+
+        let mut p = describe_quorum_response::PartitionData::default()
+            .with_partition_index(0)
+            .with_leader_id(BrokerId(2))
+            .with_leader_epoch(9)
+            .with_high_watermark(1234);
+        if v >= 2 {
+            p = p.with_error_message(Some(s("none")));
+        }
+        let mut resp = DescribeQuorumResponse::default().with_topics(vec![
+            describe_quorum_response::TopicData::default()
+                .with_topic_name(TopicName(s("__cluster_metadata")))
+                .with_partitions(vec![p]),
+        ]);
+        if v >= 2 {
+            resp = resp.with_error_message(Some(s("none")));
+        }
+        response_round_trip::<DescribeQuorumRequest>(resp, v);
+    }
+}

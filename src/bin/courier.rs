@@ -3,8 +3,11 @@
 //! ```text
 //! courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
 //!                 [--transaction-records N]   (with -X transactional.id=ID)
-//! courier topic create -b BROKERS NAME --partitions N [--replication-factor R]
+//! courier topic create -b BROKERS NAME --partitions N [--replication-factor R] [--config NAME=VALUE]...
 //! courier topic list -b BROKERS
+//! courier topic describe -b BROKERS NAME [--json]
+//! courier topic delete -b BROKERS NAME
+//! courier cluster -b BROKERS [--json]
 //! courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
 //!              [--reports all|errors|none] [-X prop=value]... [--json]
 //! ```
@@ -41,8 +44,8 @@ enum Reports {
     None,
 }
 
-/// Produce to Apache Kafka from the command line, manage topics, and
-/// measure throughput. Producer properties take Java or librdkafka names
+/// Produce to Apache Kafka from the command line, manage topics, describe
+/// the cluster, and measure throughput. Producer properties take Java or librdkafka names
 /// (-X name=value, or -F FILE). Exit status: 0 when every record was
 /// delivered, 1 when any failed, 2 on a usage error.
 #[derive(Debug, Parser)]
@@ -105,10 +108,26 @@ Each report line: {\"seq\": N, \"topic\": \"...\", \"partition\": P, \"offset\":
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
         transaction_records: Option<u64>,
     },
-    /// Create and list topics.
+    /// Create, list, describe and delete topics.
     Topic {
         #[command(subcommand)]
         action: TopicCmd,
+    },
+    /// Describe the cluster: its id, controller and brokers, and the API versions agreed with the bootstrap broker.
+    #[command(after_help = "Examples:
+  courier cluster -b localhost:9092
+  courier cluster -b localhost:9092 --json
+
+Text: 'Cluster ID: ID', 'Controller: ID', one 'Broker ID: HOST:PORT (rack: RACK)' line per broker,
+then one '  API: vN' line per API Courier uses ('not offered' when the broker does not offer a version Courier speaks).
+JSON: {\"cluster_id\": \"...\", \"controller\": 1, \"brokers\": [{\"id\": 1, \"host\": \"...\", \"port\": 9092, \"rack\": null}],
+       \"bootstrap_broker\": \"HOST:PORT\", \"api_versions\": {\"Produce\": 12, ...}}")]
+    Cluster {
+        #[command(flatten)]
+        connect: Connect,
+        /// One JSON object instead of the text lines.
+        #[arg(long)]
+        json: bool,
     },
     /// Measure throughput and latency, as kafka-producer-perf-test does.
     #[command(after_help = "Example:
@@ -147,8 +166,9 @@ Each report line: {\"seq\": N, \"topic\": \"...\", \"partition\": P, \"offset\":
 #[derive(Debug, Subcommand)]
 enum TopicCmd {
     /// Create a topic.
-    #[command(after_help = "Example:
-  courier topic create -b localhost:9092 orders --partitions 6 --replication-factor 3")]
+    #[command(after_help = "Examples:
+  courier topic create -b localhost:9092 orders --partitions 6 --replication-factor 3
+  courier topic create -b localhost:9092 events --partitions 3 --config retention.ms=86400000 --config cleanup.policy=compact")]
     Create {
         #[command(flatten)]
         connect: Connect,
@@ -160,11 +180,45 @@ enum TopicCmd {
         /// Replicas per partition.
         #[arg(long, value_name = "R", default_value_t = 1)]
         replication_factor: i16,
+        /// A topic config (retention.ms, cleanup.policy, …), as kafka-topics.sh's --config; repeatable.
+        #[arg(long = "config", value_name = "NAME=VALUE", value_parser = parse_pair)]
+        configs: Vec<(String, String)>,
     },
     /// List topics: name and partition count, tab-separated.
+    #[command(after_help = "Example:
+  courier topic list -b localhost:9092")]
     List {
         #[command(flatten)]
         connect: Connect,
+    },
+    /// Describe a topic: its partitions with their leaders, replicas and in-sync replicas.
+    #[command(after_help = "Examples:
+  courier topic describe -b localhost:9092 orders
+  courier topic describe -b localhost:9092 orders --json
+
+Text, as kafka-topics.sh --describe:
+  Topic: orders	TopicId: ID	PartitionCount: 3	ReplicationFactor: 3
+  	Topic: orders	Partition: 0	Leader: 1	Replicas: 1,2,0	Isr: 1,2,0
+JSON: {\"topic\": \"orders\", \"topic_id\": \"...\", \"partitions\": [{\"partition\": 0, \"leader\": 1,
+       \"replicas\": [1, 2, 0], \"isr\": [1, 2, 0], \"offline_replicas\": []}]} (leader null when there is none).
+An unknown topic exits 1.")]
+    Describe {
+        #[command(flatten)]
+        connect: Connect,
+        /// The topic.
+        name: String,
+        /// One JSON object instead of the text lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Delete a topic (an unknown topic exits 1).
+    #[command(after_help = "Example:
+  courier topic delete -b localhost:9092 orders")]
+    Delete {
+        #[command(flatten)]
+        connect: Connect,
+        /// The topic.
+        name: String,
     },
 }
 
@@ -547,9 +601,75 @@ fn admin_options(
     })
 }
 
+/// `courier: ERROR` on stderr, exit status 1.
+fn failed(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("courier: {e}");
+    ExitCode::from(1)
+}
+
+/// Broker ids as `1,2,0` (kafka-topics.sh's form) or `[1, 2, 0]` (JSON).
+fn id_list(ids: &[i32], sep: &str) -> String {
+    ids.iter().map(i32::to_string).collect::<Vec<_>>().join(sep)
+}
+
+fn json_opt_str(s: Option<&str>) -> String {
+    s.map_or("null".to_string(), json_str)
+}
+
+fn describe_text(d: &courier::admin::TopicDescription) -> String {
+    let rf = d.partitions.first().map_or(0, |p| p.replicas.len());
+    let mut out = format!(
+        "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {rf}\n",
+        d.name,
+        d.topic_id.as_deref().unwrap_or("none"),
+        d.partitions.len()
+    );
+    for p in &d.partitions {
+        out.push_str(&format!(
+            "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
+            d.name,
+            p.partition,
+            p.leader.map_or("none".to_string(), |l| l.to_string()),
+            id_list(&p.replicas, ","),
+            id_list(&p.isr, ","),
+        ));
+        if !p.offline_replicas.is_empty() {
+            out.push_str(&format!("\tOffline: {}", id_list(&p.offline_replicas, ",")));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn describe_json(d: &courier::admin::TopicDescription) -> String {
+    let partitions: Vec<String> = d
+        .partitions
+        .iter()
+        .map(|p| {
+            format!(
+                "{{\"partition\": {}, \"leader\": {}, \"replicas\": [{}], \"isr\": [{}], \"offline_replicas\": [{}]}}",
+                p.partition,
+                p.leader.map_or("null".to_string(), |l| l.to_string()),
+                id_list(&p.replicas, ", "),
+                id_list(&p.isr, ", "),
+                id_list(&p.offline_replicas, ", "),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"topic\": {}, \"topic_id\": {}, \"partitions\": [{}]}}",
+        json_str(&d.name),
+        json_opt_str(d.topic_id.as_deref()),
+        partitions.join(", ")
+    )
+}
+
 async fn topic(action: TopicCmd) -> ExitCode {
     let connect = match &action {
-        TopicCmd::Create { connect, .. } | TopicCmd::List { connect } => connect,
+        TopicCmd::Create { connect, .. }
+        | TopicCmd::List { connect }
+        | TopicCmd::Describe { connect, .. }
+        | TopicCmd::Delete { connect, .. } => connect,
     };
     let opts = match settings(connect).and_then(|props| admin_options(&props)) {
         Ok(o) => o,
@@ -561,14 +681,16 @@ async fn topic(action: TopicCmd) -> ExitCode {
             name,
             partitions,
             replication_factor,
+            configs,
             ..
         } => {
-            match courier::admin::create_topic_with(
+            match courier::admin::create_topic_with_configs(
                 &opts,
                 brokers,
                 name,
                 *partitions,
                 *replication_factor,
+                configs,
             )
             .await
             {
@@ -576,10 +698,7 @@ async fn topic(action: TopicCmd) -> ExitCode {
                     println!("created topic {name} with {partitions} partitions");
                     ExitCode::SUCCESS
                 }
-                Err(e) => {
-                    eprintln!("courier: {e}");
-                    ExitCode::from(1)
-                }
+                Err(e) => failed(e),
             }
         }
         TopicCmd::List { .. } => match courier::admin::list_topics_with(&opts, brokers).await {
@@ -589,12 +708,105 @@ async fn topic(action: TopicCmd) -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            Err(e) => {
-                eprintln!("courier: {e}");
-                ExitCode::from(1)
-            }
+            Err(e) => failed(e),
         },
+        TopicCmd::Describe { name, json, .. } => {
+            match courier::admin::describe_topic_with(&opts, brokers, name).await {
+                Ok(d) if *json => {
+                    println!("{}", describe_json(&d));
+                    ExitCode::SUCCESS
+                }
+                Ok(d) => {
+                    print!("{}", describe_text(&d));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        TopicCmd::Delete { name, .. } => {
+            match courier::admin::delete_topic_with(&opts, brokers, name).await {
+                Ok(()) => {
+                    println!("deleted topic {name}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
     }
+}
+
+/// `courier cluster`: id, controller, brokers, and the versions agreed
+/// with the bootstrap broker for every API Courier uses.
+async fn cluster(connect: Connect, json: bool) -> ExitCode {
+    use courier::protocol::versions::SUPPORTED;
+    let opts = match settings(&connect).and_then(|props| admin_options(&props)) {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
+    };
+    let c = match courier::admin::describe_cluster_with(&opts, &connect.brokers).await {
+        Ok(c) => c,
+        Err(e) => return failed(e),
+    };
+    let versions: Vec<(String, Option<i16>)> = SUPPORTED
+        .iter()
+        .map(|s| (format!("{:?}", s.api), c.api_versions.get(s.api)))
+        .collect();
+    if json {
+        let brokers: Vec<String> = c
+            .brokers
+            .iter()
+            .map(|b| {
+                format!(
+                    "{{\"id\": {}, \"host\": {}, \"port\": {}, \"rack\": {}}}",
+                    b.id,
+                    json_str(&b.host),
+                    b.port,
+                    json_opt_str(b.rack.as_deref())
+                )
+            })
+            .collect();
+        let versions: Vec<String> = versions
+            .iter()
+            .map(|(api, v)| {
+                format!(
+                    "{}: {}",
+                    json_str(api),
+                    v.map_or("null".to_string(), |v| v.to_string())
+                )
+            })
+            .collect();
+        println!(
+            "{{\"cluster_id\": {}, \"controller\": {}, \"brokers\": [{}], \"bootstrap_broker\": {}, \"api_versions\": {{{}}}}}",
+            json_opt_str(c.cluster_id.as_deref()),
+            c.controller.map_or("null".to_string(), |id| id.to_string()),
+            brokers.join(", "),
+            json_str(&c.bootstrap_broker),
+            versions.join(", ")
+        );
+    } else {
+        println!("Cluster ID: {}", c.cluster_id.as_deref().unwrap_or("none"));
+        println!(
+            "Controller: {}",
+            c.controller.map_or("none".to_string(), |id| id.to_string())
+        );
+        for b in &c.brokers {
+            println!(
+                "Broker {}: {}:{} (rack: {})",
+                b.id,
+                b.host,
+                b.port,
+                b.rack.as_deref().unwrap_or("none")
+            );
+        }
+        println!("API versions agreed with {}:", c.bootstrap_broker);
+        for (api, v) in versions {
+            match v {
+                Some(v) => println!("  {api}: v{v}"),
+                None => println!("  {api}: not offered"),
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
 
 fn percentile(sorted: &[u64], q: f64) -> f64 {
@@ -794,6 +1006,7 @@ fn main() -> ExitCode {
             Err(code) => code,
         },
         Cmd::Topic { action } => rt.block_on(topic(action)),
+        Cmd::Cluster { connect, json } => rt.block_on(cluster(connect, json)),
         Cmd::Perf {
             connect,
             topic,

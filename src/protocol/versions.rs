@@ -98,6 +98,37 @@ pub const SUPPORTED: &[Supported] = &[
         min: 0,
         max: 3,
     },
+    // Admin (`admin.rs`), the ranges kafka-protocol implements: DeleteTopics
+    // v6 names topics in `topics` (by name or id), v1 to v5 in
+    // `topic_names`; Kafka 4 dropped DeleteTopics v0 and DescribeConfigs v0
+    // (KIP-896).
+    Supported {
+        api: ApiKey::DeleteTopics,
+        min: 1,
+        max: 6,
+    },
+    Supported {
+        api: ApiKey::CreatePartitions,
+        min: 0,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::DescribeConfigs,
+        min: 1,
+        max: 4,
+    },
+    Supported {
+        api: ApiKey::IncrementalAlterConfigs,
+        min: 0,
+        max: 1,
+    },
+    // The KRaft quorum's leader, the active controller (KIP-595, KIP-836;
+    // brokers forward it to the controllers).
+    Supported {
+        api: ApiKey::DescribeQuorum,
+        min: 0,
+        max: 2,
+    },
 ];
 
 /// The newest Produce version a transactional producer sends: v12 and
@@ -138,6 +169,17 @@ pub struct ApiVersions {
     pub end_txn: Option<i16>,
     /// TxnOffsetCommit version (`None`: not offered).
     pub txn_offset_commit: Option<i16>,
+    /// DeleteTopics version (`None`: not offered).
+    pub delete_topics: Option<i16>,
+    /// CreatePartitions version (`None`: not offered).
+    pub create_partitions: Option<i16>,
+    /// DescribeConfigs version (`None`: not offered).
+    pub describe_configs: Option<i16>,
+    /// IncrementalAlterConfigs version (`None`: not offered).
+    pub incremental_alter_configs: Option<i16>,
+    /// DescribeQuorum version (`None`: not offered, as by brokers that
+    /// are not in KRaft mode).
+    pub describe_quorum: Option<i16>,
 }
 
 impl ApiVersions {
@@ -156,6 +198,11 @@ impl ApiVersions {
             ApiKey::AddOffsetsToTxn => self.add_offsets_to_txn,
             ApiKey::EndTxn => self.end_txn,
             ApiKey::TxnOffsetCommit => self.txn_offset_commit,
+            ApiKey::DeleteTopics => self.delete_topics,
+            ApiKey::CreatePartitions => self.create_partitions,
+            ApiKey::DescribeConfigs => self.describe_configs,
+            ApiKey::IncrementalAlterConfigs => self.incremental_alter_configs,
+            ApiKey::DescribeQuorum => self.describe_quorum,
             _ => None,
         }
     }
@@ -208,6 +255,12 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         add_offsets_to_txn: pick(resp, ApiKey::AddOffsetsToTxn).ok().flatten(),
         end_txn: pick(resp, ApiKey::EndTxn).ok().flatten(),
         txn_offset_commit: pick(resp, ApiKey::TxnOffsetCommit).ok().flatten(),
+        // Only admin calls use these; as above.
+        delete_topics: pick(resp, ApiKey::DeleteTopics).ok().flatten(),
+        create_partitions: pick(resp, ApiKey::CreatePartitions).ok().flatten(),
+        describe_configs: pick(resp, ApiKey::DescribeConfigs).ok().flatten(),
+        incremental_alter_configs: pick(resp, ApiKey::IncrementalAlterConfigs).ok().flatten(),
+        describe_quorum: pick(resp, ApiKey::DescribeQuorum).ok().flatten(),
     })
 }
 

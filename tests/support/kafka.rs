@@ -1038,8 +1038,8 @@ impl KafkaCluster {
         LogsOnPanic(self)
     }
 
-    /// Creates `topic` (CreateTopics through Courier's `Connection`, since
-    /// Courier's admin takes no configs) and waits until every running
+    /// Creates `topic` (CreateTopics through Courier's `Connection`, not
+    /// `courier::admin`, which the tests check against Kafka's tools) and waits until every running
     /// broker knows a leader for each partition.
     pub async fn create_topic(
         &self,
