@@ -57,7 +57,8 @@ pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use producer::{
-    DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport, TransactionReports,
+    BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,
+    TransactionReports,
 };
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};

@@ -58,6 +58,7 @@ impl ProducerSupervisor {
     ) -> Addr<Self> {
         // The producer's futures set their timers here (Engine::timeout).
         let _ = engine.runtime.set(tokio::runtime::Handle::current());
+        let _ = engine.actor_thread.set(std::thread::current().id());
         ProducerSupervisor::create(move |ctx| {
             // The partitioner actor first: connection actors report stale
             // metadata to it. (Actors run their `started` only once this

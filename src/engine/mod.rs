@@ -81,6 +81,9 @@ pub(crate) struct Engine {
     /// The runtime the actors run on (set when they start): the timers of
     /// the producer's own futures live there, so callers need no runtime.
     pub runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    /// The thread the actors run on (set when they start): a blocking call
+    /// made there would wait for itself.
+    pub actor_thread: std::sync::OnceLock<std::thread::ThreadId>,
     /// Makes the supervisor's next delivery-timeout sweep panic (tests of
     /// its guard only).
     #[cfg(feature = "fault-injection")]
@@ -180,6 +183,7 @@ impl Engine {
             stopped: Notify::new(),
             stopped_flag: AtomicBool::new(false),
             runtime: std::sync::OnceLock::new(),
+            actor_thread: std::sync::OnceLock::new(),
             #[cfg(feature = "fault-injection")]
             inject_sweep_panic: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]

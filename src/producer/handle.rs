@@ -66,17 +66,27 @@ impl std::fmt::Debug for Producer {
 #[must_use = "the report arrives whether or not it is awaited; drop it to ignore it"]
 pub struct DeliveryFuture(oneshot::Receiver<DeliveryReport>);
 
+impl DeliveryFuture {
+    /// Polls for the report itself.
+    pub(crate) fn poll_report(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<DeliveryReport> {
+        std::future::Future::poll(std::pin::Pin::new(&mut self.0), cx).map(|r| match r {
+            Ok(report) => report,
+            // The router always answers an accepted record.
+            Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
+        })
+    }
+}
+
 impl std::future::Future for DeliveryFuture {
     type Output = Result<Delivered, DeliveryError>;
     fn poll(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx).map(|r| match r {
-            Ok(report) => report.into_result(),
-            // The router always answers an accepted record.
-            Err(_) => panic!("courier: a delivery report was lost; this is a bug"),
-        })
+        self.poll_report(cx).map(DeliveryReport::into_result)
     }
 }
 

@@ -4,15 +4,18 @@
 //! Files build on each other one way: `handle` ← `builder` (adds
 //! `Producer::builder`), `handle` ← `subscriber` (adds
 //! `Producer::subscribe`) ← `transaction_reports` (adds
-//! `Producer::subscribe_transactional`), and `handle` ← `transactions`
-//! (adds the transaction calls); this file only gathers them.
+//! `Producer::subscribe_transactional`), `handle` ← `transactions`
+//! (adds the transaction calls), and `handle` ← `blocking` (adds the
+//! blocking calls); this file only gathers them.
 
+mod blocking;
 mod builder;
 mod handle;
 mod subscriber;
 mod transaction_reports;
 mod transactions;
 
+pub use blocking::BlockingSendError;
 pub use builder::ProducerBuilder;
 pub use handle::{DeliveryFuture, Producer};
 pub use subscriber::Subscriber;
