@@ -118,6 +118,14 @@ pub struct ProducerConfig {
     /// `transaction.timeout.ms` (default 60 s, as in the Java client): the
     /// coordinator aborts a transaction open longer than this.
     pub transaction_timeout: Duration,
+    /// `retries` (librdkafka: `message.send.max.retries`; default
+    /// 2147483647, as both): how many times a batch is sent again after a
+    /// retriable failure (an error the broker says is retriable, a lost
+    /// connection, a request timeout) before it fails with that error;
+    /// `delivery.timeout.ms` bounds it in time either way. The idempotent
+    /// producer needs at least 1 (with 0 it is off by default, and
+    /// `enable.idempotence=true` is refused).
+    pub retries: u32,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
 }
@@ -253,6 +261,7 @@ impl Default for ProducerConfig {
             allow_auto_create_topics: true,
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
+            retries: i32::MAX as u32,
             security: SecurityConfig::default(),
         }
     }
@@ -283,6 +292,7 @@ pub const PROPERTIES: &[&str] = &[
     "allow.auto.create.topics",
     "transactional.id",
     "transaction.timeout.ms",
+    "retries",
     "security.protocol",
     "ssl.ca.location",
     "ssl.ca.pem",
@@ -309,6 +319,7 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("request.required.acks", "acks"),
     ("compression.codec", "compression.type"),
     ("message.max.bytes", "max.request.size"),
+    ("message.send.max.retries", "retries"),
 ];
 
 /// ", did you mean \"…\"?" for a name close to a known one (or an alias).
@@ -423,6 +434,7 @@ impl ProducerConfig {
                 self.transactional_id = (!v.is_empty()).then(|| v.to_string())
             }
             "transaction.timeout.ms" => self.transaction_timeout = ms(1)?,
+            "retries" => self.retries = int(0, i32::MAX as u64)? as u32,
             "security.protocol" => {
                 self.security.protocol = match v.to_ascii_uppercase().as_str() {
                     "PLAINTEXT" => SecurityProtocol::Plaintext,
@@ -470,7 +482,7 @@ impl ProducerConfig {
         self.transactional_id.is_some()
             || self
                 .enable_idempotence
-                .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5)
+                .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5 && self.retries > 0)
     }
 
     /// Checks the rules that involve more than one property.
@@ -491,6 +503,11 @@ impl ProducerConfig {
                     "transactional.id requires max.in.flight.requests.per.connection <= 5".into(),
                 ));
             }
+            if self.retries == 0 {
+                return Err(ConfigError::Inconsistent(
+                    "transactional.id requires retries > 0".into(),
+                ));
+            }
         }
         if self.enable_idempotence == Some(true) {
             if self.acks != Acks::All {
@@ -502,6 +519,11 @@ impl ProducerConfig {
                 return Err(ConfigError::Inconsistent(
                     "enable.idempotence=true requires max.in.flight.requests.per.connection <= 5"
                         .into(),
+                ));
+            }
+            if self.retries == 0 {
+                return Err(ConfigError::Inconsistent(
+                    "enable.idempotence=true requires retries > 0".into(),
                 ));
             }
         }
@@ -593,6 +615,7 @@ mod tests {
             ("request.required.acks", "ALL"),
             ("compression.codec", "lz4"),
             ("message.max.bytes", "2000000"),
+            ("message.send.max.retries", "3"),
             ("enable.idempotence", "1"),
             ("allow.auto.create.topics", "no"),
         ] {
@@ -604,8 +627,37 @@ mod tests {
         assert_eq!(c.acks, Acks::All);
         assert_eq!(c.compression, Compression::Lz4);
         assert_eq!(c.max_request_size, 2_000_000);
+        assert_eq!(c.retries, 3);
         assert_eq!(c.enable_idempotence, Some(true));
         assert!(!c.allow_auto_create_topics);
+    }
+
+    /// As the Java client: `retries=0` turns the default idempotence off,
+    /// and contradicts an explicit `enable.idempotence=true` or a
+    /// `transactional.id`.
+    #[test]
+    fn retries_zero_rules_out_idempotence() {
+        let mut c = ProducerConfig::default();
+        c.set("bootstrap.servers", "localhost:9092").unwrap();
+        assert!(c.idempotent());
+        c.set("retries", "0").unwrap();
+        assert!(!c.idempotent(), "off by default with retries=0");
+        c.validate().unwrap();
+        c.set("enable.idempotence", "true").unwrap();
+        assert!(c
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("retries > 0"));
+        let mut t = ProducerConfig::default();
+        t.set("bootstrap.servers", "localhost:9092").unwrap();
+        t.set("transactional.id", "x").unwrap();
+        t.set("retries", "0").unwrap();
+        assert!(t
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("retries > 0"));
     }
 
     #[test]

@@ -289,6 +289,51 @@ async fn retriable_produce_errors_are_retried() {
     p.close().await;
 }
 
+/// `retries` bounds how often a batch is sent again (as the Java client's
+/// `retries`): with `retries=1` and three retriable errors queued, the
+/// first record fails with the broker's error after its two attempts and
+/// is not in the log; the second meets the last error and is delivered on
+/// its second attempt. One report each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_bounds_the_attempts_of_a_batch() {
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic("retries", 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("retries", "1"), ("enable.idempotence", "false")],
+    );
+    p.send(Record::to("retries").value("warm")).await.unwrap();
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS; 3],
+    );
+    let e = p
+        .send(Record::to("retries").value("a"))
+        .await
+        .expect_err("retries used up");
+    assert_eq!(
+        e.kind,
+        ErrorKind::Broker(courier::kafka_error::ResponseError::NotEnoughReplicas),
+        "{e}"
+    );
+    assert_eq!(e.attempts, 2, "{e}");
+    assert!(e.message.contains("retries (1)"), "{e}");
+    let d = p.send(Record::to("retries").value("b")).await.unwrap();
+    assert_eq!(d.attempts, 2);
+    p.close().await;
+    let s = p.stats();
+    assert_eq!((s.delivered, s.failed), (2, 1), "{s:?}");
+    let values: Vec<_> = support::read_all(&m.bootstrap_servers(), "retries", 1, 2)
+        .into_iter()
+        .filter_map(|r| r.value)
+        .collect();
+    assert_eq!(
+        values,
+        vec![b"warm".to_vec(), b"b".to_vec()],
+        "a never written"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_retriable_errors_fail_only_their_batches() {
     let m = mock("fatal");

@@ -213,7 +213,7 @@ impl Actor for BrokerConnection {
                 in_flight = self.in_flight_len(),
                 "requeueing a dead connection actor's in-flight batches"
             );
-            self.requeue_in_flight(Some("connection actor died"));
+            self.requeue_in_flight(Some(response::ACTOR_DIED));
         }
         self.ensure_connecting(ctx);
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
@@ -276,7 +276,7 @@ impl BrokerConnection {
             ctx.cancel_future(reader);
         }
         self.generation += 1;
-        self.requeue_in_flight(Some("connection retired"));
+        self.requeue_in_flight(Some(response::RETIRED));
         for (_, c) in self.calls.drain() {
             c.fail("connection retired".into());
         }

@@ -21,19 +21,30 @@ use crate::report::ErrorKind;
 use crate::sync::lock;
 use crate::transaction::is_fatal_code;
 
+/// Why in-flight batches were put back when a connection actor retired
+/// (its broker moved or left the metadata).
+pub(super) const RETIRED: &str = "connection retired";
+/// Why in-flight batches were put back when a dead connection actor's
+/// successor started.
+pub(super) const ACTOR_DIED: &str = "connection actor died";
+
 impl BrokerConnection {
     /// Puts every in-flight batch back into its queue, where `requeue`
     /// inserts it by batch id (so each partition keeps its order), or fails
     /// it when its delivery timeout has passed.
     pub(super) fn requeue_in_flight(&mut self, cause: Option<&str>) {
         let now = Instant::now();
+        // A retired or dead connection actor is Courier's own doing, not a
+        // failed attempt: it does not count against `retries`.
+        let ours = matches!(cause, Some(RETIRED) | Some(ACTOR_DIED));
         while let Some(f) = self.pop_in_flight(true) {
             for b in f.batches.into_iter().rev() {
-                self.retry_or_fail(
+                self.retry_or_fail_counted(
                     b,
                     now,
                     ErrorKind::Timeout,
                     cause.unwrap_or("connection closed"),
+                    !ours,
                 );
             }
         }
@@ -43,12 +54,41 @@ impl BrokerConnection {
     /// timeout has passed.
     pub(super) fn retry_or_fail(
         &self,
-        mut batch: SealedBatch,
+        batch: SealedBatch,
         now: Instant,
         kind: ErrorKind,
         message: &str,
     ) {
+        self.retry_or_fail_counted(batch, now, kind, message, true)
+    }
+
+    /// `retry_or_fail`; `counted`: whether the failed attempt counts
+    /// against `retries` (a retry after exhausting them fails the batch
+    /// with `kind`, as the Java client).
+    fn retry_or_fail_counted(
+        &self,
+        mut batch: SealedBatch,
+        now: Instant,
+        kind: ErrorKind,
+        message: &str,
+        counted: bool,
+    ) {
         let queue = self.engine.acc.queue(&batch.topic, batch.partition);
+        let retries = self.engine.config.retries;
+        if counted && batch.attempts > retries {
+            lock(&queue.state).land(&mut batch);
+            let attempts = batch.attempts;
+            self.settle(
+                batch,
+                Outcome::Failed {
+                    kind,
+                    message: format!(
+                        "{message}; not retried: retries ({retries}) used up after {attempts} attempt(s)"
+                    ),
+                },
+            );
+            return;
+        }
         if now >= batch.deadline {
             lock(&queue.state).land(&mut batch);
             let attempts = batch.attempts;
