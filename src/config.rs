@@ -126,6 +126,9 @@ pub struct ProducerConfig {
     /// producer needs at least 1 (with 0 it is off by default, and
     /// `enable.idempotence=true` is refused).
     pub retries: u32,
+    /// `socket.keepalive.enable` (librdkafka's name; default false, as
+    /// there): TCP keepalive on broker connections.
+    pub socket_keepalive: bool,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
 }
@@ -262,6 +265,7 @@ impl Default for ProducerConfig {
             transactional_id: None,
             transaction_timeout: Duration::from_secs(60),
             retries: i32::MAX as u32,
+            socket_keepalive: false,
             security: SecurityConfig::default(),
         }
     }
@@ -293,6 +297,7 @@ pub const PROPERTIES: &[&str] = &[
     "transactional.id",
     "transaction.timeout.ms",
     "retries",
+    "socket.keepalive.enable",
     "security.protocol",
     "ssl.ca.location",
     "ssl.ca.pem",
@@ -435,6 +440,9 @@ impl ProducerConfig {
             }
             "transaction.timeout.ms" => self.transaction_timeout = ms(1)?,
             "retries" => self.retries = int(0, i32::MAX as u64)? as u32,
+            "socket.keepalive.enable" => {
+                self.socket_keepalive = parse_bool(v).ok_or_else(|| bad("expected true or false"))?
+            }
             "security.protocol" => {
                 self.security.protocol = match v.to_ascii_uppercase().as_str() {
                     "PLAINTEXT" => SecurityProtocol::Plaintext,

@@ -70,6 +70,67 @@ async fn the_first_record_waits_for_no_tick_or_retry() {
     }
 }
 
+/// The client side of this process's established TCP connections to
+/// `port`, with whether the kernel's keepalive timer runs on each (the
+/// `timer_active` field of /proc/net/tcp{,6} is 2 for keepalive).
+fn connections_to(port: u16) -> Vec<bool> {
+    let mut out = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = f[2].rsplit(':').next().unwrap();
+            if u16::from_str_radix(remote_port, 16) != Ok(port) || f[3] != "01" {
+                continue;
+            }
+            out.push(f[5].starts_with("02:"));
+        }
+    }
+    out
+}
+
+/// `socket.keepalive.enable` (librdkafka's name) sets SO_KEEPALIVE on the
+/// broker connections, as the kernel shows (its keepalive timer runs on
+/// them); without it, none has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn socket_keepalive_enable_sets_keepalive_on_broker_connections() {
+    let broker = broker_with_topic("keepalive", 1).await;
+    let port: u16 = broker
+        .bootstrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for keepalive in [true, false] {
+        let p = Producer::builder()
+            .bootstrap(&broker.bootstrap())
+            .set(
+                "socket.keepalive.enable",
+                if keepalive { "true" } else { "false" },
+            )
+            .build()
+            .unwrap();
+        p.send(Record::to("keepalive").value("x")).await.unwrap();
+        let conns = connections_to(port);
+        assert!(!conns.is_empty(), "the producer's connection is listed");
+        assert!(
+            conns.iter().all(|k| *k == keepalive),
+            "keepalive={keepalive}: {conns:?}"
+        );
+        p.close().await;
+        // Wait until its sockets are gone before the next round.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !connections_to(port).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "connections left open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn send_reports_partition_offset_timestamp_and_attempts() {
     let broker = broker_with_topic("send", 2).await;

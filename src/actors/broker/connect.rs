@@ -28,6 +28,7 @@ impl BrokerConnection {
             connect_timeout: cfg.connection_setup_timeout,
             request_timeout: cfg.request_timeout,
             security: self.engine.security.clone(),
+            keepalive: cfg.socket_keepalive,
             ..ConnectionOptions::default()
         };
         let addr = self.addr.clone();
