@@ -16,6 +16,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
+echo "== cargo doc (warnings denied: broken links, missing docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
 echo "== cargo test"
 # tests/examples.rs runs the example binaries, which `cargo test` alone
 # builds only as test harnesses; build them as programs first. Benches are

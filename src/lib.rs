@@ -1,31 +1,65 @@
-//! Courier: an actor-native Apache Kafka producer.
+//! Courier: an actor-native Apache Kafka producer in which every produced
+//! record gets exactly one delivery report (its partition, offset and
+//! timestamp, or the error with the record handed back), routed to
+//! whoever produced it: an awaited future, a subscription's stream, or an
+//! actor.
 //!
-//! Every produced message gets exactly one delivery report, routed to
-//! whoever produced it. This crate is built in layers; see `ARCHITECTURE.md`
-//! for the map.
+//! Settings take the Java client's names (and librdkafka's aliases), so
+//! an existing config map carries over.
 //!
-//! The layers, each importing only from those above it in this list
-//! (`tests/layers.rs` enforces it):
+//! ```no_run
+//! use std::time::Duration;
+//! use courier::{Producer, Record, ReportMode};
+//! use futures::StreamExt;
 //!
-//! 1. [`protocol`]: the wire protocol, with no I/O.
-//! 2. Foundation types: `sync` (the lock helper), `clock`, [`record`],
-//!    [`kafka_error`], [`report`], [`config`], [`metadata`], [`stats`],
-//!    `idempotence`, [`partitioner`].
-//! 3. I/O: [`connection`] (one TCP connection to one broker; the only code
-//!    that touches a socket) and [`admin`].
-//! 4. `delivery`: owed reports, routing, subscription streams.
-//! 5. `batching`: batches, partition queues, the accumulator.
-//! 6. `engine`: the shared core that producer handles and actors share.
-//! 7. [`actors`]: supervisor, partitioner actor, broker connections.
-//! 8. `producer`: the public face ([`Producer`], [`ProducerBuilder`],
-//!    [`Subscriber`]).
-//! 9. [`retry`]: retry actors on top of the producer.
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let producer = Producer::builder()
+//!     .bootstrap("127.0.0.1:9092")
+//!     .set("linger.ms", "5")
+//!     .set("compression.type", "lz4")
+//!     .build()?; // a bad value is an error naming the property
+//!
+//! // 1. Await one report.
+//! let delivered = producer.send(Record::to("orders").key("user-7").value("v")).await?;
+//! println!("partition {} offset {:?}", delivered.partition, delivered.offset);
+//!
+//! // 2. A subscription: records produced through `sub` report to `reports`
+//! //    (a `futures::Stream`), and only there.
+//! let (sub, mut reports) = producer.subscribe(ReportMode::All);
+//! tokio::spawn(async move {
+//!     while let Some(report) = reports.next().await {
+//!         // DeliveryReport::Delivered(..) or DeliveryReport::Failed(..)
+//!     }
+//! });
+//! sub.produce(Record::to("orders").value("v")).await?;
+//!
+//! // 3. Fire and forget: no report, and no cost for one.
+//! producer.produce(Record::to("metrics").value("v")).await?;
+//!
+//! // 4. Blocking, from code that is not async.
+//! producer.send_blocking(Record::to("orders").value("v"), Duration::from_secs(10))?;
+//!
+//! producer.close().await; // flushes: every record gets its report
+//! # Ok(()) }
+//! ```
+//!
+//! An actix application sends [`Produce`] messages to
+//! [`Producer::actor`] with a `reply_to` recipient, or calls
+//! [`Producer::produce_to`]; [`retry`] has retry actors with dead-letter
+//! topics; [`Producer::begin_transaction`] and its siblings give
+//! exactly-once transactions; [`admin`] creates, describes and deletes
+//! topics. The repository's README covers delivery guarantees, security
+//! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
+//! map.
 
 #![warn(missing_docs)]
 // Errors hand the record back by value, so the caller can retry it without a
 // clone; that makes them as large as a `Record`, on purpose.
 #![allow(clippy::result_large_err)]
 
+// Internals: public for the tests, benches and the command-line tool, not
+// part of the API a user should build on.
+#[doc(hidden)]
 pub mod actors;
 pub mod admin;
 mod batching;
@@ -34,14 +68,17 @@ mod batching;
 pub mod bench_internals;
 mod clock;
 pub mod config;
+#[doc(hidden)]
 pub mod connection;
 mod delivery;
 mod engine;
 mod idempotence;
 pub mod kafka_error;
+#[doc(hidden)]
 pub mod metadata;
 pub mod partitioner;
 mod producer;
+#[doc(hidden)]
 pub mod protocol;
 pub mod record;
 pub mod report;
@@ -52,6 +89,7 @@ mod sync;
 mod transaction;
 
 pub use actors::msgs::Produce;
+#[doc(hidden)]
 pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
@@ -60,6 +98,7 @@ pub use producer::{
     BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,
     TransactionReports,
 };
+pub use protocol::record_batch::Compression;
 pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
 pub use stats::StatsSnapshot;
