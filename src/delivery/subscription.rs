@@ -1,7 +1,7 @@
 //! Per-subscriber report streams, with a bound on outstanding reports.
 //!
 //! A subscription is the actor-native answer to pykafka's thread-local
-//! report queue: each subscriber produces through its own [`Subscriber`]
+//! report queue: each subscriber produces through its own `Subscriber` (the public face)
 //! handle and reads exactly its own reports from its [`ReportStream`].
 //!
 //! Memory is bounded: a subscription allows at most `capacity` reports that
