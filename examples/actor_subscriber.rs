@@ -1,14 +1,18 @@
-//! An actix actor produces with `Produce { record, reply_to }` and receives
-//! its delivery reports as messages.
+//! An actix actor produces with `Produce { record, reply_to }`, receives
+//! its delivery reports as messages, and hands the failed ones to a retry
+//! actor from its (non-async) report handler (`RetryHandle::retry_failed`),
+//! whose final outcomes come back to it as messages too.
 //!
 //! Run against a broker with a topic `events` (for example the one
 //! `bash scripts/demo.sh` starts): `cargo run --example actor_subscriber -- HOST:PORT`.
 
 use actix::prelude::*;
+use courier::retry::{RetryActor, RetryHandle, RetryOutcome, RetryPolicy};
 use courier::{DeliveryReport, Produce, Producer, Record};
 
 struct Auditor {
     producer: Producer,
+    retry: RetryHandle,
     expected: usize,
     delivered: usize,
     failed: usize,
@@ -28,17 +32,8 @@ impl Actor for Auditor {
     }
 }
 
-impl Handler<DeliveryReport> for Auditor {
-    type Result = ();
-
-    fn handle(&mut self, report: DeliveryReport, _: &mut Context<Self>) {
-        match report {
-            DeliveryReport::Delivered(_) => self.delivered += 1,
-            DeliveryReport::Failed(e) => {
-                self.failed += 1;
-                eprintln!("failed: {e}");
-            }
-        }
+impl Auditor {
+    fn done(&self) {
         if self.delivered + self.failed == self.expected {
             println!(
                 "auditor: {} delivered, {} failed",
@@ -46,6 +41,41 @@ impl Handler<DeliveryReport> for Auditor {
             );
             System::current().stop();
         }
+    }
+}
+
+/// A record's first report: delivered, or handed to the retry actor.
+impl Handler<DeliveryReport> for Auditor {
+    type Result = ();
+
+    fn handle(&mut self, report: DeliveryReport, _: &mut Context<Self>) {
+        match report {
+            DeliveryReport::Delivered(_) => self.delivered += 1,
+            DeliveryReport::Failed(e) => {
+                eprintln!("first attempt failed, retrying: {e}");
+                if let Err(e) = self.retry.retry_failed(e) {
+                    // The retry actor is stopping: the failure is final.
+                    eprintln!("failed: {e}");
+                    self.failed += 1;
+                }
+            }
+        }
+        self.done();
+    }
+}
+
+/// The final outcome of a record the retry actor took.
+impl Handler<RetryOutcome> for Auditor {
+    type Result = ();
+
+    fn handle(&mut self, outcome: RetryOutcome, _: &mut Context<Self>) {
+        if outcome.is_delivered() {
+            self.delivered += 1;
+        } else {
+            eprintln!("failed after retries: {outcome:?}");
+            self.failed += 1;
+        }
+        self.done();
     }
 }
 
@@ -62,13 +92,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Inside an actix system the producer's actors run here too,
         // supervised alongside the application's.
         let producer = Producer::builder().bootstrap(&bootstrap).start()?;
-        Auditor {
+        // The retry actor reports to the auditor, so it is made in the
+        // auditor's `create`, where the auditor's address is known.
+        Auditor::create(|ctx| Auditor {
+            retry: RetryActor::start_with_recipient(
+                producer.clone(),
+                RetryPolicy::builder().build(),
+                ctx.address().recipient(),
+            ),
             producer,
             expected: 1000,
             delivered: 0,
             failed: 0,
-        }
-        .start();
+        });
         Ok::<_, courier::ConfigError>(())
     })?;
     system.run()?;

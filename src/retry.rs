@@ -366,6 +366,34 @@ impl RetryHandle {
         r
     }
 
+    /// Hands a failure reported elsewhere (in an actor's own
+    /// `Handler<DeliveryReport>`, say, for a record it produced with itself
+    /// as `reply_to`) to this retry actor, without awaiting: the policy
+    /// decides as for a record produced through [`produce`](Self::produce)
+    /// (the failed attempt counts as the first), and the one final outcome
+    /// goes to this actor's subscriber. `Err` hands the failure back, to be
+    /// dealt with by the caller, when the actor is stopping or gone, or
+    /// when a stream subscriber's bound of unread outcomes is reached.
+    pub fn retry_failed(&self, failure: DeliveryError) -> Result<(), DeliveryError> {
+        if let Some(p) = &self.permits {
+            match p.try_acquire() {
+                Ok(permit) => permit.forget(),
+                Err(_) => return Err(failure),
+            }
+        }
+        // Counted before it is sent: a stopping actor waits for it.
+        self.shared.first_attempts.fetch_add(1, Ordering::AcqRel);
+        if self.shared.stopping.load(Ordering::Acquire) || !self.addr.connected() {
+            self.shared.first_attempts.fetch_sub(1, Ordering::AcqRel);
+            if let Some(p) = &self.permits {
+                p.add_permits(1);
+            }
+            return Err(failure);
+        }
+        self.addr.do_send(DeliveryReport::Failed(failure));
+        Ok(())
+    }
+
     /// Stops the retry actor, in order: producing through a handle returns
     /// `Closed` from now on; records waiting for a next attempt are
     /// reported `Failed { reason: Stopped }` at once; records on their

@@ -568,3 +568,132 @@ async fn the_default_policy_does_not_retry_what_cannot_succeed() {
     assert!(started.elapsed() < Duration::from_secs(5));
     p.close().await;
 }
+
+/// An actor that produces with itself as `reply_to` and hands each failed
+/// report to a retry actor from its (non-async) handler.
+struct Forwarder {
+    retry: courier::retry::RetryHandle,
+    delivered_first_time: usize,
+}
+
+impl actix::Actor for Forwarder {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<courier::DeliveryReport> for Forwarder {
+    type Result = ();
+    fn handle(&mut self, report: courier::DeliveryReport, _: &mut actix::Context<Self>) {
+        match report {
+            courier::DeliveryReport::Delivered(_) => self.delivered_first_time += 1,
+            courier::DeliveryReport::Failed(e) => self
+                .retry
+                .retry_failed(e)
+                .expect("the retry actor takes it"),
+        }
+    }
+}
+
+/// `RetryHandle::retry_failed` from an actor's report handler: with
+/// `retries=0` every record whose first attempt meets an injected
+/// retriable error fails, is forwarded, and the retry actor delivers it;
+/// every record ends once (a first-time delivery or one outcome), each in
+/// the log once. After `stop`, a forwarded failure is handed back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failures_forwarded_from_an_actor_handler_are_retried_once_each() {
+    let m = mock(&["forwarded"]);
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("retries", "0"), ("enable.idempotence", "false")],
+    );
+    p.send(Record::to("forwarded").value("warm")).await.unwrap();
+    let (retry, mut out) = RetryActor::start_with_stream(
+        p.clone(),
+        RetryPolicy::builder()
+            .backoff(Duration::from_millis(20), Duration::from_millis(100))
+            .build(),
+        1000,
+    );
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS; 4],
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (for_actor, handle) = (p.clone(), retry.clone());
+    std::thread::spawn(move || {
+        let sys = actix::System::new();
+        sys.block_on(async move {
+            let me = actix::Actor::start(Forwarder {
+                retry: handle,
+                delivered_first_time: 0,
+            });
+            for i in 0..300 {
+                for_actor
+                    .produce_to(
+                        Record::to("forwarded")
+                            .key(format!("{i}"))
+                            .value(format!("{i}")),
+                        me.clone().recipient(),
+                    )
+                    .await
+                    .unwrap();
+            }
+            for_actor.flush().await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let first = me.send(Count).await.expect("the forwarder is up");
+            let _ = tx.send(first);
+        });
+    });
+    let first_time = tokio::task::spawn_blocking(move || rx.recv().unwrap())
+        .await
+        .unwrap();
+    let forwarded = 300 - first_time;
+    assert!(
+        forwarded > 0,
+        "the injected errors failed some first attempts"
+    );
+    let mut outcomes = HashSet::new();
+    for _ in 0..forwarded {
+        let o = tokio::time::timeout(Duration::from_secs(30), out.next())
+            .await
+            .expect("an outcome per forwarded failure")
+            .unwrap();
+        assert!(o.is_delivered(), "{o:?}");
+        assert!(outcomes.insert(value(&o)), "one outcome each: {o:?}");
+    }
+    p.flush().await;
+    let read = support::read_all(&m.bootstrap_servers(), "forwarded", 3, 301);
+    let values: Vec<_> = read.iter().filter_map(|r| r.value.clone()).collect();
+    let unique: HashSet<_> = values.iter().collect();
+    assert_eq!(values.len(), 301, "each record once (and warm)");
+    assert_eq!(unique.len(), 301);
+    // Stopped: a forwarded failure comes back to the caller.
+    retry.stop();
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS],
+    );
+    let e = p.send(Record::to("forwarded").value("x")).await;
+    let failure = match e {
+        Err(e) => e,
+        Ok(d) => panic!("{d:?}"),
+    };
+    let back = retry
+        .retry_failed(failure)
+        .expect_err("handed back after stop");
+    assert_eq!(back.record.value.as_deref(), Some(&b"x"[..]));
+    p.close().await;
+}
+
+/// How many records the forwarder saw delivered on their first attempt.
+struct Count;
+
+impl actix::Message for Count {
+    type Result = usize;
+}
+
+impl actix::Handler<Count> for Forwarder {
+    type Result = usize;
+    fn handle(&mut self, _: Count, _: &mut actix::Context<Self>) -> usize {
+        self.delivered_first_time
+    }
+}
