@@ -72,6 +72,7 @@ pub mod config;
 pub mod connection;
 mod delivery;
 mod engine;
+mod error;
 mod idempotence;
 pub mod kafka_error;
 #[doc(hidden)]
@@ -94,6 +95,7 @@ pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
+pub use error::Error;
 pub use producer::{
     BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,
     TransactionReports,

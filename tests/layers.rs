@@ -40,6 +40,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("actors", &["actors/"]),
     ("face", &["producer/", "bench_internals.rs"]),
     ("retry", &["retry.rs"]),
+    ("errors", &["error.rs"]),
     ("root", &["lib.rs", "bin/"]),
 ];
 

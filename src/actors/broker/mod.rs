@@ -123,6 +123,13 @@ impl std::fmt::Debug for BrokerConnection {
     }
 }
 
+/// Why in-flight batches were put back when a connection actor retired
+/// (its broker moved or left the metadata): not a failed attempt.
+const RETIRED: &str = "connection retired";
+/// Why in-flight batches were put back when a dead connection actor's
+/// successor started: not a failed attempt either.
+const ACTOR_DIED: &str = "connection actor died";
+
 /// What a request that needs the socket finds (`BrokerConnection::connected`).
 enum Connected {
     Ready(mpsc::UnboundedSender<Vec<bytes::Bytes>>, ApiVersions),
@@ -213,7 +220,7 @@ impl Actor for BrokerConnection {
                 in_flight = self.in_flight_len(),
                 "requeueing a dead connection actor's in-flight batches"
             );
-            self.requeue_in_flight(Some(response::ACTOR_DIED));
+            self.requeue_in_flight(Some(ACTOR_DIED));
         }
         self.ensure_connecting(ctx);
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
@@ -276,7 +283,7 @@ impl BrokerConnection {
             ctx.cancel_future(reader);
         }
         self.generation += 1;
-        self.requeue_in_flight(Some(response::RETIRED));
+        self.requeue_in_flight(Some(RETIRED));
         for (_, c) in self.calls.drain() {
             c.fail("connection retired".into());
         }

@@ -21,13 +21,6 @@ use crate::report::ErrorKind;
 use crate::sync::lock;
 use crate::transaction::is_fatal_code;
 
-/// Why in-flight batches were put back when a connection actor retired
-/// (its broker moved or left the metadata).
-pub(super) const RETIRED: &str = "connection retired";
-/// Why in-flight batches were put back when a dead connection actor's
-/// successor started.
-pub(super) const ACTOR_DIED: &str = "connection actor died";
-
 impl BrokerConnection {
     /// Puts every in-flight batch back into its queue, where `requeue`
     /// inserts it by batch id (so each partition keeps its order), or fails
@@ -36,7 +29,7 @@ impl BrokerConnection {
         let now = Instant::now();
         // A retired or dead connection actor is Courier's own doing, not a
         // failed attempt: it does not count against `retries`.
-        let ours = matches!(cause, Some(RETIRED) | Some(ACTOR_DIED));
+        let ours = matches!(cause, Some(super::RETIRED) | Some(super::ACTOR_DIED));
         while let Some(f) = self.pop_in_flight(true) {
             for b in f.batches.into_iter().rev() {
                 self.retry_or_fail_counted(
