@@ -9,7 +9,8 @@
 //!
 //! 1. [`protocol`]: the wire protocol, with no I/O.
 //! 2. Foundation types: `sync` (the lock helper), `clock`, [`record`],
-//!    [`kafka_error`], [`report`], [`config`], [`metadata`], [`stats`],
+//!    [`kafka_error`], [`report`], [`config`], [`metadata`], `metric_handles`
+//!    (the `metrics` feature; names in [`metric_names`]), [`stats`],
 //!    `idempotence`, [`partitioner`].
 //! 3. I/O: [`connection`] (one TCP connection to one broker; the only code
 //!    that touches a socket) and [`admin`].
@@ -40,6 +41,7 @@ mod engine;
 mod idempotence;
 pub mod kafka_error;
 pub mod metadata;
+mod metric_handles;
 pub mod partitioner;
 mod producer;
 pub mod protocol;
@@ -56,6 +58,7 @@ pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
+pub use metric_handles::names as metric_names;
 pub use producer::{
     DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport, TransactionReports,
 };
