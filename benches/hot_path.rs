@@ -8,7 +8,13 @@
 //!   report (`poll_next`) or a batch at a time (`next_batch`); with one
 //!   subscription, and with four whose records interleave in runs of 10
 //!   (chunks that mix targets are split). Building the batch is setup, not
-//!   timed. Time per iteration ÷ 1,000 is the cost per report.
+//!   timed. Time per iteration ÷ 1,000 is the cost per report. The crate's
+//!   dev-dependency on itself turns the `metrics` feature on, so this
+//!   includes the published counters and latency histogram with no
+//!   recorder installed (no-op handles).
+//! - `report_routing_prometheus`: the same with `metrics-exporter-prometheus`'s
+//!   recorder installed (upkeep run between iterations, not timed): the
+//!   cost of publishing the batch's counts to a real exporter.
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
@@ -41,7 +47,18 @@ fn partition(c: &mut Criterion) {
 }
 
 fn report_routing(c: &mut Criterion) {
-    let mut group = c.benchmark_group("report_routing");
+    routing(c, "report_routing", &|| {});
+}
+
+fn report_routing_prometheus(c: &mut Criterion) {
+    let handle = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .install_recorder()
+        .expect("the first recorder of this process");
+    routing(c, "report_routing_prometheus", &|| handle.run_upkeep());
+}
+
+fn routing(c: &mut Criterion, name: &str, between: &dyn Fn()) {
+    let mut group = c.benchmark_group(name);
     group.throughput(Throughput::Elements(RECORDS as u64));
     for (name, subscribers, run) in [
         ("1_subscriber", 1, RECORDS),
@@ -50,7 +67,10 @@ fn report_routing(c: &mut Criterion) {
         for (how, batched) in [("poll_next", false), ("next_batch", true)] {
             group.bench_function(format!("{name}/{how}"), |b| {
                 b.iter_batched(
-                    || PreparedBatch::new(RECORDS, subscribers, run),
+                    || {
+                        between();
+                        PreparedBatch::new(RECORDS, subscribers, run)
+                    },
                     |batch| assert_eq!(batch.route_and_read(batched), RECORDS),
                     BatchSize::SmallInput,
                 )
@@ -60,5 +80,10 @@ fn report_routing(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, partition, report_routing);
+criterion_group!(
+    benches,
+    partition,
+    report_routing,
+    report_routing_prometheus
+);
 criterion_main!(benches);

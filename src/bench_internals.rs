@@ -43,11 +43,16 @@ impl PreparedBatch {
             let s = &subs[(i / run.max(1)) % subscribers];
             owed.push(i as u32, 0, now, record, ReplyTo::Subscription(s));
         }
+        // A producer's stats, publishing with the `metrics` feature; the
+        // topic's handles resolved here (its batch was sealed), as a
+        // producer resolves them once, not in the timed routing.
+        let stats = Stats::new("bench");
+        stats.metrics.produced(topic, records as u64);
         PreparedBatch {
             owed,
             records,
             streams,
-            stats: Stats::default(),
+            stats,
         }
     }
 
@@ -56,6 +61,7 @@ impl PreparedBatch {
     /// user does) or one `next_batch` at a time; returns the reports read.
     pub fn route_and_read(mut self, batched: bool) -> usize {
         route(
+            Topic::from("bench"),
             0,
             self.records as i32,
             1,

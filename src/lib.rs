@@ -48,7 +48,9 @@
 //! [`Producer::produce_to`]; [`retry`] has retry actors with dead-letter
 //! topics; [`Producer::begin_transaction`] and its siblings give
 //! exactly-once transactions; [`admin`] creates, describes and deletes
-//! topics. The repository's README covers delivery guarantees, security
+//! topics; with the `metrics` feature the counters of
+//! [`Producer::stats`] also go through the `metrics` facade (names in
+//! [`metric_names`]). The repository's README covers delivery guarantees, security
 //! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
 //! map.
 
@@ -77,6 +79,7 @@ mod idempotence;
 pub mod kafka_error;
 #[doc(hidden)]
 pub mod metadata;
+mod metric_handles;
 pub mod partitioner;
 mod producer;
 #[doc(hidden)]
@@ -96,6 +99,7 @@ pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use error::Error;
+pub use metric_handles::names as metric_names;
 pub use producer::{
     BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,
     TransactionReports,

@@ -1,6 +1,8 @@
 //! Counters and histograms behind [`crate::Producer::stats`]. Updated per
-//! batch (counts added in one step), never per record.
+//! batch (counts added in one step), never per record. The same places
+//! feed the `metrics` facade (`metric_handles`, the `metrics` feature).
 
+use crate::metric_handles::Metrics;
 use crate::sync::lock;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +25,9 @@ pub(crate) struct Stats {
     pub actor_restarts: AtomicU64,
     pub latency_us: [AtomicU64; LATENCY_BUCKETS],
     pub brokers: Mutex<HashMap<i32, BrokerStats>>,
+    /// The same counts, published (a no-op without the `metrics` feature,
+    /// or when made by `Default`).
+    pub metrics: Metrics,
 }
 
 /// Request statistics for one broker.
@@ -102,6 +107,21 @@ impl StatsSnapshot {
 }
 
 impl Stats {
+    /// Stats that also publish through the `metrics` facade, labelled with
+    /// `client_id`.
+    pub(crate) fn new(client_id: &str) -> Stats {
+        Stats {
+            metrics: Metrics::new(client_id),
+            ..Stats::default()
+        }
+    }
+
+    /// An actor restarted, or a supervisor task panicked.
+    pub(crate) fn record_actor_restart(&self) {
+        self.actor_restarts.fetch_add(1, Ordering::Relaxed);
+        self.metrics.actor_restart();
+    }
+
     pub(crate) fn snapshot(&self, buffered_bytes: usize) -> StatsSnapshot {
         let produced = self.produced.load(Ordering::Relaxed);
         let delivered = self.delivered.load(Ordering::Relaxed);
@@ -124,6 +144,7 @@ impl Stats {
     }
 
     pub(crate) fn record_reauthentication(&self, broker: i32) {
+        self.metrics.reauthentication(broker);
         lock(&self.brokers)
             .entry(broker)
             .or_default()
@@ -131,10 +152,12 @@ impl Stats {
     }
 
     pub(crate) fn record_disconnect(&self, broker: i32) {
+        self.metrics.disconnect(broker);
         lock(&self.brokers).entry(broker).or_default().disconnects += 1;
     }
 
     pub(crate) fn record_throttle(&self, broker: i32, wait: Duration) {
+        self.metrics.throttle(broker, wait);
         let mut b = lock(&self.brokers);
         let s = b.entry(broker).or_default();
         s.throttled_responses += 1;
@@ -142,6 +165,7 @@ impl Stats {
     }
 
     pub(crate) fn record_request(&self, broker: i32, latency: Duration) {
+        self.metrics.request(broker, latency);
         let mut b = lock(&self.brokers);
         let s = b.entry(broker).or_default();
         s.requests += 1;

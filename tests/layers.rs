@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "report.rs",
             "config.rs",
             "metadata.rs",
+            "metric_handles.rs",
             "stats.rs",
             "idempotence.rs",
             "transaction.rs",

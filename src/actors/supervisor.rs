@@ -235,10 +235,7 @@ impl ProducerSupervisor {
         for id in dead {
             if let Some(addr) = self.addrs.get(&id).cloned() {
                 tracing::warn!(broker = id, "connection actor died; restarting it");
-                self.engine
-                    .stats
-                    .actor_restarts
-                    .fetch_add(1, Ordering::Relaxed);
+                self.engine.stats.record_actor_restart();
                 self.launch_broker(id, addr, ctx);
             }
         }
@@ -258,10 +255,7 @@ impl ProducerSupervisor {
                 task,
                 "a supervisor task panicked; it runs again at the next tick"
             );
-            self.engine
-                .stats
-                .actor_restarts
-                .fetch_add(1, Ordering::Relaxed);
+            self.engine.stats.record_actor_restart();
         }
     }
 
@@ -292,10 +286,7 @@ impl ProducerSupervisor {
             return;
         }
         tracing::warn!("transaction actor died; restarting it");
-        self.engine
-            .stats
-            .actor_restarts
-            .fetch_add(1, Ordering::Relaxed);
+        self.engine.stats.record_actor_restart();
         self.start_transaction_actor();
     }
 
@@ -304,10 +295,7 @@ impl ProducerSupervisor {
             return;
         }
         tracing::warn!("partitioner actor died; restarting it");
-        self.engine
-            .stats
-            .actor_restarts
-            .fetch_add(1, Ordering::Relaxed);
+        self.engine.stats.record_actor_restart();
         let partitioner = PartitionerActor::new(
             self.engine.clone(),
             self.addresses.clone(),
@@ -419,6 +407,8 @@ impl Actor for ProducerSupervisor {
             act.guarded("abandoned batches", ctx, |act, _| {
                 act.engine.bury_abandoned()
             });
+            #[cfg(feature = "metrics")]
+            act.guarded("metrics", ctx, |act, _| act.engine.publish_gauges());
             // Batches whose leader appeared or whose retry backoff ended.
             act.engine.wake_all();
         });

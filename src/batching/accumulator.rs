@@ -26,6 +26,7 @@ use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
 use crate::delivery::subscription::SubscriptionShared;
+use crate::metric_handles::Metrics;
 use crate::protocol::record_batch::{single_record_batch_size, Compression};
 use crate::record::{Record, Topic, TopicHasher};
 use crate::report::ErrorKind;
@@ -75,6 +76,8 @@ pub(crate) struct Accumulator {
     /// A transactional producer's gate (`Transactions::gate`): records are
     /// taken only while it is open.
     txn_gate: Option<Arc<AtomicBool>>,
+    /// Where sealed batches' records are counted (`metric_handles`).
+    metrics: Metrics,
     pub pool: Arc<Semaphore>,
     pub batch_size: usize,
     /// `max.request.size`.
@@ -104,6 +107,7 @@ impl Accumulator {
             topics: DashMap::default(),
             closed,
             txn_gate: None,
+            metrics: Metrics::default(),
             pool: Arc::new(Semaphore::new(buffer_memory)),
             batch_size,
             max_request_size,
@@ -233,6 +237,11 @@ impl Accumulator {
     }
 
     /// Every queue, for sweeps that lock them one by one.
+    /// Publishes the records of every batch sealed from now on.
+    pub fn set_metrics(&mut self, metrics: Metrics) {
+        self.metrics = metrics;
+    }
+
     /// Makes appends depend on a transaction being open (`gate`).
     pub fn set_transaction_gate(&mut self, gate: Arc<AtomicBool>) {
         self.txn_gate = Some(gate);
@@ -359,6 +368,10 @@ impl Accumulator {
         open: OpenBatch,
         queue: &PartitionQueue,
     ) -> Result<SealedBatch, SealFailure> {
+        // Every batch is sealed once (splits of a refused batch are made
+        // from the sealed one), so its records are counted here, per batch.
+        self.metrics
+            .produced(queue.topic, open.record_count() as u64);
         open.seal(
             queue.topic,
             queue.partition,
@@ -413,15 +426,23 @@ impl Accumulator {
                 lock(&q.state).unacked.remove(&b.id);
             }
         }
-        let (id, partition, count, attempts, owed) = match batch {
+        let (id, topic, partition, count, attempts, owed) = match batch {
             Ok(mut b) => {
                 b.ledger.settle();
-                (b.id, b.partition, b.record_count, b.attempts, b.owed)
+                (
+                    b.id,
+                    b.topic,
+                    b.partition,
+                    b.record_count,
+                    b.attempts,
+                    b.owed,
+                )
             }
-            Err(f) => (f.id, f.partition, f.record_count, 0, f.owed),
+            Err(f) => (f.id, f.topic, f.partition, f.record_count, 0, f.owed),
         };
         let message = message(attempts);
         route(
+            topic,
             partition,
             count,
             attempts,

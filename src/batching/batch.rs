@@ -229,6 +229,7 @@ impl OpenBatch {
             }),
             Err(e) => Err(SealFailure {
                 id: self.id,
+                topic,
                 partition,
                 owed: self.owed,
                 record_count,
@@ -369,6 +370,7 @@ impl SealedBatch {
 #[derive(Debug)]
 pub(crate) struct SealFailure {
     pub id: u64,
+    pub topic: Topic,
     pub partition: i32,
     pub owed: Owed,
     pub record_count: i32,

@@ -9,15 +9,18 @@ use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
 use crate::delivery::owed::{Owed, ReplyTo};
 use crate::delivery::settlement::{Outcome, Settlement};
 use crate::delivery::subscription::ReportChunk;
+use crate::record::Topic;
 use crate::report::DeliveryReport;
 use crate::stats::{bucket_of, Stats, LATENCY_BUCKETS};
 
-/// Sends every report `owed` for a batch of `record_count` records.
+/// Sends every report `owed` for a batch of `record_count` records of
+/// `topic`.
 ///
 /// A chunk whose records all report to one subscription goes to that
 /// subscription whole (its reports are built as the stream is read); only
 /// `send` and actor targets, and chunks mixing targets, are split here.
 pub(crate) fn route(
+    topic: Topic,
     partition: i32,
     record_count: i32,
     attempts: u32,
@@ -25,6 +28,13 @@ pub(crate) fn route(
     outcome: Outcome,
     stats: &Stats,
 ) {
+    let failed_kind = match &outcome {
+        Outcome::Failed { kind, .. } => Some(*kind),
+        Outcome::Delivered { .. } => None,
+    };
+    stats
+        .metrics
+        .settled(topic, failed_kind, record_count as u64);
     let settled = Arc::new(Settlement {
         partition,
         attempts,
@@ -108,7 +118,7 @@ pub(crate) fn route(
     for (s, (queued, skipped)) in subscribers.iter().zip(per_sub) {
         s.take(queued, skipped);
     }
-    latencies.flush(&stats.latency_us);
+    latencies.flush(stats, topic);
 }
 
 /// Reports for records that never reached a batch (rejected before
@@ -123,28 +133,42 @@ pub(crate) fn route_one(report: DeliveryReport, reply: ReplyTo, stats: &Stats) {
 }
 
 /// Latencies of one batch, bucketed locally, added to the shared histogram
-/// once per batch.
+/// (and, with the `metrics` feature, to the published one, each bucket at
+/// its records' mean) once per batch.
 #[derive(Default)]
 struct LatencyTally {
     buckets: [u32; LATENCY_BUCKETS],
+    #[cfg(feature = "metrics")]
+    sums_us: [u64; LATENCY_BUCKETS],
     any: bool,
 }
 
 impl LatencyTally {
+    #[inline(always)]
     fn add(&mut self, micros: u64) {
-        self.buckets[bucket_of(micros)] += 1;
+        let b = bucket_of(micros);
+        self.buckets[b] += 1;
+        #[cfg(feature = "metrics")]
+        {
+            self.sums_us[b] += micros;
+        }
         self.any = true;
     }
 
-    fn flush(&self, shared: &[AtomicU64; LATENCY_BUCKETS]) {
+    fn flush(&self, stats: &Stats, topic: Topic) {
         if !self.any {
             return;
         }
+        let shared: &[AtomicU64; LATENCY_BUCKETS] = &stats.latency_us;
         for (i, n) in self.buckets.iter().enumerate() {
             if *n > 0 {
                 shared[i].fetch_add(*n as u64, Ordering::Relaxed);
             }
         }
+        #[cfg(feature = "metrics")]
+        stats.metrics.latency(topic, &self.buckets, &self.sums_us);
+        #[cfg(not(feature = "metrics"))]
+        let _ = topic;
     }
 }
 
@@ -185,7 +209,7 @@ mod tests {
                 owed.push(i, 7, now, rec(i), ReplyTo::Subscription(&all));
             }
             assert!(owed.chunks.len() >= 3, "several chunks");
-            route(4, 700, 1, owed, outcome, &stats);
+            route(Topic::from("t"), 4, 700, 1, owed, outcome, &stats);
             rx.try_recv().expect("the send got its report")
         };
         let before = errors.outstanding.available_permits();

@@ -84,6 +84,9 @@ impl Engine {
         partition: Option<i32>,
     ) {
         self.rejected.fetch_add(1, Ordering::Relaxed);
+        // Refused records are counted one by one: they are the error path.
+        self.stats.metrics.produced(record.topic, 1);
+        self.stats.metrics.settled(record.topic, Some(kind), 1);
         match reply {
             Some(reply) => route_one(
                 DeliveryReport::Failed(DeliveryError {

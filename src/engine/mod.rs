@@ -164,6 +164,8 @@ impl Engine {
         if let Some(t) = &txn {
             acc.set_transaction_gate(t.gate.clone());
         }
+        let stats = Stats::new(&c.client_id);
+        acc.set_metrics(stats.metrics.clone());
         Arc::new(Engine {
             acc,
             txn,
@@ -174,7 +176,7 @@ impl Engine {
                 .idempotent()
                 .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),
             partitioner,
-            stats: Stats::default(),
+            stats,
             closed,
             subscriptions: Mutex::new(Vec::new()),
             flushing: AtomicUsize::new(0),
@@ -386,6 +388,14 @@ impl Engine {
             in_flight |= self.fail_waiting(&q, ErrorKind::UnknownPartition, &message);
         }
         in_flight
+    }
+
+    /// Sets the published gauges from the numbers `stats()` shows (the
+    /// supervisor's tick: they change per record, so they are sampled).
+    #[cfg(feature = "metrics")]
+    pub(crate) fn publish_gauges(&self) {
+        let s = self.stats();
+        self.stats.metrics.gauges(s.buffered_bytes, s.in_flight);
     }
 
     /// A snapshot of the counters.

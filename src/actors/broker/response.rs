@@ -131,6 +131,7 @@ impl BrokerConnection {
             lock(&q.state).unacked.remove(&batch.id);
         }
         route(
+            batch.topic,
             batch.partition,
             batch.record_count,
             batch.attempts,
