@@ -105,7 +105,7 @@ mod disabled {
 #[cfg(feature = "metrics")]
 mod enabled {
     use super::names::*;
-    use crate::record::Topic;
+    use crate::record::{Topic, TopicHasher};
     use crate::report::ErrorKind;
     use crate::sync::lock;
     use dashmap::DashMap;
@@ -132,8 +132,10 @@ mod enabled {
         actor_restarts: Counter,
         buffered_bytes: Gauge,
         in_flight: Gauge,
-        topics: DashMap<Topic, TopicHandles>,
-        brokers: DashMap<i32, BrokerHandles>,
+        /// foldhash, as the accumulator's: SipHash would cost a batch
+        /// a few hundred instructions per look-up.
+        topics: DashMap<Topic, TopicHandles, TopicHasher>,
+        brokers: DashMap<i32, BrokerHandles, TopicHasher>,
     }
 
     struct TopicHandles {
@@ -245,8 +247,8 @@ mod enabled {
                 buffered_bytes: metrics::gauge!(BUFFERED_BYTES, labels.clone()),
                 in_flight: metrics::gauge!(RECORDS_IN_FLIGHT, labels.clone()),
                 client_id,
-                topics: DashMap::new(),
-                brokers: DashMap::new(),
+                topics: DashMap::default(),
+                brokers: DashMap::default(),
             })))
         }
 
