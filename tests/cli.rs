@@ -342,7 +342,11 @@ fn partition_headers_properties_file_and_logs_on_stderr() {
         &["topic", "create", "-b", &b, "kcat", "--partitions", "3"],
         "",
     );
-    assert!(out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let file = std::env::temp_dir().join(format!("courier-cli-{}.properties", std::process::id()));
     std::fs::write(
         &file,
