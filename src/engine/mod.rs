@@ -20,6 +20,7 @@
 //! above batching and delivery, which it drives.
 
 mod actor_tree;
+pub(crate) mod answer;
 pub(crate) mod enqueue;
 pub(crate) mod error;
 

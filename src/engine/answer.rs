@@ -1,0 +1,305 @@
+//! What a broker's answer for one batch does to it: a success settles it
+//! (reports), a retriable error puts it back in its queue (or fails it once
+//! `retries` or `delivery.timeout.ms` are used up), MESSAGE_TOO_LARGE
+//! splits it, any other error fails it.
+//!
+//! Shared by every broker the engine talks to: the connection actors
+//! (`actors/broker/response.rs`, for each partition of a Produce
+//! response) and the testing double's scripted broker
+//! (`actors/scripted.rs`), so that a scripted answer goes through the same
+//! decisions and the same report path as a real one.
+
+use std::time::Instant;
+
+use crate::batching::batch::SealedBatch;
+use crate::delivery::router::route;
+use crate::delivery::settlement::Outcome;
+use crate::engine::Engine;
+use crate::kafka_error::{classify, ResponseError};
+use crate::report::ErrorKind;
+use crate::sync::lock;
+use crate::transaction::is_fatal_code;
+
+/// One partition's answer in a Produce response, as the batch needs it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BatchAnswer {
+    pub error_code: i16,
+    pub base_offset: i64,
+    /// -1 unless the topic uses LogAppendTime.
+    pub log_append_time_ms: i64,
+    pub error_message: Option<String>,
+}
+
+/// What the caller should do after an answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct AfterAnswer {
+    /// The error says our view of leaders is stale.
+    pub refresh_metadata: bool,
+}
+
+impl Engine {
+    /// Applies `broker`'s answer for the in-flight batch `b` (taken off its
+    /// queue's in-flight count here or by `retry_or_fail`).
+    pub(crate) fn answer(
+        &self,
+        mut b: SealedBatch,
+        broker: i32,
+        answer: &BatchAnswer,
+        now: Instant,
+    ) -> AfterAnswer {
+        let mut after = AfterAnswer::default();
+        let class = classify(answer.error_code);
+        // A transactional producer fenced (a newer instance with the
+        // same transactional.id, or its transaction timed out on the
+        // coordinator): this batch and everything not yet sent fail,
+        // and the producer takes nothing more.
+        if let Some(c) = class.filter(|c| self.txn.is_some() && is_fatal_code(c.error)) {
+            let kind = match c.error {
+                ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
+                    ErrorKind::Fenced
+                }
+                e => ErrorKind::Broker(e),
+            };
+            let message = format!(
+                "{:?} from broker {broker}: a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms",
+                c.error
+            );
+            // Fenced first, then the report: whoever reads it finds
+            // the producer fenced already.
+            self.fail_transactional(kind, &message);
+            let q = self.acc.queue(&b.topic, b.partition);
+            lock(&q.state).land(&mut b);
+            self.settle(b, Outcome::Failed { kind, message });
+            return after;
+        }
+        // A transactional producer whose sequence state the broker
+        // lost: the batch fails and the transaction can only be aborted
+        // (the abort bumps the epoch, as the Java client does); an
+        // out-of-order batch behind an unacknowledged one only waits
+        // for it (retried below).
+        if let (Some(txn), Some(c)) = (&self.txn, class.filter(|c| c.sequence_reset)) {
+            let q = self.acc.queue(&b.topic, b.partition);
+            let oldest = lock(&q.state).unacked.first() == Some(&b.id);
+            if c.error != ResponseError::OutOfOrderSequenceNumber || oldest {
+                let message = format!(
+                    "{:?} from broker {broker}: the broker lost this producer's sequence state; the transaction must be aborted",
+                    c.error
+                );
+                txn.sequence_lost(ErrorKind::Broker(c.error), message.clone());
+                lock(&q.state).land(&mut b);
+                self.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(c.error),
+                        message,
+                    },
+                );
+                return after;
+            }
+        }
+        if let Some(c) = class.filter(|c| c.sequence_reset) {
+            self.on_sequence_error(&b, c.error);
+        }
+        match class {
+            // Already written by an earlier attempt whose answer was
+            // lost: a success. Newer brokers give the original offset.
+            Some(c) if c.error == ResponseError::DuplicateSequenceNumber => {
+                self.acknowledged(&mut b);
+                self.settle(
+                    b,
+                    Outcome::Delivered {
+                        base_offset: (answer.base_offset >= 0).then_some(answer.base_offset),
+                        log_append_time: None,
+                    },
+                );
+            }
+            None => {
+                self.acknowledged(&mut b);
+                self.settle(
+                    b,
+                    Outcome::Delivered {
+                        base_offset: Some(answer.base_offset),
+                        log_append_time: (answer.log_append_time_ms >= 0)
+                            .then_some(answer.log_append_time_ms),
+                    },
+                );
+            }
+            Some(c) if c.retriable => {
+                after.refresh_metadata |= c.refresh_metadata;
+                let msg = format!("{:?} from broker {broker}", c.error);
+                self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg, true);
+            }
+            // Too large as a whole: each record goes, or fails, on its
+            // own (Java's splitAndReenqueue).
+            Some(c) if c.error == ResponseError::MessageTooLarge && b.record_count > 1 => {
+                self.split_too_large(b, broker);
+            }
+            Some(c) => {
+                let q = self.acc.queue(&b.topic, b.partition);
+                lock(&q.state).land(&mut b);
+                let detail = answer
+                    .error_message
+                    .as_ref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default();
+                self.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(c.error),
+                        message: format!("{}{detail}", c.error),
+                    },
+                );
+            }
+        }
+        after
+    }
+
+    /// Re-queues a batch for another attempt, or fails it with `kind` when
+    /// its delivery timeout has passed or, if this failed attempt is
+    /// `counted`, when `retries` are used up (as the Java client).
+    pub(crate) fn retry_or_fail(
+        &self,
+        mut batch: SealedBatch,
+        now: Instant,
+        kind: ErrorKind,
+        message: &str,
+        counted: bool,
+    ) {
+        let queue = self.acc.queue(&batch.topic, batch.partition);
+        let retries = self.config.retries;
+        if counted && batch.attempts > retries {
+            lock(&queue.state).land(&mut batch);
+            let attempts = batch.attempts;
+            self.settle(
+                batch,
+                Outcome::Failed {
+                    kind,
+                    message: format!(
+                        "{message}; not retried: retries ({retries}) used up after {attempts} attempt(s)"
+                    ),
+                },
+            );
+            return;
+        }
+        if now >= batch.deadline {
+            lock(&queue.state).land(&mut batch);
+            let attempts = batch.attempts;
+            self.settle(
+                batch,
+                Outcome::Failed {
+                    kind,
+                    message: format!(
+                        "{message}; delivery.timeout.ms passed after {attempts} attempt(s)"
+                    ),
+                },
+            );
+            return;
+        }
+        let cfg = &self.config;
+        batch.retry_at = Some(
+            now + crate::clock::backoff(
+                cfg.retry_backoff,
+                cfg.retry_backoff_max,
+                batch.attempts.saturating_sub(1),
+            ),
+        );
+        let mut q = lock(&queue.state);
+        q.land(&mut batch);
+        q.requeue(batch);
+    }
+
+    /// A batch the broker accepted (or already had) leaves its partition's
+    /// in-flight count; for an idempotent producer the broker now holds
+    /// the partition's sequence state under the batch's epoch, so later
+    /// batches may be pipelined (`QueueState::confirmed`).
+    fn acknowledged(&self, b: &mut SealedBatch) {
+        let q = self.acc.queue(&b.topic, b.partition);
+        let mut qs = lock(&q.state);
+        qs.land(b);
+        if self.idem.is_some() {
+            let s = b.encoded.stamp();
+            qs.confirmed = Some((s.producer_id, s.producer_epoch));
+        }
+    }
+
+    /// Reports a batch and releases it.
+    pub(crate) fn settle(&self, mut batch: SealedBatch, outcome: Outcome) {
+        batch.ledger.settle();
+        if self.idem.is_some() {
+            let q = self.acc.queue(&batch.topic, batch.partition);
+            lock(&q.state).unacked.remove(&batch.id);
+        }
+        route(
+            batch.topic,
+            batch.partition,
+            batch.record_count,
+            batch.attempts,
+            batch.owed,
+            outcome,
+            &self.stats,
+        );
+        self.acc.batch_done(batch.id);
+    }
+
+    /// Puts the records of a batch the broker refused with
+    /// MESSAGE_TOO_LARGE back in its queue, one batch each, in its place
+    /// (`Accumulator::split`). A stamped batch's parts carry its sequences,
+    /// so the batches behind it (refused as out of order meanwhile) follow
+    /// them without an epoch bump.
+    fn split_too_large(&self, mut b: SealedBatch, broker: i32) {
+        let q = self.acc.queue(&b.topic, b.partition);
+        let (id, records) = (b.id, b.record_count);
+        lock(&q.state).land(&mut b);
+        match self.acc.split(b) {
+            Ok(parts) => {
+                tracing::info!(
+                    broker,
+                    topic = %q.topic,
+                    partition = q.partition,
+                    records,
+                    "MESSAGE_TOO_LARGE for a batch; retrying its records one by one"
+                );
+                let mut qs = lock(&q.state);
+                if qs.unacked.remove(&id) {
+                    qs.unacked.extend(parts.iter().map(|p| p.id));
+                }
+                for p in parts {
+                    qs.requeue(p);
+                }
+            }
+            Err((b, why)) => {
+                self.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge),
+                        message: format!(
+                            "{} for a batch of {records} records that could not be split: {why}",
+                            ResponseError::MessageTooLarge
+                        ),
+                    },
+                );
+            }
+        }
+    }
+
+    /// OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID or
+    /// INVALID_PRODUCER_EPOCH for a batch. An out-of-order batch with an
+    /// earlier batch still unacknowledged is only waiting for that one: the
+    /// retry (in batch order) fixes it. Otherwise the broker lost our
+    /// sequence state and the epoch must be bumped.
+    fn on_sequence_error(&self, b: &SealedBatch, error: ResponseError) {
+        let Some(idem) = &self.idem else {
+            return;
+        };
+        // Transactional producers bump at the abort instead (above).
+        if self.txn.is_some() {
+            return;
+        }
+        let q = self.acc.queue(&b.topic, b.partition);
+        let oldest_unacked = lock(&q.state).unacked.first() == Some(&b.id);
+        if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
+            let s = b.encoded.stamp();
+            idem.needs_bump((s.producer_id, s.producer_epoch));
+        }
+    }
+}
