@@ -5,17 +5,33 @@
 //!
 //! Run against a broker with a topic `events` (for example the one
 //! `bash scripts/demo.sh` starts): `cargo run --example actor_subscriber -- HOST:PORT`.
+//! `tests/testing_double.rs` runs the same actors against
+//! `courier::testing::MockBroker`, with each record's first attempt
+//! refused.
+
+use std::future::Future;
 
 use actix::prelude::*;
 use courier::retry::{RetryActor, RetryHandle, RetryOutcome, RetryPolicy};
 use courier::{DeliveryReport, Produce, Producer, Record};
 
+/// How the auditor's records ended.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Tally {
+    /// Delivered, at once or by the retry actor.
+    pub delivered: usize,
+    /// Failed for good.
+    pub failed: usize,
+    /// First reports that failed and went to the retry actor.
+    pub retried: usize,
+}
+
 struct Auditor {
     producer: Producer,
     retry: RetryHandle,
     expected: usize,
-    delivered: usize,
-    failed: usize,
+    tally: Tally,
+    done: std::sync::mpsc::Sender<Tally>,
 }
 
 impl Actor for Auditor {
@@ -34,11 +50,9 @@ impl Actor for Auditor {
 
 impl Auditor {
     fn done(&self) {
-        if self.delivered + self.failed == self.expected {
-            println!(
-                "auditor: {} delivered, {} failed",
-                self.delivered, self.failed
-            );
+        let t = self.tally;
+        if t.delivered + t.failed == self.expected {
+            let _ = self.done.send(t);
             System::current().stop();
         }
     }
@@ -50,13 +64,14 @@ impl Handler<DeliveryReport> for Auditor {
 
     fn handle(&mut self, report: DeliveryReport, _: &mut Context<Self>) {
         match report {
-            DeliveryReport::Delivered(_) => self.delivered += 1,
+            DeliveryReport::Delivered(_) => self.tally.delivered += 1,
             DeliveryReport::Failed(e) => {
                 eprintln!("first attempt failed, retrying: {e}");
+                self.tally.retried += 1;
                 if let Err(e) = self.retry.retry_failed(e) {
                     // The retry actor is stopping: the failure is final.
                     eprintln!("failed: {e}");
-                    self.failed += 1;
+                    self.tally.failed += 1;
                 }
             }
         }
@@ -70,28 +85,29 @@ impl Handler<RetryOutcome> for Auditor {
 
     fn handle(&mut self, outcome: RetryOutcome, _: &mut Context<Self>) {
         if outcome.is_delivered() {
-            self.delivered += 1;
+            self.tally.delivered += 1;
         } else {
             eprintln!("failed after retries: {outcome:?}");
-            self.failed += 1;
+            self.tally.failed += 1;
         }
         self.done();
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter("courier=info")
-        .init();
-    let bootstrap = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "127.0.0.1:9092".into());
+/// Runs an actix system with an auditor that produces `expected` records
+/// to `events` through the producer `make` starts in it, and returns once
+/// every record has its final outcome.
+pub fn audit<F, Fut>(make: F, expected: usize) -> Result<Tally, Box<dyn std::error::Error>>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Producer, Box<dyn std::error::Error>>>,
+{
     let system = System::new();
+    let (done, tally) = std::sync::mpsc::channel();
     system.block_on(async {
-        let _ = courier::admin::create_topic(&bootstrap, "events", 3, 1).await;
         // Inside an actix system the producer's actors run here too,
         // supervised alongside the application's.
-        let producer = Producer::builder().bootstrap(&bootstrap).start()?;
+        let producer = make().await?;
         // The retry actor reports to the auditor, so it is made in the
         // auditor's `create`, where the auditor's address is known.
         Auditor::create(|ctx| Auditor {
@@ -101,12 +117,33 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ctx.address().recipient(),
             ),
             producer,
-            expected: 1000,
-            delivered: 0,
-            failed: 0,
+            expected,
+            tally: Tally::default(),
+            done,
         });
-        Ok::<_, courier::ConfigError>(())
+        Ok::<_, Box<dyn std::error::Error>>(())
     })?;
     system.run()?;
+    Ok(tally.recv()?)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter("courier=info")
+        .init();
+    let bootstrap = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:9092".into());
+    let t = audit(
+        || async {
+            let _ = courier::admin::create_topic(&bootstrap, "events", 3, 1).await;
+            Ok(Producer::builder().bootstrap(&bootstrap).start()?)
+        },
+        1000,
+    )?;
+    println!(
+        "auditor: {} delivered, {} failed ({} retried)",
+        t.delivered, t.failed, t.retried
+    );
     Ok(())
 }

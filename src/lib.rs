@@ -48,7 +48,9 @@
 //! [`Producer::produce_to`]; [`retry`] has retry actors with dead-letter
 //! topics; [`Producer::begin_transaction`] and its siblings give
 //! exactly-once transactions; [`admin`] creates, describes and deletes
-//! topics; with the `metrics` feature the counters of
+//! topics; [`testing`] has a producer double (a scripted in-process
+//! broker behind the real [`Producer`]) for testing applications without
+//! a cluster; with the `metrics` feature the counters of
 //! [`Producer::stats`] also go through the `metrics` facade (names in
 //! [`metric_names`]). The repository's README covers delivery guarantees, security
 //! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
@@ -90,6 +92,7 @@ pub mod retry;
 pub mod security;
 pub mod stats;
 mod sync;
+pub mod testing;
 mod transaction;
 
 pub use actors::msgs::Produce;

@@ -41,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("actors", &["actors/"]),
     ("face", &["producer/", "bench_internals.rs"]),
     ("retry", &["retry.rs"]),
+    ("testing", &["testing.rs"]),
     ("errors", &["error.rs"]),
     ("root", &["lib.rs", "bin/"]),
 ];

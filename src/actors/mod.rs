@@ -13,6 +13,10 @@
 //! batch to the leader's connection actor. Actors move whole batches and
 //! route reports per batch (see `delivery::router`).
 //!
+//! A producer built by `courier::testing::MockBroker` has only the
+//! supervisor and a `ScriptedBroker` (`scripted`), which stands for the
+//! partitioner and the connection actors.
+//!
 //! Files build on each other one way: `msgs` ← `broker/` ← `addresses`
 //! (the long-lived addresses, and the engine's `ActorTree`) ←
 //! `partitioner` ← `supervisor`. Actors lower in that list reach higher
@@ -22,5 +26,6 @@ pub(crate) mod addresses;
 pub(crate) mod broker;
 pub mod msgs;
 pub(crate) mod partitioner;
+pub(crate) mod scripted;
 pub mod supervisor;
 pub(crate) mod transaction;

@@ -18,6 +18,7 @@ use crate::actors::addresses::Addresses;
 use crate::actors::broker::{BrokerConnection, Upstream};
 use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
+use crate::actors::scripted::{ScriptedBroker, ScriptedTree};
 use crate::actors::transaction::TransactionActor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::Resume;
@@ -31,7 +32,12 @@ use crate::sync::lock;
 pub struct ProducerSupervisor {
     engine: Arc<Engine>,
     addresses: Arc<Addresses>,
-    partitioner: Addr<PartitionerActor>,
+    /// The metadata cache; `None` under a scripted broker, which answers
+    /// topic waits itself.
+    partitioner: Option<Addr<PartitionerActor>>,
+    /// The testing double's broker, in place of the partitioner and the
+    /// connection actors (`courier::testing`).
+    scripted: Option<Addr<ScriptedBroker>>,
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,
     addrs: HashMap<i32, String>,
@@ -56,10 +62,43 @@ impl ProducerSupervisor {
         addresses: Arc<Addresses>,
         owns_system: bool,
     ) -> Addr<Self> {
+        Self::launch_with(engine, addresses, owns_system, None)
+    }
+
+    /// Starts a producer whose broker is the testing double's script
+    /// (`actors/scripted.rs`): the supervisor, and under it one
+    /// `ScriptedBroker` instead of the partitioner and connection actors.
+    pub(crate) fn launch_scripted(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        owns_system: bool,
+        tree: Arc<ScriptedTree>,
+    ) -> Addr<Self> {
+        Self::launch_with(engine, addresses, owns_system, Some(tree))
+    }
+
+    fn launch_with(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        owns_system: bool,
+        scripted: Option<Arc<ScriptedTree>>,
+    ) -> Addr<Self> {
         // The producer's futures set their timers here (Engine::timeout).
         let _ = engine.runtime.set(tokio::runtime::Handle::current());
         let _ = engine.actor_thread.set(std::thread::current().id());
         ProducerSupervisor::create(move |ctx| {
+            if let Some(tree) = scripted {
+                return ProducerSupervisor {
+                    scripted: Some(tree.start_broker(engine.clone())),
+                    engine,
+                    addresses,
+                    partitioner: None,
+                    owns_system,
+                    addrs: HashMap::new(),
+                    idem_retry: None,
+                    transactions: None,
+                };
+            }
             // The partitioner actor first: connection actors report stale
             // metadata to it. (Actors run their `started` only once this
             // closure has returned, so it sees the bootstrap connections.)
@@ -70,7 +109,8 @@ impl ProducerSupervisor {
             let mut sup = ProducerSupervisor {
                 engine: engine.clone(),
                 addresses,
-                partitioner,
+                partitioner: Some(partitioner),
+                scripted: None,
                 owns_system,
                 addrs: HashMap::new(),
                 idem_retry: None,
@@ -291,7 +331,10 @@ impl ProducerSupervisor {
     }
 
     fn restart_dead_partitioner(&mut self, ctx: &mut Context<Self>) {
-        if self.partitioner.connected() || self.engine.closed.load(Ordering::Acquire) {
+        let Some(current) = &self.partitioner else {
+            return;
+        };
+        if current.connected() || self.engine.closed.load(Ordering::Acquire) {
             return;
         }
         tracing::warn!("partitioner actor died; restarting it");
@@ -305,7 +348,7 @@ impl ProducerSupervisor {
         self.addresses
             .topic_waits
             .set(partitioner.clone().recipient());
-        self.partitioner = partitioner;
+        self.partitioner = Some(partitioner);
     }
 
     /// Fails batches whose delivery timeout passed while they waited in a
@@ -373,8 +416,8 @@ impl ProducerSupervisor {
                 );
             }
         }
-        if leaderless {
-            self.partitioner.do_send(RefreshMetadata);
+        if let Some(p) = self.partitioner.as_ref().filter(|_| leaderless) {
+            p.do_send(RefreshMetadata);
         }
     }
 }
@@ -540,7 +583,18 @@ impl Handler<Shutdown> for ProducerSupervisor {
                 b.do_send(Retire);
             }
         }
-        self.partitioner.do_send(StopPartitioner);
+        if let Some(p) = &self.partitioner {
+            p.do_send(StopPartitioner);
+        }
+        // The scripted broker reports what it holds as connection actors
+        // report what is in flight.
+        if let Some(s) = &self.scripted {
+            if msg.cancel {
+                s.do_send(CancelInFlight);
+            } else {
+                s.do_send(Retire);
+            }
+        }
         self.addresses.topic_waits.close();
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
@@ -559,7 +613,9 @@ impl Handler<SecurityFailed> for ProducerSupervisor {
     fn handle(&mut self, msg: SecurityFailed, _: &mut Context<Self>) {
         tracing::warn!(kind = %msg.kind, error = %msg.message, "connection refused by security; failing what waits");
         self.engine.fail_queued(msg.kind, &msg.message);
-        self.partitioner.do_send(msg);
+        if let Some(p) = &self.partitioner {
+            p.do_send(msg);
+        }
     }
 }
 
@@ -577,7 +633,9 @@ impl Handler<AddPartitionsWanted> for ProducerSupervisor {
 impl Handler<RefreshMetadata> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: RefreshMetadata, _: &mut Context<Self>) {
-        self.partitioner.do_send(msg);
+        if let Some(p) = &self.partitioner {
+            p.do_send(msg);
+        }
     }
 }
 
@@ -586,7 +644,9 @@ impl Handler<RefreshMetadata> for ProducerSupervisor {
 impl Handler<InjectPanic> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: InjectPanic, _: &mut Context<Self>) {
-        self.partitioner.do_send(msg);
+        if let Some(p) = &self.partitioner {
+            p.do_send(msg);
+        }
     }
 }
 

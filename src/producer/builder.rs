@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::actors::addresses::Addresses;
+use crate::actors::scripted::{Script, ScriptedTree};
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::config::{Acks, ConfigError, ProducerConfig};
 use crate::engine::Engine;
@@ -164,20 +165,7 @@ impl ProducerBuilder {
     /// tokio code, or any thread.
     pub fn build(self) -> Result<Producer, ConfigError> {
         let (engine, addresses) = self.engine()?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (for_engine, for_addresses) = (engine.clone(), addresses.clone());
-        std::thread::Builder::new()
-            .name("courier-actors".into())
-            .spawn(move || {
-                let system = actix::System::new();
-                system.block_on(async move {
-                    let _ = tx.send(ProducerSupervisor::launch(for_engine, for_addresses, true));
-                });
-                let _ = system.run();
-            })
-            .expect("spawn the courier actor thread");
-        let supervisor = rx.recv().expect("courier actor thread started");
-        Ok(Producer::from_parts(engine, addresses, supervisor))
+        Ok(on_own_thread(engine, addresses, ProducerSupervisor::launch))
     }
 
     /// Validates the settings and starts the producer's actors in the
@@ -188,4 +176,71 @@ impl ProducerBuilder {
         let supervisor = ProducerSupervisor::launch(engine.clone(), addresses.clone(), false);
         Ok(Producer::from_parts(engine, addresses, supervisor))
     }
+
+    /// A producer whose broker is the testing double's `script`
+    /// (`courier::testing::MockBroker`): the settings are validated as for
+    /// a real one, `bootstrap.servers` may be left out, and
+    /// `transactional.id` is refused (the double has no coordinator). The
+    /// engine runs without idempotence: the double has no producer ids.
+    /// `own_thread`: as `build`, else as `start`.
+    pub(crate) fn scripted(
+        mut self,
+        script: Arc<Script>,
+        own_thread: bool,
+    ) -> Result<Producer, ConfigError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.config.bootstrap_servers.is_empty() {
+            self.config.bootstrap_servers = vec!["courier-mock-broker:0".into()];
+        }
+        self.config.validate()?;
+        if self.config.transactional_id.is_some() {
+            return Err(ConfigError::Inconsistent(
+                "transactional.id: courier::testing::MockBroker does not script transactions"
+                    .into(),
+            ));
+        }
+        self.config.enable_idempotence = Some(false);
+        let tree = Arc::new(ScriptedTree::new(script));
+        let partitioner = self
+            .partitioner
+            .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
+        let engine = Engine::new(self.config, partitioner, tree.clone(), None);
+        tree.attach(&engine);
+        let addresses = Arc::new(Addresses::default());
+        let launch = move |engine, addresses, owns_system| {
+            ProducerSupervisor::launch_scripted(engine, addresses, owns_system, tree)
+        };
+        if own_thread {
+            return Ok(on_own_thread(engine, addresses, launch));
+        }
+        let supervisor = launch(engine.clone(), addresses.clone(), false);
+        Ok(Producer::from_parts(engine, addresses, supervisor))
+    }
+}
+
+/// Starts the producer's actors with `launch` on a dedicated thread with
+/// its own actix system.
+fn on_own_thread(
+    engine: Arc<Engine>,
+    addresses: Arc<Addresses>,
+    launch: impl FnOnce(Arc<Engine>, Arc<Addresses>, bool) -> actix::Addr<ProducerSupervisor>
+        + Send
+        + 'static,
+) -> Producer {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (for_engine, for_addresses) = (engine.clone(), addresses.clone());
+    std::thread::Builder::new()
+        .name("courier-actors".into())
+        .spawn(move || {
+            let system = actix::System::new();
+            system.block_on(async move {
+                let _ = tx.send(launch(for_engine, for_addresses, true));
+            });
+            let _ = system.run();
+        })
+        .expect("spawn the courier actor thread");
+    let supervisor = rx.recv().expect("courier actor thread started");
+    Producer::from_parts(engine, addresses, supervisor)
 }

@@ -1,0 +1,824 @@
+//! The scripted broker behind `courier::testing::MockBroker`: an
+//! in-process stand-in for the connection actors and the partitioner
+//! actor, so that a producer can run with no broker, no socket and no
+//! network, and still take every record through its real path.
+//!
+//! Everything above the sockets is the real producer's: records are
+//! partitioned by the engine's partitioner against metadata this module
+//! publishes (one broker, id 0, leading every partition of the scripted
+//! topics), appended into the real accumulator, sealed into real batches
+//! (linger, `batch.size`, compression), and their reports routed by
+//! `delivery::router::route` to `send`, subscriptions and actors. What
+//! replaces the connection actors is [`ScriptedBroker`], one actor per
+//! producer under its `ProducerSupervisor`: it drains the queues as a
+//! connection actor does and answers each batch as a broker would, per
+//! record, by the script ([`Verdict`]). Answers go through
+//! `Engine::answer` and `Engine::retry_or_fail`, the code a real Produce
+//! response goes through, so a retriable error is retried within
+//! `retries` and `delivery.timeout.ms` and MESSAGE_TOO_LARGE splits a
+//! batch, exactly as with a broker.
+//!
+//! A batch whose records get different verdicts is split into one batch
+//! per record (`Accumulator::split`, as for MESSAGE_TOO_LARGE) and each
+//! part answered on its own; so is a held batch, so that a test releases
+//! held records one at a time. Held batches are in flight: counted in
+//! their queue's `in_flight`, answered when the test releases them, timed
+//! out after `request.timeout.ms` (then retried, as a request the broker
+//! never answered), cancelled by `close_timeout` or the last handle's drop
+//! (`CancelInFlight`), put back by a retiring close (`Retire`).
+//!
+//! Deliberately absent: producer ids and sequences (the double's engine
+//! runs without idempotence; its log is what the script says),
+//! transactions (refused at build), and `max.in.flight` (each batch is a
+//! request of its own, answered or held independently).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Instant;
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+use kafka_protocol::error::ResponseError;
+use tokio::sync::Notify;
+
+use crate::actors::msgs::{CancelInFlight, Retire, Wake};
+use crate::batching::batch::SealedBatch;
+use crate::delivery::settlement::Outcome;
+use crate::engine::answer::BatchAnswer;
+use crate::engine::{ActorTree, Engine};
+use crate::metadata::{MetadataSnapshot, TopicMetadata};
+use crate::protocol::record_batch::decode::decode_records;
+use crate::record::{Record, Topic};
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+/// The scripted broker's id: it leads every partition.
+pub(crate) const BROKER_ID: i32 = 0;
+
+/// What the broker does with one record each time it arrives (once per
+/// attempt: a record the producer retries arrives again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Verdict {
+    /// Written: the next offset of its partition, reported delivered.
+    Deliver,
+    /// Refused with this error code, as a broker's Produce response would:
+    /// the producer retries a retriable one (NOT_ENOUGH_REPLICAS,
+    /// NOT_LEADER_OR_FOLLOWER, …) within `retries` and
+    /// `delivery.timeout.ms`, splits a batch refused MESSAGE_TOO_LARGE,
+    /// and reports any other failed (`ErrorKind::Broker`).
+    Fail(ResponseError),
+    /// No answer: the request times out (as when `request.timeout.ms`
+    /// passes with no response), now. The producer counts the attempt and
+    /// retries it, or reports `ErrorKind::Timeout` once `retries` or
+    /// `delivery.timeout.ms` are used up.
+    TimeOut,
+    /// Not answered until the test releases it
+    /// (`MockBroker::complete_next`, `error_next`, `release_next`,
+    /// `release_all`). Meanwhile the record is in flight, as if the broker
+    /// were slow: `flush` and `close` wait for it, `close_timeout` and
+    /// dropping the producer report it `Cancelled` ("may or may not have
+    /// been written"), and after `request.timeout.ms` its request times
+    /// out and is retried.
+    Hold,
+}
+
+/// What became of one arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Answer {
+    /// Held (`Verdict::Hold`): not answered yet.
+    Held,
+    /// Written at this offset of its partition.
+    Written {
+        /// Its offset.
+        offset: i64,
+    },
+    /// Refused with this error code.
+    Refused(ResponseError),
+    /// Never answered: its request timed out (scripted, or a held record
+    /// past `request.timeout.ms`), or the producer gave up on it (closed
+    /// or dropped while it was held).
+    NoAnswer,
+}
+
+/// One record as it reached the broker: one entry per attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Arrival {
+    /// The record as the producer wrote it into its batch, read back from
+    /// the batch's bytes: its topic, its partition (`Some`, as chosen by
+    /// the producer's partitioner), key, value, headers and create time
+    /// (`Some`).
+    pub record: Record,
+    /// The producer's attempt: 1 for the first request that carried it.
+    pub attempt: u32,
+    /// What the broker answered (updated when a held record is released).
+    pub answer: Answer,
+}
+
+/// A test's rule: records it matches get its verdicts, one per arrival,
+/// until they run out (or forever).
+struct Rule {
+    matches: Box<dyn Fn(&Record) -> bool + Send + Sync>,
+    verdicts: VecDeque<Verdict>,
+    forever: Option<Verdict>,
+}
+
+/// A held record: one batch of one record, in flight.
+#[derive(Debug)]
+struct Held {
+    engine: Weak<Engine>,
+    batch: SealedBatch,
+    arrivals: Range<usize>,
+    sent_at: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    /// Topic name → partitions.
+    topics: BTreeMap<Topic, i32>,
+    /// Partitions of a topic created on first use; `None`: no auto-creation.
+    auto_create: Option<i32>,
+    rules: Vec<Rule>,
+    default: Option<Verdict>,
+    next_offset: HashMap<(Topic, i32), i64>,
+    history: Vec<Arrival>,
+    held: VecDeque<Held>,
+    engines: Vec<Weak<Engine>>,
+}
+
+/// The script and the broker's state, shared by the test's `MockBroker`
+/// and every producer built from it.
+pub(crate) struct Script {
+    state: Mutex<State>,
+    /// Topics were added or grew: topic waits look again.
+    topics_changed: Notify,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = lock(&self.state);
+        f.debug_struct("Script")
+            .field("topics", &st.topics)
+            .field("rules", &st.rules.len())
+            .field("history", &st.history.len())
+            .field("held", &st.held.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            state: Mutex::new(State {
+                auto_create: Some(1),
+                default: Some(Verdict::Deliver),
+                ..State::default()
+            }),
+            topics_changed: Notify::new(),
+        }
+    }
+}
+
+impl Script {
+    /// Creates `topic` with `partitions`, or grows it to that many (a topic
+    /// never shrinks, as in Kafka).
+    pub(crate) fn set_topic(&self, topic: Topic, partitions: i32) {
+        let partitions = partitions.max(1);
+        {
+            let mut st = lock(&self.state);
+            let n = st.topics.entry(topic).or_insert(partitions);
+            *n = (*n).max(partitions);
+            Self::publish(&st);
+        }
+        self.topics_changed.notify_waiters();
+    }
+
+    pub(crate) fn set_auto_create(&self, partitions: Option<i32>) {
+        lock(&self.state).auto_create = partitions.map(|p| p.max(1));
+    }
+
+    pub(crate) fn set_default(&self, verdict: Verdict) {
+        lock(&self.state).default = Some(verdict);
+    }
+
+    pub(crate) fn add_rule(
+        &self,
+        matches: Box<dyn Fn(&Record) -> bool + Send + Sync>,
+        verdicts: VecDeque<Verdict>,
+        forever: Option<Verdict>,
+    ) {
+        lock(&self.state).rules.push(Rule {
+            matches,
+            verdicts,
+            forever,
+        });
+    }
+
+    pub(crate) fn clear_rules(&self) {
+        lock(&self.state).rules.clear();
+    }
+
+    pub(crate) fn history(&self) -> Vec<Arrival> {
+        lock(&self.state).history.clone()
+    }
+
+    pub(crate) fn held(&self) -> usize {
+        lock(&self.state).held.len()
+    }
+
+    /// Topic name → partitions.
+    pub(crate) fn topics(&self) -> BTreeMap<Topic, i32> {
+        lock(&self.state).topics.clone()
+    }
+
+    /// A producer's engine runs on this script: it gets the metadata.
+    pub(crate) fn attach(&self, engine: &Arc<Engine>) {
+        let mut st = lock(&self.state);
+        st.engines.retain(|e| e.strong_count() > 0);
+        st.engines.push(Arc::downgrade(engine));
+        Self::publish(&st);
+    }
+
+    /// Every attached producer's metadata: every topic, all led by
+    /// `BROKER_ID`.
+    fn publish(st: &State) {
+        let mut snapshot = MetadataSnapshot {
+            brokers: HashMap::from([(BROKER_ID, "courier-mock-broker:0".to_string())]),
+            fetched_at: Some(Instant::now()),
+            ..MetadataSnapshot::default()
+        };
+        for (topic, n) in &st.topics {
+            snapshot.topics.insert(
+                *topic,
+                TopicMetadata {
+                    partition_count: *n,
+                    leaders: vec![BROKER_ID; *n as usize],
+                    available: (0..*n).collect(),
+                    topic_id: 0,
+                },
+            );
+        }
+        let snapshot = Arc::new(snapshot);
+        for e in st.engines.iter().filter_map(Weak::upgrade) {
+            e.metadata.store(snapshot.clone());
+        }
+    }
+
+    /// Whether `topic` exists now, creating it if the script and the
+    /// producer (`allow.auto.create.topics`) allow.
+    fn known_or_created(&self, topic: Topic, may_create: bool) -> bool {
+        let partitions = {
+            let st = lock(&self.state);
+            if st.topics.contains_key(&topic) {
+                return true;
+            }
+            match st.auto_create.filter(|_| may_create) {
+                Some(p) => p,
+                None => return false,
+            }
+        };
+        self.set_topic(topic, partitions);
+        true
+    }
+
+    /// The verdict for one arrival of `record`: the first rule that matches
+    /// it and has a verdict left, else the default.
+    fn verdict(st: &mut State, record: &Record) -> Verdict {
+        for rule in &mut st.rules {
+            if !(rule.matches)(record) {
+                continue;
+            }
+            if let Some(v) = rule.verdicts.pop_front() {
+                return v;
+            }
+            if let Some(v) = rule.forever {
+                return v;
+            }
+        }
+        st.default.unwrap_or(Verdict::Deliver)
+    }
+
+    /// Answers the in-flight batch `b` (its arrivals at `arrivals` in the
+    /// history) with `verdict`, as a broker's response would.
+    fn apply(
+        &self,
+        engine: &Arc<Engine>,
+        mut b: SealedBatch,
+        arrivals: Range<usize>,
+        verdict: Verdict,
+        now: Instant,
+    ) {
+        let acks0 = engine.config.acks.wire() == 0;
+        let mut st = lock(&self.state);
+        let answer = match verdict {
+            Verdict::Deliver => {
+                let next = st.next_offset.entry((b.topic, b.partition)).or_insert(0);
+                let base = *next;
+                *next += i64::from(b.record_count);
+                for (i, a) in arrivals.clone().enumerate() {
+                    st.history[a].answer = Answer::Written {
+                        offset: base + i as i64,
+                    };
+                }
+                Some(BatchAnswer {
+                    error_code: 0,
+                    base_offset: base,
+                    log_append_time_ms: -1,
+                    error_message: None,
+                })
+            }
+            Verdict::Fail(error) => {
+                for a in arrivals.clone() {
+                    st.history[a].answer = Answer::Refused(error);
+                }
+                Some(BatchAnswer {
+                    error_code: error.code(),
+                    base_offset: -1,
+                    log_append_time_ms: -1,
+                    error_message: Some("scripted by courier::testing::MockBroker".into()),
+                })
+            }
+            Verdict::TimeOut => {
+                for a in arrivals.clone() {
+                    st.history[a].answer = Answer::NoAnswer;
+                }
+                None
+            }
+            Verdict::Hold if !acks0 => {
+                st.held.push_back(Held {
+                    engine: Arc::downgrade(engine),
+                    batch: b,
+                    arrivals,
+                    sent_at: now,
+                });
+                return;
+            }
+            // With acks=0 nothing waits for an answer: held is written.
+            Verdict::Hold => {
+                drop(st);
+                return self.apply(engine, b, arrivals, Verdict::Deliver, now);
+            }
+        };
+        drop(st);
+        if acks0 {
+            // No response comes with acks=0: "sent, offset unknown",
+            // whatever the broker did with it.
+            let q = engine.acc.queue(&b.topic, b.partition);
+            lock(&q.state).land(&mut b);
+            engine.settle(
+                b,
+                Outcome::Delivered {
+                    base_offset: None,
+                    log_append_time: None,
+                },
+            );
+            return;
+        }
+        match answer {
+            Some(a) => {
+                engine.answer(b, BROKER_ID, &a, now);
+            }
+            None => engine.retry_or_fail(
+                b,
+                now,
+                ErrorKind::Timeout,
+                &format!("request to broker {BROKER_ID} timed out (scripted)"),
+                true,
+            ),
+        }
+    }
+
+    /// A batch arrives at the broker: its records are read back into the
+    /// history and each gets its verdict; a batch whose records get
+    /// different verdicts, or that is held, is split into one batch per
+    /// record first.
+    fn arrive(&self, engine: &Arc<Engine>, mut b: SealedBatch, now: Instant) {
+        b.attempts += 1;
+        b.owed.sent = true;
+        let max_size = engine.config.batch_size.max(engine.config.max_request_size) * 2;
+        let records = match decode_records(b.encoded.bytes(), max_size) {
+            Ok(r) if r.len() == b.record_count as usize => r,
+            other => {
+                // Our own batches always read back; say so loudly if not.
+                let why = match other {
+                    Ok(r) => format!("{} records read back, {} written", r.len(), b.record_count),
+                    Err(e) => e.to_string(),
+                };
+                tracing::error!(%why, "the scripted broker could not read a batch back");
+                let q = engine.acc.queue(&b.topic, b.partition);
+                lock(&q.state).land(&mut b);
+                engine.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(ResponseError::CorruptMessage),
+                        message: why,
+                    },
+                );
+                return;
+            }
+        };
+        let (start, verdicts) = {
+            let mut st = lock(&self.state);
+            let start = st.history.len();
+            let mut verdicts = Vec::with_capacity(records.len());
+            for r in records {
+                let record = Record {
+                    topic: b.topic,
+                    partition: Some(b.partition),
+                    key: r.key,
+                    value: r.value,
+                    headers: r.headers,
+                    timestamp: Some(r.timestamp),
+                };
+                verdicts.push(Self::verdict(&mut st, &record));
+                st.history.push(Arrival {
+                    record,
+                    attempt: b.attempts,
+                    answer: Answer::Held,
+                });
+            }
+            (start, verdicts)
+        };
+        let first = verdicts[0];
+        let alike = verdicts.iter().all(|v| *v == first);
+        if b.record_count == 1 || (alike && first != Verdict::Hold) {
+            let end = start + verdicts.len();
+            return self.apply(engine, b, start..end, first, now);
+        }
+        let q = engine.acc.queue(&b.topic, b.partition);
+        lock(&q.state).land(&mut b);
+        match engine.acc.split(b) {
+            Ok(parts) => {
+                for (i, (mut p, v)) in parts.into_iter().zip(verdicts).enumerate() {
+                    lock(&q.state).take_off(&mut p);
+                    self.apply(engine, p, start + i..start + i + 1, v, now);
+                }
+            }
+            Err((b, why)) => {
+                tracing::error!(%why, "the scripted broker could not split a batch");
+                let end = start + verdicts.len();
+                engine.settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Broker(ResponseError::CorruptMessage),
+                        message: why,
+                    },
+                );
+                let mut st = lock(&self.state);
+                for a in start..end {
+                    st.history[a].answer = Answer::NoAnswer;
+                }
+            }
+        }
+    }
+
+    /// Takes the oldest `n` held records out.
+    fn take_held(&self, n: usize) -> Vec<Held> {
+        let mut st = lock(&self.state);
+        let n = n.min(st.held.len());
+        st.held.drain(..n).collect()
+    }
+
+    /// Takes out the held records of `engine` that match `which`.
+    fn take_held_of(&self, engine: &Arc<Engine>, which: impl Fn(&Held) -> bool) -> Vec<Held> {
+        let mut st = lock(&self.state);
+        let target = Arc::downgrade(engine);
+        let (mine, rest): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut st.held)
+            .into_iter()
+            .partition(|h| h.engine.ptr_eq(&target) && which(h));
+        st.held = rest;
+        mine.into_iter().collect()
+    }
+
+    /// Answers the oldest `n` held records with `verdict` (`Hold` holds
+    /// them again, at the back); returns how many there were.
+    pub(crate) fn release(&self, n: usize, verdict: Verdict) -> usize {
+        let held = self.take_held(n);
+        let count = held.len();
+        let now = Instant::now();
+        for h in held {
+            match h.engine.upgrade() {
+                Some(engine) => {
+                    self.apply(&engine, h.batch, h.arrivals, verdict, now);
+                    // A retried batch, or a split's parts, wait in their
+                    // queue: drain again.
+                    engine.wake_all();
+                }
+                // The producer is gone: dropping the batch pays its
+                // reports Cancelled (`Owed`'s drop).
+                None => drop(h),
+            }
+        }
+        count
+    }
+}
+
+/// The scripted broker of one producer: drains its queues and answers by
+/// the script. Stands where the connection actors and the partitioner
+/// actor stand in a real producer.
+pub(crate) struct ScriptedBroker {
+    engine: Arc<Engine>,
+    script: Arc<Script>,
+    tree: Arc<ScriptedTree>,
+    wake_at: Option<(Instant, SpawnHandle)>,
+    stopping: bool,
+}
+
+impl std::fmt::Debug for ScriptedBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedBroker").finish_non_exhaustive()
+    }
+}
+
+impl ScriptedBroker {
+    pub(crate) fn new(engine: Arc<Engine>, tree: Arc<ScriptedTree>) -> ScriptedBroker {
+        ScriptedBroker {
+            engine,
+            script: tree.script.clone(),
+            tree,
+            wake_at: None,
+            stopping: false,
+        }
+    }
+
+    /// Takes every sendable batch (as `BrokerConnection::drain`: the front
+    /// ready batch once its retry backoff is over, the open batch once it
+    /// is full, its linger has passed, or a flush or close is under way)
+    /// and answers it; held requests past `request.timeout.ms` time out.
+    fn drain(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let engine = self.engine.clone();
+        let now = Instant::now();
+        let timeout = engine.config.request_timeout;
+        for h in self
+            .script
+            .take_held_of(&engine, |h| now.duration_since(h.sent_at) >= timeout)
+        {
+            self.script
+                .apply(&engine, h.batch, h.arrivals, Verdict::TimeOut, now);
+        }
+        let flushing =
+            engine.flushing.load(Ordering::Acquire) > 0 || engine.closed.load(Ordering::Acquire);
+        let linger = engine.config.linger;
+        // Take everything sendable first, then answer it: a batch put back
+        // for a retry waits for a later pass (after its backoff).
+        let mut taken = Vec::new();
+        for q in engine.acc.all_queues() {
+            let mut qi = lock(&q.state);
+            loop {
+                let mut b = if let Some(front) = qi.ready.front() {
+                    if front.retry_at.is_some_and(|at| at > now) {
+                        break;
+                    }
+                    qi.ready.pop_front().expect("checked")
+                } else if let Some(open) = &qi.open {
+                    if open.created + linger > now && !flushing && !open.full {
+                        break;
+                    }
+                    let open = qi.open.take().expect("checked");
+                    match engine.acc.seal(open, &q) {
+                        Ok(b) => b,
+                        Err(f) => {
+                            drop(qi);
+                            let reason = f.reason.clone();
+                            engine.acc.fail_unsent(
+                                Err(f),
+                                ErrorKind::Compression,
+                                |_| reason,
+                                &engine.stats,
+                            );
+                            qi = lock(&q.state);
+                            continue;
+                        }
+                    }
+                } else {
+                    break;
+                };
+                qi.take_off(&mut b);
+                taken.push(b);
+            }
+        }
+        for b in taken {
+            self.script.arrive(&engine, b, now);
+        }
+        // When to look again: a retry's backoff, a lingering batch.
+        let now = Instant::now();
+        let mut next_wake: Option<Instant> = None;
+        for q in engine.acc.all_queues() {
+            let qi = lock(&q.state);
+            let at = match (qi.ready.front(), &qi.open) {
+                (Some(front), _) => front.retry_at.unwrap_or(now),
+                (None, Some(open)) if open.full || flushing => now,
+                (None, Some(open)) => open.created + linger,
+                (None, None) => continue,
+            };
+            next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+        }
+        match next_wake {
+            Some(at) if at <= now => ctx.notify(Wake),
+            Some(at) => self.schedule_wake(at, ctx),
+            None => {}
+        }
+    }
+
+    fn schedule_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        if let Some((existing, _)) = self.wake_at {
+            if existing <= at {
+                return;
+            }
+        }
+        if let Some((_, h)) = self.wake_at.take() {
+            ctx.cancel_future(h);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let h = ctx.run_later(delay, |act, ctx| {
+            act.wake_at = None;
+            act.drain(ctx);
+        });
+        self.wake_at = Some((at, h));
+    }
+
+    /// The producer is stopping: topic waits end, nothing more is drained.
+    fn stop(&mut self, ctx: &mut Context<Self>) {
+        self.stopping = true;
+        self.tree.closed.store(true, Ordering::Release);
+        self.script.topics_changed.notify_waiters();
+        ctx.stop();
+    }
+}
+
+impl Actor for ScriptedBroker {
+    type Context = Context<Self>;
+}
+
+impl Handler<Wake> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.drain(ctx);
+    }
+}
+
+/// `close` after its flush (or a close that gave up): held records go
+/// back to their queues, not counted as an attempt (as a retiring
+/// connection actor's), where the supervisor's shutdown cancels them.
+impl Handler<Retire> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let engine = self.engine.clone();
+        for h in self.script.take_held_of(&engine, |_| true) {
+            self.script.mark(h.arrivals, Answer::NoAnswer);
+            engine.retry_or_fail(
+                h.batch,
+                now,
+                ErrorKind::Timeout,
+                "connection retired",
+                false,
+            );
+        }
+        self.stop(ctx);
+    }
+}
+
+/// `close_timeout` ran out, or the last handle was dropped: held records
+/// fail `Cancelled`, as a connection actor's in-flight batches do.
+impl Handler<CancelInFlight> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
+        let engine = self.engine.clone();
+        for mut h in self.script.take_held_of(&engine, |_| true) {
+            self.script.mark(h.arrivals, Answer::NoAnswer);
+            let q = engine.acc.queue(&h.batch.topic, h.batch.partition);
+            lock(&q.state).land(&mut h.batch);
+            engine.settle(
+                h.batch,
+                Outcome::Failed {
+                    kind: ErrorKind::Cancelled,
+                    message: "producer closed or dropped before the broker answered; the record may or may not have been written".into(),
+                },
+            );
+        }
+        self.stop(ctx);
+    }
+}
+
+impl Script {
+    fn mark(&self, arrivals: Range<usize>, answer: Answer) {
+        let mut st = lock(&self.state);
+        for a in arrivals {
+            st.history[a].answer = answer;
+        }
+    }
+}
+
+/// The actor tree as the engine of a scripted producer sees it
+/// (`engine::ActorTree`, which `actors::addresses::Addresses` implements
+/// for a real one): wakes go to its `ScriptedBroker`, topic waits to the
+/// script.
+#[derive(Debug)]
+pub(crate) struct ScriptedTree {
+    script: Arc<Script>,
+    /// Set once the broker actor starts.
+    broker: OnceLock<Addr<ScriptedBroker>>,
+    /// Set once the engine exists (weak: the engine holds this tree).
+    engine: OnceLock<Weak<Engine>>,
+    /// The producer is stopping: topic waits answer `None`.
+    closed: AtomicBool,
+}
+
+impl ScriptedTree {
+    pub(crate) fn new(script: Arc<Script>) -> ScriptedTree {
+        ScriptedTree {
+            script,
+            broker: OnceLock::new(),
+            engine: OnceLock::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// The engine built on this tree: it gets the script's metadata.
+    pub(crate) fn attach(&self, engine: &Arc<Engine>) {
+        let _ = self.engine.set(Arc::downgrade(engine));
+        self.script.attach(engine);
+    }
+
+    /// Starts the broker actor (in the current actix system).
+    pub(crate) fn start_broker(self: &Arc<Self>, engine: Arc<Engine>) -> Addr<ScriptedBroker> {
+        let addr = ScriptedBroker::new(engine, self.clone()).start();
+        let _ = self.broker.set(addr.clone());
+        addr
+    }
+
+    fn may_create(&self) -> bool {
+        self.engine
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|e| e.config.allow_auto_create_topics)
+    }
+}
+
+impl ActorTree for ScriptedTree {
+    fn wake(&self, _broker: i32) {
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        if let Some(b) = self.broker.get() {
+            b.do_send(Wake);
+        }
+    }
+
+    fn request_topic(&self, topic: Topic) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        self.script.known_or_created(topic, self.may_create());
+        true
+    }
+
+    fn ensure_topic(
+        &self,
+        topic: Topic,
+    ) -> BoxFuture<'static, Option<Result<(), (ErrorKind, String)>>> {
+        let script = self.script.clone();
+        let may_create = self.may_create();
+        let engine = self.engine.get().and_then(Weak::upgrade);
+        let closed = self.closed.load(Ordering::Acquire);
+        // The future cannot borrow `self`: it watches the flag through the
+        // script's notifications and the engine's own closed flag.
+        Box::pin(async move {
+            let engine = engine?;
+            if closed {
+                return None;
+            }
+            let deadline = Instant::now() + engine.config.max_block;
+            loop {
+                let changed = script.topics_changed.notified();
+                if engine.stopped_flag.load(Ordering::Acquire)
+                    || engine.shutdown_sent.load(Ordering::Acquire)
+                {
+                    return None;
+                }
+                if script.known_or_created(topic, may_create) {
+                    return Some(Ok(()));
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || engine.timeout(left, changed).await.is_err() {
+                    return Some(Err((
+                        ErrorKind::UnknownTopic,
+                        format!(
+                            "the mock broker has no topic {:?} (allow.auto.create.topics is {}; MockBroker::topic creates it)",
+                            topic.as_str(),
+                            engine.config.allow_auto_create_topics,
+                        ),
+                    )));
+                }
+            }
+        })
+    }
+}

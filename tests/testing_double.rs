@@ -1,0 +1,645 @@
+//! `courier::testing::MockBroker`, the producer double: no broker, no
+//! socket. Each report path (`send`, `submit`, a subscription's `produce`
+//! and `produce_batch`, `produce_to`, the `Produce` message) gets exactly
+//! one report per record, with the outcome the script gave it (delivered,
+//! refused, retried then delivered, retried until `retries` ran out, timed
+//! out); held records report only once released; closing with held
+//! records gives each exactly one report; the history is what was
+//! produced. And the retry actor of `examples/actor_subscriber.rs`, run
+//! against the double with every record's first attempt refused.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use courier::kafka_error::ResponseError;
+use courier::testing::{Answer, MockBroker, Verdict};
+use courier::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
+use futures::{FutureExt, StreamExt};
+
+#[path = "../examples/actor_subscriber.rs"]
+#[allow(dead_code)]
+mod actor_subscriber;
+
+/// Forwards every report it receives to a channel.
+struct Collector(std::sync::mpsc::Sender<DeliveryReport>);
+
+impl actix::Actor for Collector {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<DeliveryReport> for Collector {
+    type Result = ();
+    fn handle(&mut self, r: DeliveryReport, _: &mut actix::Context<Self>) {
+        let _ = self.0.send(r);
+    }
+}
+
+/// A collector on an actix system of its own: its recipient, the system
+/// and the channel's receiving end.
+fn collector() -> (
+    actix::Recipient<DeliveryReport>,
+    actix::System,
+    std::sync::mpsc::Receiver<DeliveryReport>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (addr_tx, addr_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let sys = actix::System::new();
+        sys.block_on(async move {
+            use actix::Actor;
+            let addr = Collector(tx).start();
+            addr_tx
+                .send((addr.recipient(), actix::System::current()))
+                .unwrap();
+        });
+        sys.run().ok();
+    });
+    let (recipient, sys) = addr_rx.recv().unwrap();
+    (recipient, sys, rx)
+}
+
+/// Takes `count` reports from `rx` (each within a generous bound), then
+/// checks that no more come.
+fn take(rx: &std::sync::mpsc::Receiver<DeliveryReport>, count: usize) -> Vec<DeliveryReport> {
+    let mut got = Vec::new();
+    for _ in 0..count {
+        got.push(rx.recv_timeout(Duration::from_secs(20)).expect("a report"));
+    }
+    if let Ok(extra) = rx.recv_timeout(Duration::from_millis(100)) {
+        panic!("a report too many: {extra:?}");
+    }
+    got
+}
+
+fn text(b: Option<&bytes::Bytes>) -> String {
+    String::from_utf8(b.expect("a value").to_vec()).expect("UTF-8")
+}
+
+/// Waits (a generous bound, not a timing claim) until `cond` holds.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// What the script below makes of record `i`: (delivered, attempts, the
+/// failure's kind).
+fn expected(i: usize) -> (bool, u32, Option<ErrorKind>) {
+    match i % 5 {
+        0 => (true, 1, None),
+        1 => (
+            false,
+            1,
+            Some(ErrorKind::Broker(ResponseError::InvalidRecord)),
+        ),
+        2 | 3 => (true, 2, None),
+        _ => (
+            false,
+            3,
+            Some(ErrorKind::Broker(ResponseError::NotEnoughReplicas)),
+        ),
+    }
+}
+
+fn index(value: &str) -> usize {
+    value.rsplit('-').next().unwrap().parse().unwrap()
+}
+
+/// Scripts by the number at the end of each value: `i % 5` = 0 written,
+/// 1 refused INVALID_RECORD (not retriable), 2 refused NOT_ENOUGH_REPLICAS
+/// once (retried, then written), 3 timed out once (retried, then written),
+/// 4 refused NOT_ENOUGH_REPLICAS every time (reported once `retries=2` are
+/// used up, after 3 attempts).
+fn script(broker: &MockBroker) {
+    let by = |k: usize| move |r: &Record| index(&text(r.value.as_ref())) % 5 == k;
+    broker.script_always(by(1), Verdict::Fail(ResponseError::InvalidRecord));
+    broker.script_always(by(4), Verdict::Fail(ResponseError::NotEnoughReplicas));
+    for (k, verdict) in [
+        (2, Verdict::Fail(ResponseError::NotEnoughReplicas)),
+        (3, Verdict::TimeOut),
+    ] {
+        let seen = Mutex::new(HashSet::new());
+        broker.script_always(
+            move |r| by(k)(r) && seen.lock().unwrap().insert(r.value.clone()),
+            verdict,
+        );
+    }
+}
+
+/// Checks one path's reports: one per record, each with its scripted
+/// outcome, each delivered one where the broker's log has it.
+fn check_reports(
+    path: &str,
+    n: usize,
+    reports: Vec<DeliveryReport>,
+    log: &HashMap<String, (i32, i64)>,
+) {
+    assert_eq!(reports.len(), n, "{path}: one report per record");
+    let mut seen = HashSet::new();
+    for r in reports {
+        let value = text(r.record().value.as_ref());
+        assert!(value.starts_with(path), "{path} got {value}'s report");
+        assert!(
+            seen.insert(value.clone()),
+            "{path}: two reports for {value}"
+        );
+        let (delivered, attempts, kind) = expected(index(&value));
+        match r {
+            DeliveryReport::Delivered(d) => {
+                assert!(delivered, "{value} delivered: {d:?}");
+                assert_eq!(d.attempts, attempts, "{value}");
+                let at = log.get(&value).copied();
+                assert_eq!(at, Some((d.partition, d.offset.unwrap())), "{value}");
+            }
+            DeliveryReport::Failed(e) => {
+                assert!(!delivered, "{value} failed: {e}");
+                assert_eq!((Some(e.kind), e.attempts), (kind, attempts), "{value}: {e}");
+                assert!(!log.contains_key(&value), "{value} failed but written");
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_report_path_gets_one_report_per_record_with_its_scripted_outcome() {
+    let broker = MockBroker::new().topic("t", 4);
+    script(&broker);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "2")
+                .set("retries", "2")
+                .set("retry.backoff.ms", "1")
+                .set("retry.backoff.max.ms", "5"),
+        )
+        .unwrap();
+    let n = 40;
+    let rec = |path: &str, i: usize| {
+        Record::to("t")
+            .key(format!("k{}", i % 7))
+            .value(format!("{path}-{i}"))
+    };
+
+    // send and submit
+    let sends = futures::future::join_all((0..n).map(|i| producer.send(rec("send", i))));
+    let mut submitted = Vec::new();
+    for i in 0..n {
+        submitted.push(producer.submit(rec("submit", i)).await.unwrap());
+    }
+    // a subscription, one by one and in a batch call
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for i in 0..n {
+        sub.produce(rec("sub", i)).await.unwrap();
+    }
+    sub.produce_batch((0..n).map(|i| rec("batch", i)).collect())
+        .await
+        .unwrap();
+    drop(sub);
+    // actors: produce_to and the Produce message
+    let (to, system, actor_reports) = collector();
+    for i in 0..n {
+        producer.produce_to(rec("to", i), to.clone()).await.unwrap();
+        // `send`, not `do_send`: handled (taken) before the close below.
+        producer
+            .actor()
+            .send(Produce {
+                record: rec("msg", i),
+                reply_to: to.clone(),
+            })
+            .await
+            .unwrap();
+    }
+    // fire and forget: no reports, but in the log
+    producer
+        .produce_batch((0..n).map(|i| rec("ff", i)).collect())
+        .await
+        .unwrap();
+
+    let send_reports: Vec<DeliveryReport> = sends
+        .await
+        .into_iter()
+        .map(|r| match r {
+            Ok(d) => DeliveryReport::Delivered(d),
+            Err(e) => DeliveryReport::Failed(e),
+        })
+        .collect();
+    let mut submit_reports = Vec::new();
+    for f in submitted {
+        submit_reports.push(match f.await {
+            Ok(d) => DeliveryReport::Delivered(d),
+            Err(e) => DeliveryReport::Failed(e),
+        });
+    }
+    producer.close().await;
+    let stream_reports: Vec<DeliveryReport> = stream.collect().await;
+    let mut by_path: HashMap<String, Vec<DeliveryReport>> = HashMap::new();
+    for r in stream_reports {
+        let value = text(r.record().value.as_ref());
+        by_path
+            .entry(value.split('-').next().unwrap().into())
+            .or_default()
+            .push(r);
+    }
+    // Every actor report has arrived once the producer is closed; none
+    // may come after.
+    let mut actor_paths: HashMap<String, Vec<DeliveryReport>> = HashMap::new();
+    for r in take(&actor_reports, 2 * n) {
+        let value = text(r.record().value.as_ref());
+        actor_paths
+            .entry(value.split('-').next().unwrap().into())
+            .or_default()
+            .push(r);
+    }
+    system.stop();
+
+    // The log: each record written at most once, offsets 0.. per partition.
+    let written = broker.written();
+    let mut log = HashMap::new();
+    let mut next: HashMap<i32, i64> = HashMap::new();
+    for a in &written {
+        let Answer::Written { offset } = a.answer else {
+            unreachable!()
+        };
+        let p = a.record.partition.unwrap();
+        assert_eq!(offset, *next.entry(p).or_default(), "offsets contiguous");
+        *next.get_mut(&p).unwrap() += 1;
+        let value = text(a.record.value.as_ref());
+        assert!(
+            log.insert(value.clone(), (p, offset)).is_none(),
+            "{value} written twice"
+        );
+    }
+    check_reports("send", n, send_reports, &log);
+    check_reports("submit", n, submit_reports, &log);
+    check_reports("sub", n, by_path.remove("sub").unwrap_or_default(), &log);
+    check_reports(
+        "batch",
+        n,
+        by_path.remove("batch").unwrap_or_default(),
+        &log,
+    );
+    check_reports("to", n, actor_paths.remove("to").unwrap_or_default(), &log);
+    check_reports(
+        "msg",
+        n,
+        actor_paths.remove("msg").unwrap_or_default(),
+        &log,
+    );
+    assert!(by_path.is_empty() && actor_paths.is_empty());
+    // The history: every attempt of every record, fire-and-forget ones too.
+    let mut attempts: HashMap<String, Vec<u32>> = HashMap::new();
+    for a in broker.history() {
+        attempts
+            .entry(text(a.record.value.as_ref()))
+            .or_default()
+            .push(a.attempt);
+    }
+    for path in ["send", "submit", "sub", "batch", "to", "msg", "ff"] {
+        for i in 0..n {
+            let got = attempts.remove(&format!("{path}-{i}"));
+            let want: Vec<u32> = (1..=expected(i).1).collect();
+            assert_eq!(got, Some(want), "{path}-{i}");
+        }
+    }
+    assert!(attempts.is_empty(), "{attempts:?}");
+}
+
+#[tokio::test]
+async fn auto_complete_partitions_with_the_real_partitioner_and_history_matches() {
+    let broker = MockBroker::new().topic("keyed", 6);
+    let producer = broker.build(Producer::builder()).unwrap();
+    let n = 300;
+    let mut reports = Vec::new();
+    for i in 0..n {
+        let r = Record::to("keyed")
+            .key(format!("key-{}", i % 17))
+            .value(format!("v-{i}"))
+            .header("h", format!("{i}"));
+        reports.push(producer.submit(r).await.unwrap());
+    }
+    // explicit partitions too
+    let d = producer
+        .send(Record::to("keyed").value("explicit").partition(5))
+        .await
+        .unwrap();
+    assert_eq!(d.partition, 5);
+    for (i, f) in reports.into_iter().enumerate() {
+        let d = f.await.unwrap();
+        let key = format!("key-{}", i % 17);
+        assert_eq!(
+            d.partition,
+            courier::partitioner::partition_for_key(key.as_bytes(), 6),
+            "{key}"
+        );
+    }
+    producer.close().await;
+    let history = broker.history();
+    assert_eq!(history.len(), n + 1);
+    assert!(history.iter().all(|a| a.attempt == 1));
+    // Per partition, produce order and contiguous offsets; headers kept.
+    let mut last: HashMap<i32, (i64, usize)> = HashMap::new();
+    for a in broker.written() {
+        let Answer::Written { offset } = a.answer else {
+            unreachable!()
+        };
+        let p = a.record.partition.unwrap();
+        let value = text(a.record.value.as_ref());
+        if value == "explicit" {
+            continue;
+        }
+        let i = index(&value);
+        assert_eq!(
+            a.record.headers[0].value.as_deref(),
+            Some(i.to_string().as_bytes())
+        );
+        if let Some((o, j)) = last.get(&p) {
+            assert_eq!(offset, o + 1);
+            assert!(i > *j, "partition {p}: v-{i} after v-{j}");
+        }
+        last.insert(p, (offset, i));
+    }
+    // A topic the broker does not have is created on first use, 1 partition.
+    let d = producer_for(&broker)
+        .send(Record::to("fresh").value("x"))
+        .await
+        .unwrap();
+    assert_eq!((d.partition, d.offset), (0, Some(0)));
+    assert_eq!(broker.partitions("fresh"), Some(1));
+}
+
+fn producer_for(broker: &MockBroker) -> Producer {
+    broker.build(Producer::builder()).unwrap()
+}
+
+#[tokio::test]
+async fn held_records_report_only_after_their_release() {
+    let broker = MockBroker::new().topic("t", 1).auto_complete(false);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "0")
+                .set("retry.backoff.ms", "1"),
+        )
+        .unwrap();
+    let mut futures = Vec::new();
+    for i in 0..4 {
+        futures.push(
+            producer
+                .submit(Record::to("t").value(format!("v-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    until("4 held", || broker.held() == 4).await;
+    // Held: in flight, no report, and a flush waits.
+    let flush = producer.flush();
+    futures::pin_mut!(flush);
+    assert!(flush.as_mut().now_or_never().is_none());
+    for f in &mut futures {
+        assert!(f.now_or_never().is_none(), "a held record was reported");
+    }
+    assert!(broker.complete_next());
+    let d = (&mut futures[0]).await.unwrap();
+    assert_eq!((d.offset, d.attempts), (Some(0), 1));
+    // Refused, not retriable: reported failed, the record handed back.
+    assert!(broker.error_next(ResponseError::InvalidRecord));
+    let e = (&mut futures[1]).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Broker(ResponseError::InvalidRecord));
+    assert_eq!(e.record.value.as_deref(), Some(&b"v-1"[..]));
+    // Refused, retriable: retried, and held again (the default holds).
+    assert!(broker.error_next(ResponseError::NotEnoughReplicas));
+    assert!((&mut futures[2]).now_or_never().is_none());
+    until("v-2 back, held", || broker.held() == 2).await;
+    assert_eq!(broker.release_all(Verdict::Deliver), 2);
+    let d2 = (&mut futures[2]).await.unwrap();
+    let d3 = (&mut futures[3]).await.unwrap();
+    // v-3 arrived before v-2's retry, so it was released first.
+    assert_eq!((d3.offset, d3.attempts), (Some(1), 1));
+    assert_eq!((d2.offset, d2.attempts), (Some(2), 2));
+    flush.await;
+    assert!(!broker.complete_next(), "nothing held");
+    let answers: Vec<_> = broker
+        .history()
+        .iter()
+        .map(|a| (text(a.record.value.as_ref()), a.answer))
+        .collect();
+    assert_eq!(
+        answers,
+        vec![
+            ("v-0".into(), Answer::Written { offset: 0 }),
+            ("v-1".into(), Answer::Refused(ResponseError::InvalidRecord)),
+            (
+                "v-2".into(),
+                Answer::Refused(ResponseError::NotEnoughReplicas)
+            ),
+            ("v-3".into(), Answer::Written { offset: 1 }),
+            ("v-2".into(), Answer::Written { offset: 2 }),
+        ]
+    );
+    producer.close().await;
+}
+
+/// `close_timeout` with records held: each gets exactly one report,
+/// `Cancelled`, "may have been written", on every path; the streams end.
+/// A plain `close` waits for held records, and completes once they are
+/// released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_with_held_records_reports_each_exactly_once() {
+    let broker = MockBroker::new().topic("t", 3).auto_complete(false);
+    let producer = broker
+        .build(Producer::builder().set("linger.ms", "0"))
+        .unwrap();
+    let n = 10;
+    let sends: Vec<_> = (0..n)
+        .map(|i| {
+            let p = producer.clone();
+            tokio::spawn(async move { p.send(Record::to("t").value(format!("send-{i}"))).await })
+        })
+        .collect();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    for i in 0..n {
+        sub.produce(Record::to("t").value(format!("sub-{i}")))
+            .await
+            .unwrap();
+    }
+    drop(sub);
+    let (to, system, actor_reports) = collector();
+    for i in 0..n {
+        producer.actor().do_send(Produce {
+            record: Record::to("t").value(format!("msg-{i}")),
+            reply_to: to.clone(),
+        });
+    }
+    until("every record held", || broker.held() == 3 * n).await;
+    assert!(producer
+        .close_timeout(Duration::from_millis(20))
+        .await
+        .is_err());
+    let mut all = Vec::new();
+    for s in sends {
+        all.push(DeliveryReport::Failed(s.await.unwrap().unwrap_err()));
+    }
+    all.extend(stream.collect::<Vec<_>>().await);
+    all.extend(take(&actor_reports, n));
+    system.stop();
+    assert_eq!(all.len(), 3 * n);
+    let mut seen = HashSet::new();
+    for r in all {
+        let DeliveryReport::Failed(e) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!(e.kind, ErrorKind::Cancelled, "{e}");
+        assert!(e.may_have_been_written(), "{e}");
+        assert!(seen.insert(text(e.record.value.as_ref())));
+    }
+    assert_eq!(broker.held(), 0);
+    assert!(broker
+        .history()
+        .iter()
+        .all(|a| a.answer == Answer::NoAnswer));
+
+    // close() waits for held records, then reports them as answered.
+    let producer = broker
+        .build(Producer::builder().set("linger.ms", "0"))
+        .unwrap();
+    let pending = producer
+        .submit(Record::to("t").value("late"))
+        .await
+        .unwrap();
+    until("held", || broker.held() == 1).await;
+    let closing = tokio::spawn({
+        let p = producer.clone();
+        async move { p.close().await }
+    });
+    assert!(broker.complete_next());
+    closing.await.unwrap();
+    assert!(pending.await.is_ok());
+
+    // The last handle dropped with a record held: Cancelled, once.
+    let producer = broker
+        .build(Producer::builder().set("linger.ms", "0"))
+        .unwrap();
+    let pending = producer
+        .submit(Record::to("t").value("dropped"))
+        .await
+        .unwrap();
+    until("held", || broker.held() == 1).await;
+    drop(producer);
+    let e = pending.await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Cancelled);
+    assert_eq!(broker.held(), 0);
+}
+
+#[tokio::test]
+async fn a_missing_topic_fails_unknown_topic_or_waits_for_its_creation() {
+    let broker = MockBroker::new().auto_create_topics(None);
+    let producer = broker
+        .build(Producer::builder().set("max.block.ms", "50"))
+        .unwrap();
+    let e = producer
+        .send(Record::to("missing").value("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::UnknownTopic, "{e}");
+    assert!(broker.history().is_empty());
+    let producer = broker
+        .build(Producer::builder().set("max.block.ms", "60000"))
+        .unwrap();
+    let waiting = tokio::spawn({
+        let p = producer.clone();
+        async move { p.send(Record::to("later").value("y")).await }
+    });
+    broker.create_topic("later", 2);
+    let d = waiting.await.unwrap().unwrap();
+    assert_eq!(d.offset, Some(0));
+    // transactional.id is refused with a clear error.
+    let err = broker
+        .build(Producer::builder().set("transactional.id", "x"))
+        .unwrap_err();
+    assert!(err.to_string().contains("transactions"), "{err}");
+    producer.close().await;
+}
+
+/// A batch refused MESSAGE_TOO_LARGE as a whole is split by the producer
+/// (as against a broker) and each record goes on its own.
+#[tokio::test]
+async fn message_too_large_splits_the_batch_as_a_broker_refusal_does() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script_next([Verdict::Fail(ResponseError::MessageTooLarge); 5]);
+    let producer = broker
+        .build(Producer::builder().set("linger.ms", "60000"))
+        .unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce_batch(
+        (0..5)
+            .map(|i| Record::to("t").value(format!("v-{i}")))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    drop(sub);
+    producer.close().await;
+    let reports: Vec<_> = stream.collect().await;
+    assert_eq!(reports.len(), 5);
+    for (i, r) in reports.into_iter().enumerate() {
+        let DeliveryReport::Delivered(d) = r else {
+            panic!("{r:?}")
+        };
+        assert_eq!((d.offset, d.attempts), (Some(i as i64), 2));
+    }
+    let answers: Vec<_> = broker.history().iter().map(|a| a.answer).collect();
+    assert_eq!(
+        &answers[..5],
+        &[Answer::Refused(ResponseError::MessageTooLarge); 5]
+    );
+    assert_eq!(answers.len(), 10);
+}
+
+/// The retry actor of `examples/actor_subscriber.rs`, driven through the
+/// double: every record's first attempt is refused NOT_ENOUGH_REPLICAS
+/// (`retries=0`, so the producer reports it), the example's auditor hands
+/// each failure to its retry actor, whose second attempt is written. One
+/// final outcome per record; each record written once.
+#[test]
+fn the_example_retry_actor_retries_each_refused_record_once() {
+    let broker = MockBroker::new().topic("events", 3);
+    let seen = Mutex::new(HashSet::new());
+    broker.script_always(
+        move |r| seen.lock().unwrap().insert(r.value.clone()),
+        Verdict::Fail(ResponseError::NotEnoughReplicas),
+    );
+    let n = 50;
+    let b = broker.clone();
+    let tally = actor_subscriber::audit(
+        move || async move { Ok(b.start(Producer::builder().set("retries", "0"))?) },
+        n,
+    )
+    .unwrap();
+    assert_eq!(
+        tally,
+        actor_subscriber::Tally {
+            delivered: n,
+            failed: 0,
+            retried: n
+        }
+    );
+    let mut arrivals: HashMap<String, Vec<Answer>> = HashMap::new();
+    for a in broker.history() {
+        arrivals
+            .entry(text(a.record.value.as_ref()))
+            .or_default()
+            .push(a.answer);
+    }
+    assert_eq!(arrivals.len(), n);
+    for (value, answers) in arrivals {
+        assert_eq!(answers.len(), 2, "{value}: {answers:?}");
+        assert_eq!(
+            answers[0],
+            Answer::Refused(ResponseError::NotEnoughReplicas)
+        );
+        assert!(matches!(answers[1], Answer::Written { .. }), "{value}");
+    }
+}
