@@ -83,7 +83,7 @@
 //!
 //! The double replaces only what touches the network: the connection
 //! actors and the metadata actor. A `MockBroker`'s producer is made by
-//! the real [`ProducerBuilder`](crate::ProducerBuilder) (settings
+//! the real [`ProducerBuilder`] (settings
 //! validated as usual) and runs the real supervisor, accumulator,
 //! batching (`linger.ms`, `batch.size`, compression), routing and report
 //! streams; a scripted broker actor stands where the connection actors
