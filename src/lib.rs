@@ -52,7 +52,9 @@
 //! broker behind the real [`Producer`]) for testing applications without
 //! a cluster; with the `metrics` feature the counters of
 //! [`Producer::stats`] also go through the `metrics` facade (names in
-//! [`metric_names`]). The repository's README covers delivery guarantees, security
+//! [`metric_names`]); with the `opentelemetry` feature a record produced
+//! inside a traced span carries a W3C `traceparent` header and gets a
+//! producer span, ended with its delivery report. The repository's README covers delivery guarantees, security
 //! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
 //! map.
 

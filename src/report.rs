@@ -104,7 +104,8 @@ pub struct DeliveryError {
     pub partition: Option<i32>,
     /// Produce requests tried.
     pub attempts: u32,
-    /// The record, handed back unchanged.
+    /// The record, handed back unchanged (with the `opentelemetry`
+    /// feature, with the `traceparent` header Courier gave it, if any).
     pub record: Record,
 }
 

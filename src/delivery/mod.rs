@@ -5,7 +5,8 @@
 //! [`owed::Owed`] ledger), so the ledger's types must not depend on
 //! batches. Within the layer, files build on each other one way:
 //! `entry` (one owed report, the chunk pool) ← `settlement` (a batch's
-//! outcome, report building) ← `subscription` (a subscriber's queue and
+//! outcome, report building) ← `trace_context` (produce spans, feature
+//! `opentelemetry`) ← `subscription` (a subscriber's queue and
 //! `ReportStream`) ← `owed` (a batch's ledger and the caller's `ReplyTo`)
 //! ← `router` (paying a ledger).
 
@@ -14,3 +15,5 @@ pub(crate) mod owed;
 pub(crate) mod router;
 pub(crate) mod settlement;
 pub mod subscription;
+#[cfg(feature = "opentelemetry")]
+pub(crate) mod trace_context;

@@ -29,6 +29,19 @@ pub(crate) enum ReplyTo<'s> {
     Subscription(&'s Arc<SubscriptionShared>),
     /// An actor (`Produce { reply_to }`).
     Actor(Recipient<DeliveryReport>),
+    /// A record with a produce span (feature `opentelemetry`), and where
+    /// its report goes (`None`: fire-and-forget).
+    #[cfg(feature = "opentelemetry")]
+    Traced(Box<TracedReply<'s>>),
+}
+
+/// A traced record's reply target: its produce span rides with it
+/// (`delivery::trace_context`).
+#[cfg(feature = "opentelemetry")]
+#[derive(Debug)]
+pub(crate) struct TracedReply<'s> {
+    pub reply: Option<ReplyTo<'s>>,
+    pub span: crate::delivery::trace_context::ProduceSpan,
 }
 
 impl ReplyTo<'_> {
@@ -41,6 +54,14 @@ impl ReplyTo<'_> {
             }
             ReplyTo::Actor(r) => r.do_send(report),
             ReplyTo::Subscription(s) => s.deliver(vec![report]),
+            #[cfg(feature = "opentelemetry")]
+            ReplyTo::Traced(t) => {
+                let TracedReply { reply, span } = *t;
+                span.end_with_report(&report);
+                if let Some(reply) = reply {
+                    reply.send(report);
+                }
+            }
         }
     }
 }
@@ -61,6 +82,9 @@ pub(crate) struct Owed {
     /// The batch was sent at least once: if it is dropped unreported, its
     /// records may or may not have been written.
     pub sent: bool,
+    /// Produce spans of its traced records (feature `opentelemetry`).
+    #[cfg(feature = "opentelemetry")]
+    pub traced: crate::delivery::trace_context::TracedSpans,
 }
 
 /// Consecutive owed entries of one batch.
@@ -146,6 +170,17 @@ impl Owed {
                 out.push((index, single));
             }
         }
+        // Each traced record's span goes with it (`out` is in index order).
+        #[cfg(feature = "opentelemetry")]
+        for (index, span) in std::mem::take(&mut self.traced).into_entries() {
+            let at = out
+                .binary_search_by_key(&index, |(i, _)| *i)
+                .unwrap_or_else(|at| {
+                    out.insert(at, (index, Owed::default()));
+                    at
+                });
+            out[at].1.traced.push(0, span);
+        }
         out
     }
 
@@ -172,6 +207,8 @@ impl Owed {
                 } as u32;
                 (OwedTo::Subscription(i), Some(i))
             }
+            #[cfg(feature = "opentelemetry")]
+            ReplyTo::Traced(t) => return self.push_traced(index, timestamp, accepted, record, *t),
         };
         let chunk = match self.chunks.last_mut() {
             Some(c) if c.entries.len() < c.entries.capacity() => c,
@@ -200,6 +237,25 @@ impl Owed {
             record,
             to,
         });
+    }
+}
+
+#[cfg(feature = "opentelemetry")]
+impl Owed {
+    /// Keeps a traced record's span, and owes its report if it has one.
+    #[inline(never)]
+    fn push_traced(
+        &mut self,
+        index: u32,
+        timestamp: i64,
+        accepted: Mono,
+        record: Record,
+        traced: TracedReply,
+    ) {
+        self.traced.push(index, traced.span);
+        if let Some(reply) = traced.reply {
+            self.push(index, timestamp, accepted, record, reply);
+        }
     }
 }
 

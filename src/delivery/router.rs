@@ -35,6 +35,8 @@ pub(crate) fn route(
     stats
         .metrics
         .settled(topic, failed_kind, record_count as u64);
+    #[cfg(feature = "opentelemetry")]
+    owed.traced.settle(partition, &outcome);
     let settled = Arc::new(Settlement {
         partition,
         attempts,
@@ -262,5 +264,81 @@ mod tests {
         let s = &stats;
         assert_eq!(s.delivered.load(Ordering::Relaxed), 700);
         assert_eq!(s.failed.load(Ordering::Relaxed), 700);
+    }
+
+    /// A batch split into one batch per record (MESSAGE_TOO_LARGE): each
+    /// traced record's produce span goes with it, a fire-and-forget one's
+    /// too, at offset delta 0 of its part.
+    #[cfg(feature = "opentelemetry")]
+    #[test]
+    fn a_split_batch_hands_each_part_its_records_span() {
+        use crate::delivery::owed::TracedReply;
+        use crate::delivery::trace_context::ProduceSpan;
+        use opentelemetry::trace::{
+            SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+        };
+        let parent = opentelemetry::Context::new().with_remote_span_context(SpanContext::new(
+            TraceId::from(7),
+            SpanId::from(9),
+            TraceFlags::SAMPLED,
+            true,
+            TraceState::NONE,
+        ));
+        let mut owed = Owed::default();
+        let now = Mono::now();
+        let mut receivers = Vec::new();
+        for i in 0..4u32 {
+            let mut record = Record::to("t").value(i.to_string());
+            let span = ProduceSpan::start(&parent, &mut record, "c").expect("a valid parent");
+            // Record 1 is fire-and-forget, record 3 untraced.
+            let reply = (i != 1).then(|| {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                receivers.push(rx);
+                ReplyTo::Oneshot(tx)
+            });
+            match (i, reply) {
+                (3, Some(r)) => owed.push(i, 7, now, record, r),
+                (_, reply) => owed.push(
+                    i,
+                    7,
+                    now,
+                    record,
+                    ReplyTo::Traced(Box::new(TracedReply { reply, span })),
+                ),
+            }
+        }
+        let parts = owed.into_singles();
+        let spans: Vec<(u32, Vec<u32>, usize)> = parts
+            .into_iter()
+            .map(|(i, mut o)| {
+                let at = std::mem::take(&mut o.traced).into_entries();
+                let n = o.len();
+                route(
+                    Topic::from("t"),
+                    0,
+                    1,
+                    1,
+                    o,
+                    Outcome::Delivered {
+                        base_offset: Some(i as i64),
+                        log_append_time: None,
+                    },
+                    &Stats::default(),
+                );
+                (i, at.into_iter().map(|(j, _)| j).collect(), n)
+            })
+            .collect();
+        assert_eq!(
+            spans,
+            [
+                (0, vec![0], 1),
+                (1, vec![0], 0),
+                (2, vec![0], 1),
+                (3, vec![], 1)
+            ]
+        );
+        for mut rx in receivers {
+            assert!(rx.try_recv().expect("one report").is_delivered());
+        }
     }
 }

@@ -216,6 +216,23 @@ impl Engine {
         wait: bool,
         resume: &mut Resume,
     ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+        // With the `opentelemetry` feature, a record produced in a traced
+        // context gets its produce span first (engine/traced.rs).
+        #[cfg(feature = "opentelemetry")]
+        return self.enqueue_traced(record, reply, wait, resume);
+        #[cfg(not(feature = "opentelemetry"))]
+        self.enqueue_untraced(record, reply, wait, resume)
+    }
+
+    /// [`enqueue_now`](Self::enqueue_now), with no trace context.
+    #[inline(always)]
+    pub(crate) fn enqueue_untraced<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        wait: bool,
+        resume: &mut Resume,
+    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         if self.closed.load(Ordering::Acquire) {
             return Ok(Err(ProduceError::Closed(record)));
         }
@@ -274,6 +291,12 @@ impl Engine {
         let mut now = Mono::now();
         let mut since_clock = 0;
         let snapshot = self.metadata.load();
+        // A run produced in a traced context takes the one-record path,
+        // which gives each record its produce span (engine/traced.rs).
+        #[cfg(feature = "opentelemetry")]
+        let traced = crate::delivery::trace_context::current_parent().is_some();
+        #[cfg(not(feature = "opentelemetry"))]
+        let traced = false;
         let mut last: Option<(crate::record::Topic, &crate::metadata::TopicMetadata)> = None;
         while *budget > 0 {
             let Some(record) = rest.next() else {
@@ -301,7 +324,7 @@ impl Engine {
             let topic = record.topic;
             let mut placed = -1;
             let r = match tm {
-                Some(tm) if !self.closed.load(Ordering::Acquire) => {
+                Some(tm) if !traced && !self.closed.load(Ordering::Acquire) => {
                     match self.sizing.too_large(&record) {
                         None => self.place(record, reply, tm, now, true, &mut None, &mut placed),
                         Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),

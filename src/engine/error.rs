@@ -34,6 +34,17 @@ impl ProduceError {
             | ProduceError::NoTransaction(r) => r,
         }
     }
+
+    /// The record, in place.
+    #[cfg(feature = "opentelemetry")]
+    pub(crate) fn record_mut(&mut self) -> &mut Record {
+        match self {
+            ProduceError::QueueFull(r)
+            | ProduceError::MetadataNotReady(r)
+            | ProduceError::Closed(r)
+            | ProduceError::NoTransaction(r) => r,
+        }
+    }
 }
 
 /// Why [`crate::Subscriber::produce_batch`] or [`crate::Producer::produce_batch`]

@@ -23,6 +23,8 @@ mod actor_tree;
 pub(crate) mod answer;
 pub(crate) mod enqueue;
 pub(crate) mod error;
+#[cfg(feature = "opentelemetry")]
+mod traced;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
