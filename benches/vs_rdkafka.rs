@@ -57,6 +57,32 @@ const CLIENTS: &[&str] = &[
     "rdkafka-future",
 ];
 
+/// Clients of `--defaults` runs: each client at its own defaults, with
+/// only `linger.ms`, `acks` and `compression.type` set alike. `courier-cli`
+/// is `courier perf` (the release binary), `java-perf` the Java client's
+/// own `ProducerPerformance` (kafka-tools, from the Apache Kafka harness);
+/// `courier-cli-produce` is `courier produce --reports errors` reading
+/// the run's records as lines from a file on stdin.
+const DEFAULTS_CLIENTS: &[&str] = &[
+    "courier-stream",
+    "courier-stream-batch",
+    "courier-cli",
+    "courier-cli-produce",
+    "rdkafka-base",
+    "java-perf",
+];
+
+/// In a child: whether its workload runs each client at its defaults
+/// (`BENCH_DEFAULTS=1`, from `Workload::defaults`).
+fn at_defaults() -> bool {
+    std::env::var_os("BENCH_DEFAULTS").is_some_and(|v| v == "1")
+}
+
+/// Clients that write a "warm" record before the timed ones.
+fn warms_up(client: &str) -> bool {
+    client.starts_with("courier") && !client.starts_with("courier-cli")
+}
+
 /// Clients of the transactional workloads: a Courier subscription whose
 /// reports are all read, and a `BaseProducer` with a counting callback,
 /// each committing a transaction every `Workload::txn` records.
@@ -88,15 +114,29 @@ struct Workload {
     on: On,
     /// Records per transaction; 0: not transactional.
     txn: usize,
+    /// Each client at its own defaults (`--defaults`; the children see
+    /// `BENCH_DEFAULTS=1`): only linger, acks and compression set alike.
+    defaults: bool,
 }
 
 impl Workload {
-    fn clients(&self) -> &'static [&'static str] {
+    fn clients(&self) -> Vec<&'static str> {
         if self.txn > 0 {
-            TXN_CLIENTS
-        } else {
-            CLIENTS
+            return TXN_CLIENTS.to_vec();
         }
+        if !self.defaults {
+            return CLIENTS.to_vec();
+        }
+        // The perf tools write keyless records only, and the Java one gets
+        // no TLS settings here.
+        DEFAULTS_CLIENTS
+            .iter()
+            .copied()
+            .filter(|c| {
+                !matches!(*c, "courier-cli" | "courier-cli-produce" | "java-perf")
+                    || (self.keys == Keys::None && self.on != On::KafkaTls)
+            })
+            .collect()
     }
 }
 
@@ -161,7 +201,7 @@ const LINGER5: &str = "linger 5 ms";
 /// The workload matrix: a baseline (100 B, 6 partitions, no keys, linger
 /// 100 ms, acks=all, no compression) and one change at a time from it,
 /// then the seed's own benchmark.
-fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
+fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
     let base = Workload {
         name: String::new(),
         records,
@@ -173,6 +213,7 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         keys: Keys::None,
         on: On::Tansu,
         txn: 0,
+        defaults,
     };
     let with = |name: &str, f: &dyn Fn(&mut Workload)| {
         let mut w = base.clone();
@@ -196,6 +237,9 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
             w.name
                 .push_str(&format!(", {} records per transaction", w.txn));
         }
+        if w.defaults {
+            w.name.push_str(", each client at its defaults");
+        }
         w
     };
     let mut all = vec![
@@ -205,6 +249,8 @@ fn workloads(records: usize, smoke: bool) -> Vec<Workload> {
         with("kafka tls", &|w| w.on = On::KafkaTls),
     ];
     if smoke {
+        // The perf tools (courier perf, Java's ProducerPerformance) too.
+        all.push(with("baseline", &|w| w.defaults = true));
         all.push(with("kafka txn", &|w| {
             w.on = On::Kafka;
             w.txn = 1000;
@@ -276,7 +322,10 @@ fn main() {
     let only = value("--only");
 
     let mut table: Vec<(String, String, Stats)> = Vec::new();
-    for (wi, w) in workloads(records, smoke).iter().enumerate() {
+    for (wi, w) in workloads(records, smoke, flag("--defaults"))
+        .iter()
+        .enumerate()
+    {
         if only.as_ref().is_some_and(|o| !w.name.contains(o.as_str())) {
             continue;
         }
@@ -296,7 +345,7 @@ fn main() {
                         &topic,
                         w.partitions,
                         w.records,
-                        client.starts_with("courier"),
+                        warms_up(client),
                     ));
                 }
                 target.done_with(&topic);
@@ -317,7 +366,8 @@ fn main() {
         }
     }
 
-    let latency = if flag("--no-latency") {
+    // The open-loop latency runs are of the tuned clients only.
+    let latency = if flag("--no-latency") || flag("--defaults") {
         Vec::new()
     } else {
         let fixed = value("--latency-rate").and_then(|r| r.parse::<f64>().ok());
@@ -382,7 +432,7 @@ fn latency_runs(
             .find(|(w, c, _)| w == lw && c == client)
             .map(|(_, _, s)| s.rate.0 / 2.0)
     };
-    let mut w = workloads(0, true)
+    let mut w = workloads(0, true, false)
         .into_iter()
         .find(|w| w.name.starts_with(LINGER5))
         .expect("the linger-5 workload");
@@ -508,6 +558,9 @@ fn write_results(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
          Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
+         In workloads marked \"each client at its defaults\" (`--defaults`) every client runs at its own defaults with only linger.ms, acks and compression.type set alike \
+         (and rdkafka's `partitioner=murmur2_random`); there `courier-cli` is `courier perf` (the release binary, every report read) and `java-perf` the Java client's \
+         `ProducerPerformance` from kafka-tools 4.1.1 (`-Xmx512m`; its CPU includes the JVM's start and JIT). Elsewhere \
          Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608` (256 MiB for `courier-send`, whose million futures all wait at once); rdkafka with its defaults plus \
          `queue.buffering.max.messages=2000000`, `queue.buffering.max.kbytes=1048576` and `partitioner=murmur2_random` (Java-compatible keys).\n\n\
          Clients: `courier-stream` produces with `Subscriber::produce` one record at a time and reads every report from the `ReportStream`; \
@@ -723,6 +776,7 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
     let child = Command::new(exe)
         .env("BENCH_SETTINGS", settings.join("\n"))
         .env("BENCH_TXN", w.txn.to_string())
+        .env("BENCH_DEFAULTS", if w.defaults { "1" } else { "0" })
         .args(["--child", client, &target.connect, topic])
         .args([
             w.records.to_string(),
@@ -879,6 +933,9 @@ fn child(args: &[String]) {
         .build()
         .unwrap();
     let out = match (job.client.as_str(), job.rate > 0.0) {
+        ("courier-cli", false) => perf_tool(&job, courier_perf_command(&job)),
+        ("courier-cli-produce", false) => cli_produce(&job),
+        ("java-perf", false) => perf_tool(&job, java_perf_command(&job)),
         (c, false) if c.starts_with("courier") => rt.block_on(courier_client(&job)),
         (c, true) if c.starts_with("courier") => rt.block_on(courier_open_loop(&job)),
         ("rdkafka-base", false) => rdkafka_base(&job),
@@ -898,13 +955,197 @@ fn child(args: &[String]) {
                 .find(|l| l.starts_with("VmHWM:"))
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
         })
-        .unwrap_or(0);
+        .unwrap_or(0)
+        .max(HWM_OVERRIDE_KIB.load(std::sync::atomic::Ordering::Relaxed));
     let [p50, p99, p999] = percentiles(out.latencies);
     println!(
         "{} {} {hwm_kib} {p50} {p99} {p999}",
         out.wall, out.delivered
     );
 }
+
+/// `courier perf` for the job, at Courier's defaults (the bench's tuning
+/// too, unless this is a `--defaults` run).
+fn courier_perf_command(job: &Job) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
+    c.args(["perf", "-q", "--json", "-b", &job.addr, "-t", &job.topic])
+        .args(["--num-records", &job.n.to_string()])
+        .args(["--record-size", &job.size.to_string()]);
+    let mut props = vec![
+        ("linger.ms".to_string(), job.linger.clone()),
+        ("acks".to_string(), job.acks.clone()),
+        ("compression.type".to_string(), job.compression.clone()),
+    ];
+    props.extend(job.settings.iter().cloned());
+    props.extend(courier_extra());
+    if !at_defaults() {
+        props.push(("batch.size".into(), "1000000".into()));
+        props.push(("buffer.memory".into(), "8388608".into()));
+    }
+    for (k, v) in props {
+        c.args(["-X", &format!("{k}={v}")]);
+    }
+    c
+}
+
+/// `courier produce --reports errors` with the job's records as lines of
+/// a file on stdin (written once per size and count, outside the timing);
+/// every line it prints is a failure.
+fn cli_produce(job: &Job) -> Outcome {
+    let path = std::env::temp_dir().join(format!("courier-bench-lines-{}x{}", job.n, job.size));
+    if std::fs::metadata(&path).map(|m| m.len()).ok() != Some((job.n * (job.size + 1)) as u64) {
+        let mut line = vec![b'x'; job.size];
+        line.push(b'\n');
+        let mut w = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for _ in 0..job.n {
+            w.write_all(&line).unwrap();
+        }
+        w.flush().unwrap();
+    }
+    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
+    c.args(["produce", "-q", "--reports", "errors", "-b", &job.addr, "-t", &job.topic]);
+    let mut props = vec![
+        ("linger.ms".to_string(), job.linger.clone()),
+        ("acks".to_string(), job.acks.clone()),
+        ("compression.type".to_string(), job.compression.clone()),
+    ];
+    props.extend(job.settings.iter().cloned());
+    props.extend(courier_extra());
+    for (k, v) in props {
+        c.args(["-X", &format!("{k}={v}")]);
+    }
+    c.stdin(std::fs::File::open(&path).unwrap());
+    let start = Instant::now();
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start courier produce");
+    let pid = child.id() as i32;
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.unwrap().read_to_string(&mut out).unwrap();
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let wall = start.elapsed().as_secs_f64();
+    HWM_OVERRIDE_KIB.store(usage.ru_maxrss, std::sync::atomic::Ordering::Relaxed);
+    let failed = out.lines().count();
+    Outcome {
+        wall,
+        delivered: job.n - failed.min(job.n),
+        latencies: Vec::new(),
+    }
+}
+
+/// The Java client's `ProducerPerformance` for the job, at the Java
+/// client's defaults, with a bounded heap.
+fn java_perf_command(job: &Job) -> Command {
+    let libs = std::env::var("COURIER_KAFKA_LIBS").unwrap_or_else(|_| {
+        format!("{}/.tools/kafka/libs", env!("CARGO_MANIFEST_DIR"))
+    });
+    let mut c = Command::new("java");
+    c.args(["-Xms64m", "-Xmx512m", "-cp", &format!("{libs}/*")])
+        .arg("org.apache.kafka.tools.ProducerPerformance")
+        .args(["--topic", &job.topic])
+        .args(["--num-records", &job.n.to_string()])
+        .args(["--record-size", &job.size.to_string()])
+        .args(["--throughput", "-1", "--producer-props"])
+        .arg(format!("bootstrap.servers={}", job.addr))
+        .arg(format!("linger.ms={}", job.linger))
+        .arg(format!("acks={}", job.acks))
+        .arg(format!("compression.type={}", job.compression));
+    c
+}
+
+/// Runs a perf tool as this child's own child and reads its result: the
+/// CPU of both is in the bench's `wait4` (a waited-for grandchild's time
+/// is added to its parent's), and the tool's peak RSS is its `ru_maxrss`
+/// (this small process's peak carried across the exec is far below it).
+/// Both tools print their rate; `courier perf --json` also its count of
+/// delivered records, ProducerPerformance only errors (its lost records
+/// show in the first run's read-back).
+fn perf_tool(job: &Job, mut cmd: Command) -> Outcome {
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: cannot start {cmd:?}: {e}", job.client));
+    let pid = child.id() as i32;
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.unwrap().read_to_string(&mut out).unwrap();
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{} failed: {out}",
+        job.client
+    );
+    HWM_OVERRIDE_KIB.store(usage.ru_maxrss, std::sync::atomic::Ordering::Relaxed);
+    let number_after = |text: &str, key: &str| -> f64 {
+        text.split(key)
+            .nth(1)
+            .and_then(|rest| {
+                rest.trim_start_matches([':', ' ', '"'])
+                    .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+                    .next()
+                    .and_then(|v| v.parse().ok())
+            })
+            .unwrap_or_else(|| panic!("{}: no {key} in {out}", job.client))
+    };
+    if job.client == "courier-cli" {
+        Outcome {
+            wall: number_after(&out, "\"elapsed_s\""),
+            delivered: number_after(&out, "\"delivered\"") as usize,
+            latencies: Vec::new(),
+        }
+    } else {
+        // "N records sent, R records/sec (…)": the last such line.
+        let line = out
+            .lines()
+            .rev()
+            .find(|l| l.contains("records/sec") && l.contains("avg latency"))
+            .unwrap_or_else(|| panic!("{}: no summary in {out}", job.client));
+        let sent: f64 = line.split_whitespace().next().unwrap().parse().unwrap();
+        let rate: f64 = line.split(", ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        Outcome {
+            wall: sent / rate,
+            delivered: sent as usize,
+            latencies: Vec::new(),
+        }
+    }
+}
+
+/// Settings for Courier's clients only, for experiments
+/// (`BENCH_COURIER_EXTRA="batch.size=262144 linger.ms=5"`).
+fn courier_extra() -> Vec<(String, String)> {
+    std::env::var("BENCH_COURIER_EXTRA")
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A subscription: the library's default bound on unread reports in a
+/// `--defaults` run, else room for every record of a run.
+fn subscribe(
+    producer: &courier::Producer,
+    mode: courier::ReportMode,
+) -> (courier::Subscriber, courier::ReportStream) {
+    if at_defaults() {
+        producer.subscribe(mode)
+    } else {
+        producer.subscribe_with_capacity(mode, 1_000_000)
+    }
+}
+
+/// A perf tool's peak RSS (KiB), reported instead of this process's own.
+static HWM_OVERRIDE_KIB: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
 fn courier_producer(job: &Job) -> courier::Producer {
     let mut builder = courier::Producer::builder();
@@ -914,11 +1155,18 @@ fn courier_producer(job: &Job) -> courier::Producer {
     if job.txn > 0 {
         builder = builder.set("transactional.id", &format!("bench-{}", std::process::id()));
     }
-    builder
+    builder = builder
         .bootstrap(&job.addr)
         .set("linger.ms", &job.linger)
         .set("acks", &job.acks)
-        .set("compression.type", &job.compression)
+        .set("compression.type", &job.compression);
+    for (k, v) in courier_extra() {
+        builder = builder.set(&k, &v);
+    }
+    if at_defaults() {
+        return builder.build().unwrap();
+    }
+    builder
         // librdkafka's batch.size default.
         .set("batch.size", "1000000")
         // 8 MiB: Courier outruns the broker here, so buffer.memory is what
@@ -965,6 +1213,7 @@ async fn courier_client(job: &Job) -> Outcome {
         value: Some(value.clone()),
         headers: Vec::new(),
         timestamp: None,
+        opaque: 0,
     };
     // Metadata first, outside the timing, as rdkafka's clients also fetch
     // it before producing (in a transaction of its own when transactional).
@@ -984,7 +1233,7 @@ async fn courier_client(job: &Job) -> Outcome {
             } else {
                 ReportMode::ErrorsOnly
             };
-            let (sub, mut stream) = producer.subscribe_with_capacity(mode, 1_000_000);
+            let (sub, mut stream) = subscribe(&producer, mode);
             let reader = tokio::spawn(async move {
                 let (mut ok, mut failed) = (0usize, 0usize);
                 while let Some(r) = stream.next().await {
@@ -1010,7 +1259,7 @@ async fn courier_client(job: &Job) -> Outcome {
         "courier-txn" => {
             // As courier-stream, with a commit every `job.txn` records
             // (each commit flushes and waits for the coordinator).
-            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let (sub, mut stream) = subscribe(&producer, ReportMode::All);
             let reader = tokio::spawn(async move {
                 let mut ok = 0usize;
                 while let Some(r) = stream.next().await {
@@ -1031,7 +1280,7 @@ async fn courier_client(job: &Job) -> Outcome {
         "courier-stream-batch" => {
             // The batch APIs: records handed over 1,000 at a time, reports
             // read a batch at a time. Every report is still consumed.
-            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let (sub, mut stream) = subscribe(&producer, ReportMode::All);
             let reader = tokio::spawn(async move {
                 let mut ok = 0usize;
                 while let Some(batch) = stream.next_batch().await {
@@ -1094,7 +1343,7 @@ async fn courier_open_loop(job: &Job) -> Outcome {
     let pace = |i: usize| pace(due(start, i, job.rate));
     let latencies = match job.client.as_str() {
         "courier-stream" => {
-            let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 1_000_000);
+            let (sub, mut stream) = subscribe(&producer, ReportMode::All);
             let reader = tokio::spawn(async move {
                 let mut lat = Vec::new();
                 while let Some(r) = stream.next().await {
@@ -1150,9 +1399,11 @@ fn rdkafka_config(job: &Job) -> rdkafka::ClientConfig {
         .set("linger.ms", &job.linger)
         .set("acks", &job.acks)
         .set("compression.type", &job.compression)
-        .set("queue.buffering.max.messages", "2000000")
-        .set("queue.buffering.max.kbytes", "1048576")
         .set("partitioner", "murmur2_random");
+    if !at_defaults() {
+        c.set("queue.buffering.max.messages", "2000000")
+            .set("queue.buffering.max.kbytes", "1048576");
+    }
     c
 }
 

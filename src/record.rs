@@ -163,6 +163,13 @@ pub struct Record {
     /// Create time in milliseconds since the Unix epoch; `None` means "now",
     /// taken when the record is appended to a batch.
     pub timestamp: Option<i64>,
+    /// The application's own tag for this record (librdkafka's
+    /// `msg_opaque`): never written to Kafka, handed back with the record
+    /// in its delivery report, so a report can be matched to the
+    /// application's context (a line number, a request id, an index into
+    /// its own table) without keeping the record's content around or one
+    /// future per record. 0 unless set.
+    pub opaque: u64,
 }
 
 impl Record {
@@ -188,6 +195,7 @@ impl Record {
             value: None,
             headers: Vec::new(),
             timestamp: None,
+            opaque: 0,
         }
     }
 
@@ -221,6 +229,19 @@ impl Record {
     /// Sets the create timestamp, in milliseconds since the Unix epoch.
     pub fn timestamp(mut self, millis: i64) -> Self {
         self.timestamp = Some(millis);
+        self
+    }
+
+    /// Sets the application's tag ([`Record::opaque`]), which comes back
+    /// with the record in its delivery report and is never sent.
+    ///
+    /// ```
+    /// use courier::record::Record;
+    /// let r = Record::to("orders").value("v").opaque(41);
+    /// assert_eq!(r.opaque, 41);
+    /// ```
+    pub fn opaque(mut self, tag: u64) -> Self {
+        self.opaque = tag;
         self
     }
 }

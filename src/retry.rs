@@ -654,6 +654,7 @@ impl RetryActor {
             value: original.value.clone(),
             headers,
             timestamp: original.timestamp,
+            opaque: original.opaque,
         };
         let id = self.next_id;
         self.next_id += 1;

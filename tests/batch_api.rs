@@ -7,7 +7,7 @@
 //! records at the reported positions; keyed records sit on the Java
 //! partition and explicit partitions are kept; within a partition, records
 //! are in produce order; a batch refused part-way hands back what it did
-//! not take.
+//! not take; each report hands back the record's own tag (`Record::opaque`).
 
 mod support;
 
@@ -20,18 +20,25 @@ use support::{read_all, Tansu};
 const CALLS: usize = 20;
 const PER_CALL: usize = 1000;
 
+/// The tag ([`Record::opaque`]) record `i` carries to its report.
+fn tag(i: usize) -> u64 {
+    i as u64 * 7 + 1
+}
+
 /// Record `i` of the run: mostly keyless to `batch-a`, some keyed, some to
-/// an explicit partition of `batch-b`, and one too large for a request.
+/// an explicit partition of `batch-b`, and one too large for a request;
+/// each tagged with [`tag`].
 fn record(i: usize) -> Record {
     let value = format!("v{i}");
-    match i % 10 {
+    let r = match i % 10 {
         3 => Record::to("batch-a")
             .key(format!("k{}", i % 97))
             .value(value),
         7 => Record::to("batch-b").partition((i % 3) as i32).value(value),
         9 if i % PER_CALL == 999 => Record::to("batch-a").value(vec![b'x'; 2 << 20]),
         _ => Record::to("batch-a").value(value),
-    }
+    };
+    r.opaque(tag(i))
 }
 
 fn index_of(r: &Record) -> Option<usize> {
@@ -85,6 +92,7 @@ async fn subscriber_batches_report_every_record_once_in_partition_order() {
             DeliveryReport::Delivered(d) => {
                 let i = index_of(&d.record).expect("a numbered record");
                 assert!(seen.insert(i), "two reports for record {i}");
+                assert_eq!(d.record.opaque, tag(i), "record {i}'s tag");
                 if let Some(k) = &d.record.key {
                     assert_eq!(d.partition, partition_for_key(k, 6), "record {i}");
                 }
@@ -97,6 +105,9 @@ async fn subscriber_batches_report_every_record_once_in_partition_order() {
             DeliveryReport::Failed(e) => {
                 assert_eq!(e.kind, ErrorKind::RecordTooLarge, "{e}");
                 assert_eq!(e.record.value.as_ref().map(|v| v.len()), Some(2 << 20));
+                let i = (e.record.opaque - 1) / 7;
+                assert_eq!(e.record.opaque, tag(i as usize), "a failure keeps its tag");
+                assert_eq!(i as usize % PER_CALL, 999, "the oversized record's tag");
                 too_large += 1;
             }
         }

@@ -322,6 +322,62 @@ async fn a_subscriber_that_does_not_read_stops_its_own_producing() {
     producer.close().await;
 }
 
+/// A produce call waiting for room (a subscription's bound, or
+/// `buffer.memory`) makes lingering batches go at once, as the Java
+/// client's accumulator does while a thread waits for its buffer pool:
+/// with an hour-long linger.ms, each wait would otherwise last until
+/// max.block.ms (60 s here) and fail. Both loops finish well inside the
+/// guard; without the rule the first one hangs on its 11th record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_waiting_for_room_sends_what_lingers() {
+    let broker = broker_with_topic("starved", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("linger.ms", "3600000")
+        .set("batch.size", "16384")
+        .set("buffer.memory", "32768")
+        .build()
+        .unwrap();
+    let guard = Duration::from_secs(30);
+    // A subscription bound of 10: every 10 records the producer waits for
+    // reports that only a sent batch can bring.
+    let (sub, mut stream) = producer.subscribe_with_capacity(ReportMode::All, 10);
+    let reader = tokio::spawn(async move {
+        let mut n = 0;
+        while let Some(r) = stream.next().await {
+            assert!(r.is_delivered(), "{r:?}");
+            n += 1;
+        }
+        n
+    });
+    let produced = tokio::time::timeout(guard, async {
+        for i in 0..50 {
+            sub.produce(Record::to("starved").value(format!("{i}")))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    assert!(produced.is_ok(), "waited for linger.ms behind the bound");
+    drop(sub);
+    // buffer.memory for two 16 KiB batches: the third 10 KB record waits
+    // for memory that only a sent batch gives back.
+    let value = vec![7u8; 10_000];
+    let sent = tokio::time::timeout(guard, async {
+        for _ in 0..8 {
+            producer
+                .produce(Record::to("starved").value(value.clone()))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    assert!(sent.is_ok(), "waited for linger.ms behind buffer.memory");
+    producer.close().await;
+    assert_eq!(reader.await.unwrap(), 50, "one report per record");
+    assert_eq!(producer.stats().delivered, 58);
+}
+
 #[tokio::test]
 async fn buffer_memory_bounds_what_is_queued() {
     let broker = broker_with_topic("memory", 1).await;

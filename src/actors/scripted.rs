@@ -432,6 +432,8 @@ impl Script {
                     value: r.value,
                     headers: r.headers,
                     timestamp: Some(r.timestamp),
+                    // As written: the application's tag is never sent.
+                    opaque: 0,
                 };
                 verdicts.push(Self::verdict(&mut st, &record));
                 st.history.push(Arrival {

@@ -31,7 +31,6 @@ use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
-use futures::stream::{FuturesUnordered, StreamExt};
 
 /// Which reports `produce` prints and `perf` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -332,16 +331,8 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>> {
     std::thread::spawn(move || {
         let mut input = std::io::stdin().lock();
         for n in 1u64.. {
-            let mut line = Vec::new();
-            let line = match input.read_until(b'\n', &mut line) {
-                Ok(0) => break,
-                Ok(_) => {
-                    if line.last() == Some(&b'\n') {
-                        line.pop();
-                    }
-                    Ok(line)
-                }
-                Err(e) => Err(format!("reading line {n} of standard input failed: {e}")),
+            let Some(line) = read_line(&mut input, n) else {
+                break;
             };
             let end = line.is_err();
             if tx.blocking_send(line).is_err() || end {
@@ -352,24 +343,136 @@ fn stdin_lines() -> tokio::sync::mpsc::Receiver<Result<Vec<u8>, String>> {
     rx
 }
 
-/// A line as a record: `key SEP value` when a separator is given and found.
-/// With `-p` the partition, with `-H` the headers.
-fn line_record(a: &Args, topic: &str, line: Vec<u8>) -> Record {
-    let mut record = Record::to(topic);
-    if let Some(p) = a.partition {
-        record = record.partition(p);
+/// Line `n` (counted from 1) of `input` without its '\n'; `None` at the
+/// end.
+fn read_line(input: &mut impl BufRead, n: u64) -> Option<Result<Vec<u8>, String>> {
+    let mut line = Vec::new();
+    match input.read_until(b'\n', &mut line) {
+        Ok(0) => None,
+        Ok(_) => {
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            Some(Ok(line))
+        }
+        Err(e) => Some(Err(format!(
+            "reading line {n} of standard input failed: {e}"
+        ))),
     }
-    for (k, v) in &a.headers {
-        record = record.header(k.clone(), v.clone().into_bytes());
+}
+
+/// How the input thread hands lines over to `produce`.
+enum Input {
+    /// Records of consecutive lines, each tagged with its line's sequence
+    /// number ([`Record::opaque`]).
+    Run(Vec<Record>),
+    /// Reading failed; the message names the line.
+    Failed(String),
+}
+
+/// Lines per run, at most: one channel message and one `produce_batch`
+/// call per run, instead of one each per line.
+const LINES_PER_RUN: usize = 1024;
+
+/// Standard input as records, from a thread of its own, in runs of up to
+/// [`LINES_PER_RUN`] lines; a run is handed over early whenever no more
+/// input is buffered, so an interactive line is produced at once.
+fn stdin_records(shape: LineShape) -> tokio::sync::mpsc::Receiver<Input> {
+    let (tx, rx) = tokio::sync::mpsc::channel::<Input>(8);
+    std::thread::spawn(move || {
+        // Our own buffer, so the thread can see whether more input is
+        // already read without waiting for it.
+        let mut input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+        let mut run = Vec::with_capacity(LINES_PER_RUN);
+        for seq in 0u64.. {
+            let item = match read_line(&mut input, seq + 1) {
+                None => break,
+                Some(Ok(line)) => {
+                    run.push(shape.record(line).opaque(seq));
+                    if run.len() < LINES_PER_RUN && !input.buffer().is_empty() {
+                        continue;
+                    }
+                    Input::Run(std::mem::replace(
+                        &mut run,
+                        Vec::with_capacity(LINES_PER_RUN),
+                    ))
+                }
+                Some(Err(e)) => {
+                    if !run.is_empty()
+                        && tx.blocking_send(Input::Run(std::mem::take(&mut run))).is_err()
+                    {
+                        return;
+                    }
+                    let _ = tx.blocking_send(Input::Failed(e));
+                    return;
+                }
+            };
+            if tx.blocking_send(item).is_err() {
+                return;
+            }
+        }
+        if !run.is_empty() {
+            let _ = tx.blocking_send(Input::Run(run));
+        }
+    });
+    rx
+}
+
+/// What makes a line a record: the topic, `-k`'s separator, `-p` and `-H`.
+struct LineShape {
+    topic: courier::Topic,
+    key_sep: Option<Vec<u8>>,
+    partition: Option<i32>,
+    headers: Vec<(String, String)>,
+}
+
+impl LineShape {
+    fn new(a: &Args, topic: &str) -> LineShape {
+        LineShape {
+            topic: courier::Topic::from(topic),
+            key_sep: a.key_sep.as_ref().map(|s| s.as_bytes().to_vec()),
+            partition: a.partition,
+            headers: a.headers.clone(),
+        }
     }
-    match a
-        .key_sep
-        .as_deref()
-        .and_then(|sep| split_once_bytes(&line, sep.as_bytes()))
-    {
-        Some((k, v)) => record.key(k.to_vec()).value(v.to_vec()),
-        None => record.value(line),
+
+    /// A line as a record: `key SEP value` when a separator is given and
+    /// found. With `-p` the partition, with `-H` the headers.
+    fn record(&self, line: Vec<u8>) -> Record {
+        let mut record = Record::to(self.topic);
+        if let Some(p) = self.partition {
+            record = record.partition(p);
+        }
+        for (k, v) in &self.headers {
+            record = record.header(k.clone(), v.clone().into_bytes());
+        }
+        match self
+            .key_sep
+            .as_deref()
+            .and_then(|sep| split_once_bytes(&line, sep))
+        {
+            Some((k, v)) => record.key(k.to_vec()).value(v.to_vec()),
+            None => record.value(line),
+        }
     }
+}
+
+/// Prints `produce`'s reports as they come, one JSON line each (the
+/// stream of `--reports errors` carries failures only), the line's number
+/// taken from the record's tag. Returns whether any failed.
+async fn print_reports(mut reports: courier::ReportStream, topic: String) -> bool {
+    let mut out = std::io::BufWriter::new(std::io::stdout());
+    let mut failed = false;
+    while let Some(batch) = reports.next_batch().await {
+        for report in batch {
+            failed |= !report.is_delivered();
+            let seq = report.record().opaque;
+            let _ = writeln!(out, "{}", report_line(seq, &topic, &report));
+        }
+        // Written as they arrive, not held until the input ends.
+        let _ = out.flush();
+    }
+    failed
 }
 
 async fn produce(a: Args) -> ExitCode {
@@ -388,58 +491,54 @@ async fn produce(a: Args) -> ExitCode {
         return produce_transactional(a, producer, &topic, n).await;
     }
     let reports = a.reports.unwrap_or(Reports::All);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // One subscription for every line, bounded as any (so memory stays
+    // flat whatever the input's length): each report comes back with its
+    // record, whose tag is the line's number.
+    let mode = match reports {
+        Reports::All => Some(ReportMode::All),
+        Reports::Errors => Some(ReportMode::ErrorsOnly),
+        Reports::None => None,
+    };
+    let (sub, printer) = match mode.map(|m| producer.subscribe(m)) {
+        Some((sub, stream)) => (
+            Some(sub),
+            Some(tokio::spawn(print_reports(stream, topic.clone()))),
+        ),
+        None => (None, None),
+    };
     let mut failed = false;
-    let mut pending = FuturesUnordered::new();
-    let mut rx = stdin_lines();
-    let mut seq = 0u64;
-    let mut input_done = false;
-    let max_pending = 50_000;
-    loop {
-        tokio::select! {
-            line = rx.recv(), if !input_done && pending.len() < max_pending => {
-                let line = match line {
-                    None => { input_done = true; continue }
-                    Some(Err(e)) => {
-                        eprintln!("courier: {e}");
-                        failed = true;
-                        input_done = true;
-                        continue;
-                    }
-                    Some(Ok(line)) => line,
-                };
-                let record = line_record(&a, &topic, line);
-                if reports == Reports::None {
-                    if let Err(e) = producer.produce(record).await {
-                        eprintln!("courier: {e}");
-                        failed = true;
-                    }
-                } else {
-                    let p = producer.clone();
-                    let s = seq;
-                    pending.push(async move { (s, p.send(record).await) });
-                }
-                seq += 1;
+    let mut input = stdin_records(LineShape::new(&a, &topic));
+    while let Some(item) = input.recv().await {
+        let run = match item {
+            Input::Run(run) => run,
+            Input::Failed(e) => {
+                eprintln!("courier: {e}");
+                failed = true;
+                break;
             }
-            Some((s, result)) = pending.next(), if !pending.is_empty() => {
-                let report = match result {
-                    Ok(d) => DeliveryReport::Delivered(d),
-                    Err(e) => DeliveryReport::Failed(e),
-                };
-                failed |= !report.is_delivered();
-                if reports == Reports::All || !report.is_delivered() {
-                    let _ = writeln!(out, "{}", report_line(s, &topic, &report));
-                }
-            }
-            else => break,
-        }
-        if input_done && pending.is_empty() {
+        };
+        let taken = match &sub {
+            Some(sub) => sub.produce_batch(run).await,
+            None => producer.produce_batch(run).await,
+        };
+        if let Err(rejected) = taken {
+            // Only a closed producer refuses here: nothing more is taken.
+            let from = rejected.reason.clone().into_record().opaque;
+            eprintln!(
+                "courier: {}; lines from {} on were not produced",
+                rejected.reason,
+                from + 1
+            );
+            failed = true;
             break;
         }
     }
+    drop(input);
+    drop(sub);
     producer.close().await;
-    let _ = out.flush();
+    if let Some(printer) = printer {
+        failed |= printer.await.unwrap_or(true);
+    }
     if reports == Reports::None && producer.stats().failed > 0 {
         failed = true;
     }
@@ -467,6 +566,7 @@ async fn produce_transactional(a: Args, producer: Producer, topic: &str, n: u64)
     let mut out = std::io::BufWriter::new(stdout.lock());
     let mut failed = false;
     let mut rx = stdin_lines();
+    let shape = LineShape::new(&a, topic);
     let mut seq = 0u64;
     // The open transaction's lines: their sequence numbers and send futures.
     let mut open: Vec<(u64, courier::DeliveryFuture)> = Vec::new();
@@ -493,7 +593,7 @@ async fn produce_transactional(a: Args, producer: Producer, topic: &str, n: u64)
                 break;
             }
         }
-        let record = line_record(&a, topic, line);
+        let record = shape.record(line);
         // Taken before the next line, so the commit covers it.
         match producer.submit(record).await {
             Ok(report) => open.push((seq, report)),
@@ -809,13 +909,32 @@ async fn cluster(connect: Connect, json: bool) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn percentile(sorted: &[u64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    sorted[i] as f64 / 1000.0
+/// Latencies are recorded in microseconds, from 1 µs to an hour, to three
+/// significant digits: a fixed-size histogram (tens of KiB) whatever
+/// `--num-records` is, as kafka-producer-perf-test's own is not.
+fn latency_histogram() -> hdrhistogram::Histogram<u64> {
+    hdrhistogram::Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid bounds")
 }
+
+/// The progress bar on a terminal (stderr), as records are produced.
+fn progress_bar(n: u64, tty: bool) -> indicatif::ProgressBar {
+    if !tty {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(n);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "[{bar:30}] {percent:>3}% {human_pos}/{human_len} records, {per_sec}, {eta} left",
+        )
+        .expect("valid template")
+        .progress_chars("#>-"),
+    );
+    bar
+}
+
+/// Records per progress-bar update: the bar's own cost stays off the
+/// per-record path.
+const PROGRESS_EVERY: u64 = 4096;
 
 async fn perf(a: Args) -> ExitCode {
     let (Some(brokers), Some(topic), Some(n), Some(size)) =
@@ -833,30 +952,39 @@ async fn perf(a: Args) -> ExitCode {
     } else {
         ReportMode::All
     };
-    let (sub, mut stream) = producer.subscribe_with_capacity(mode, 1_000_000);
-    let payload = bytes::Bytes::from(vec![b'x'; size]);
+    // The library's default bound on unread reports: memory stays flat
+    // whatever --num-records is (the reader keeps up, or producing waits).
+    let (sub, mut stream) = producer.subscribe(mode);
+    // One value for every record, kept for the process's life: cloning a
+    // `'static` `Bytes` touches no reference count, so the producing and
+    // the report-reading threads do not contend over one counter per
+    // record (a shared `Bytes::from(vec)` would).
+    let payload = bytes::Bytes::from_static(Box::leak(vec![b'x'; size].into_boxed_slice()));
     let topic_name = courier::Topic::from(topic.as_str());
     let throughput = a.throughput.filter(|t| *t > 0.0);
-    let tty = std::io::stderr().is_terminal() && !a.json;
+    let bar = progress_bar(n, std::io::stderr().is_terminal() && !a.json);
     let start = Instant::now();
 
     let reader = tokio::spawn(async move {
-        let mut lat_us: Vec<u64> = Vec::new();
+        let mut latency = latency_histogram();
         let mut failed = 0u64;
         let mut first_error = None;
-        while let Some(r) = stream.next().await {
-            match r {
-                DeliveryReport::Delivered(d) => lat_us.push(d.latency.as_micros() as u64),
-                DeliveryReport::Failed(e) => {
-                    failed += 1;
-                    first_error.get_or_insert(e.to_string());
+        while let Some(batch) = stream.next_batch().await {
+            for r in batch {
+                match r {
+                    DeliveryReport::Delivered(d) => {
+                        latency.saturating_record(d.latency.as_micros() as u64)
+                    }
+                    DeliveryReport::Failed(e) => {
+                        failed += 1;
+                        first_error.get_or_insert(e.to_string());
+                    }
                 }
             }
         }
-        (lat_us, failed, first_error)
+        (latency, failed, first_error)
     });
 
-    let mut last_print = Instant::now();
     for i in 0..n {
         if let Some(rate) = throughput {
             let due = start + Duration::from_secs_f64(i as f64 / rate);
@@ -865,14 +993,7 @@ async fn perf(a: Args) -> ExitCode {
                 tokio::time::sleep(due - now).await;
             }
         }
-        let record = courier::Record {
-            topic: topic_name,
-            partition: None,
-            key: None,
-            value: Some(payload.clone()),
-            headers: Vec::new(),
-            timestamp: None,
-        };
+        let record = Record::to(topic_name).value(payload.clone());
         let r = if reports == Reports::None {
             producer.produce(record).await
         } else {
@@ -882,42 +1003,36 @@ async fn perf(a: Args) -> ExitCode {
             eprintln!("courier: {e}");
             return ExitCode::from(1);
         }
-        if tty && last_print.elapsed() > Duration::from_millis(200) {
-            last_print = Instant::now();
-            let pct = (i + 1) as f64 * 100.0 / n as f64;
-            let bar = "#".repeat((pct / 5.0) as usize);
-            eprint!("\r[{bar:<20}] {pct:5.1}%  {} records", i + 1);
+        if (i + 1) % PROGRESS_EVERY == 0 {
+            bar.set_position(i + 1);
         }
     }
     drop(sub);
     producer.flush().await;
     let elapsed = start.elapsed().as_secs_f64();
-    let (mut lat, failed, first_error) = reader.await.expect("report reader");
+    let (lat, failed, first_error) = reader.await.expect("report reader");
     producer.close().await;
-    if tty {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     let stats = producer.stats();
     let failed = if reports == Reports::None {
         stats.failed
     } else {
         failed
     };
-    lat.sort_unstable();
     let delivered = n - failed;
     let rps = n as f64 / elapsed;
     let mbps = rps * size as f64 / (1024.0 * 1024.0);
-    let avg = if lat.is_empty() {
-        0.0
+    let ms = |us: u64| us as f64 / 1000.0;
+    let (avg, max) = if lat.is_empty() {
+        (0.0, 0.0)
     } else {
-        lat.iter().sum::<u64>() as f64 / lat.len() as f64 / 1000.0
+        (lat.mean() / 1000.0, ms(lat.max()))
     };
-    let max = lat.last().copied().unwrap_or(0) as f64 / 1000.0;
     let (p50, p95, p99, p999) = (
-        percentile(&lat, 0.50),
-        percentile(&lat, 0.95),
-        percentile(&lat, 0.99),
-        percentile(&lat, 0.999),
+        ms(lat.value_at_quantile(0.50)),
+        ms(lat.value_at_quantile(0.95)),
+        ms(lat.value_at_quantile(0.99)),
+        ms(lat.value_at_quantile(0.999)),
     );
     if a.json {
         println!(

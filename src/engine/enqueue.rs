@@ -173,7 +173,8 @@ impl Engine {
                     Slow::Memory(record, reply, bytes, partition, accepted) => {
                         resume.accepted = Some(accepted);
                         let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
-                        match self.timeout(self.config.max_block, acquire).await {
+                        let wait = self.timeout(self.config.max_block, acquire);
+                        match self.starved(wait).await {
                             Ok(Ok(permit)) => resume.memory = Some(permit),
                             Ok(Err(_)) => return Err(ProduceError::Closed(record)),
                             Err(_) => {

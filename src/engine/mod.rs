@@ -69,7 +69,9 @@ pub(crate) struct Engine {
     pub closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
     pub subscriptions: Mutex<Vec<Weak<SubscriptionShared>>>,
-    /// Active `flush` calls: while non-zero, linger is ignored.
+    /// Active `flush` calls, and produce calls waiting for room
+    /// (`buffer.memory` or a subscription's bound; `starved`): while
+    /// non-zero, linger is ignored.
     pub flushing: AtomicUsize,
     /// Records rejected before reaching a batch (they still get a report);
     /// with the accumulator's per-partition counts, the `produced` count.
@@ -312,6 +314,26 @@ impl Engine {
             let _ = self.timeout(Duration::from_millis(50), changed).await;
             self.wake_all();
         }
+    }
+
+    /// Awaits `wait`, a produce call's wait for room (`buffer.memory`, a
+    /// subscription's bound), with lingering batches sendable at once
+    /// meanwhile: waiting for `linger.ms` would only hold up the records
+    /// whose reports or memory the caller waits for. The Java client's
+    /// accumulator does the same while a thread waits for its buffer pool
+    /// ("exhausted"). Per wait, not per record.
+    pub(crate) async fn starved<F: std::future::Future>(&self, wait: F) -> F::Output {
+        /// Ends "send lingering batches now" also when the wait is dropped.
+        struct Starved<'a>(&'a AtomicUsize);
+        impl Drop for Starved<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        self.flushing.fetch_add(1, Ordering::AcqRel);
+        let _starved = Starved(&self.flushing);
+        self.wake_all();
+        wait.await
     }
 
     /// Fails every batch still queued (not in flight) with `Cancelled`.

@@ -100,7 +100,8 @@ impl Subscriber {
             Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(record))),
             Err(TryAcquireError::NoPermits) => {
                 return Err(Box::pin(async move {
-                    match self.shared.outstanding.acquire().await {
+                    let engine = &self.producer.engine;
+                    match engine.starved(self.shared.outstanding.acquire()).await {
                         Ok(p) => p.forget(),
                         Err(_) => return Err(ProduceError::Closed(record)),
                     }
@@ -179,7 +180,10 @@ impl Subscriber {
                     let first = rest.next().expect("not empty");
                     return Err(BatchRejected::new(taken, ProduceError::Closed(first), rest));
                 }
-                Err(tokio::sync::TryAcquireError::NoPermits) => match outstanding.acquire().await {
+                Err(tokio::sync::TryAcquireError::NoPermits) => match engine
+                    .starved(outstanding.acquire())
+                    .await
+                {
                     Ok(p) => {
                         p.forget();
                         1
