@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::protocol::record_batch::Compression;
+use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
 
 /// A bad producer setting.
@@ -81,6 +81,22 @@ pub struct ProducerConfig {
     pub acks: Acks,
     /// `compression.type` (default none).
     pub compression: Compression,
+    /// `compression.gzip.level` (Java, KIP-390): 1 to 9; `None` (or -1,
+    /// Java's default) is the codec's default, 6.
+    pub gzip_level: Option<i32>,
+    /// `compression.lz4.level` (Java, KIP-390): 1 to 17; `None` is Java's
+    /// default 9, which Java and Courier encode with LZ4's fast compressor
+    /// (any other level uses liblz4 at that level: 3 and up is its
+    /// high-compression mode, which gains nothing past 12).
+    pub lz4_level: Option<i32>,
+    /// `compression.zstd.level` (Java, KIP-390): -131072 to 22; `None` is
+    /// zstd's default, 3.
+    pub zstd_level: Option<i32>,
+    /// `compression.level` (librdkafka's): the level of the codec
+    /// `compression.type` chooses, checked against that codec's range at
+    /// build; `None` (or -1) is the codec's default. A codec's own
+    /// `compression.<codec>.level` set to another value contradicts it.
+    pub compression_level: Option<i32>,
     /// `request.timeout.ms` (default 30 s).
     pub request_timeout: Duration,
     /// `delivery.timeout.ms` (default 120 s): the bound on a record's time
@@ -90,6 +106,14 @@ pub struct ProducerConfig {
     pub max_in_flight: usize,
     /// `buffer.memory` in bytes (default 32 MiB).
     pub buffer_memory: usize,
+    /// `queue.buffering.max.messages` (librdkafka's; default 1000000):
+    /// the most records buffered, appended and not yet settled (sent and
+    /// answered, or failed), beside `buffer.memory`'s bound on bytes. A
+    /// produce call waits for room up to `max.block.ms`; `try_produce`
+    /// returns `QueueFull` with the record. Batches take their records'
+    /// room in chunks (`batching::reservation`), so the bound can be met
+    /// a little early, never passed.
+    pub queue_buffering_max_messages: usize,
     /// `max.block.ms` (default 60 s): how long a produce call may wait for
     /// metadata or buffer room.
     pub max_block: Duration,
@@ -129,6 +153,13 @@ pub struct ProducerConfig {
     /// `socket.keepalive.enable` (librdkafka's name; default false, as
     /// there): TCP keepalive on broker connections.
     pub socket_keepalive: bool,
+    /// `connections.max.idle.ms` (default 540000, 9 minutes, as the Java
+    /// client; `None` is 0, librdkafka's "never"): a broker connection on
+    /// which nothing was sent or received for this long, with nothing in
+    /// flight, is closed, and made again when there is something to send.
+    /// Java's default closes it before the broker's own idle limit (10
+    /// minutes by default) would, so it is not lost under a request.
+    pub connections_max_idle: Option<Duration>,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
 }
@@ -249,10 +280,15 @@ impl Default for ProducerConfig {
             max_request_size: 1_048_576,
             acks: Acks::All,
             compression: Compression::None,
+            gzip_level: None,
+            lz4_level: None,
+            zstd_level: None,
+            compression_level: None,
             request_timeout: Duration::from_secs(30),
             delivery_timeout: Duration::from_secs(120),
             max_in_flight: 5,
             buffer_memory: 32 * 1024 * 1024,
+            queue_buffering_max_messages: 1_000_000,
             max_block: Duration::from_secs(60),
             retry_backoff: Duration::from_millis(100),
             retry_backoff_max: Duration::from_secs(1),
@@ -266,6 +302,7 @@ impl Default for ProducerConfig {
             transaction_timeout: Duration::from_secs(60),
             retries: i32::MAX as u32,
             socket_keepalive: false,
+            connections_max_idle: Some(Duration::from_secs(540)),
             security: SecurityConfig::default(),
         }
     }
@@ -281,10 +318,15 @@ pub const PROPERTIES: &[&str] = &[
     "max.request.size",
     "acks",
     "compression.type",
+    "compression.gzip.level",
+    "compression.lz4.level",
+    "compression.zstd.level",
+    "compression.level",
     "request.timeout.ms",
     "delivery.timeout.ms",
     "max.in.flight.requests.per.connection",
     "buffer.memory",
+    "queue.buffering.max.messages",
     "max.block.ms",
     "retry.backoff.ms",
     "retry.backoff.max.ms",
@@ -298,6 +340,7 @@ pub const PROPERTIES: &[&str] = &[
     "transaction.timeout.ms",
     "retries",
     "socket.keepalive.enable",
+    "connections.max.idle.ms",
     "security.protocol",
     "ssl.ca.location",
     "ssl.ca.pem",
@@ -316,7 +359,9 @@ pub const PROPERTIES: &[&str] = &[
 
 /// librdkafka's names that mean the same as a Java name Courier takes
 /// (`(alias, name)`); `queue.buffering.max.kbytes` is `buffer.memory` in
-/// KiB. So a rust-rdkafka config map carries over.
+/// KiB. So a rust-rdkafka config map carries over. (librdkafka's own
+/// settings with no Java twin, such as `queue.buffering.max.messages` and
+/// `compression.level`, are in [`PROPERTIES`].)
 pub const ALIASES: &[(&str, &str)] = &[
     ("message.timeout.ms", "delivery.timeout.ms"),
     ("queue.buffering.max.ms", "linger.ms"),
@@ -368,6 +413,25 @@ impl ProducerConfig {
             Ok(n)
         };
         let ms = |min: u64| int(min, i32::MAX as u64).map(Duration::from_millis);
+        // A compression level: -1 (the codec's default) or within `range`.
+        let level = |codec: Compression| -> Result<Option<i32>, ConfigError> {
+            let range = codec.levels().expect("a codec with levels");
+            let n: i32 = v.parse().map_err(|_| bad("expected an integer"))?;
+            match n {
+                -1 if codec != Compression::Zstd => Ok(None),
+                n if range.contains(&n) => Ok(Some(n)),
+                _ if codec == Compression::Zstd => Err(bad(&format!(
+                    "must be between {} and {}",
+                    range.start(),
+                    range.end()
+                ))),
+                _ => Err(bad(&format!(
+                    "must be between {} and {}, or -1 (the codec's default)",
+                    range.start(),
+                    range.end()
+                ))),
+            }
+        };
         if property == "queue.buffering.max.kbytes" {
             let kib = int(1, (u32::MAX >> 1) as u64 / 1024)?;
             return self.set("buffer.memory", &(kib * 1024).to_string());
@@ -416,10 +480,22 @@ impl ProducerConfig {
                             bad(&e.to_string())
                         })?
             }
+            "compression.gzip.level" => self.gzip_level = level(Compression::Gzip)?,
+            "compression.lz4.level" => self.lz4_level = level(Compression::Lz4)?,
+            "compression.zstd.level" => self.zstd_level = level(Compression::Zstd)?,
+            "compression.level" => {
+                // Checked against the codec's range at build, when
+                // compression.type is known.
+                let n: i32 = v.parse().map_err(|_| bad("expected an integer"))?;
+                self.compression_level = (n != -1).then_some(n);
+            }
             "request.timeout.ms" => self.request_timeout = ms(1)?,
             "delivery.timeout.ms" => self.delivery_timeout = ms(1)?,
             "max.in.flight.requests.per.connection" => self.max_in_flight = int(1, 1_000)? as usize,
             "buffer.memory" => self.buffer_memory = int(1024, (u32::MAX >> 1) as u64)? as usize,
+            "queue.buffering.max.messages" => {
+                self.queue_buffering_max_messages = int(1, i32::MAX as u64)? as usize
+            }
             "max.block.ms" => self.max_block = ms(0)?,
             "retry.backoff.ms" => self.retry_backoff = ms(0)?,
             "retry.backoff.max.ms" => self.retry_backoff_max = ms(0)?,
@@ -442,6 +518,10 @@ impl ProducerConfig {
             "retries" => self.retries = int(0, i32::MAX as u64)? as u32,
             "socket.keepalive.enable" => {
                 self.socket_keepalive = parse_bool(v).ok_or_else(|| bad("expected true or false"))?
+            }
+            "connections.max.idle.ms" => {
+                let idle = ms(0)?;
+                self.connections_max_idle = (!idle.is_zero()).then_some(idle);
             }
             "security.protocol" => {
                 self.security.protocol = match v.to_ascii_uppercase().as_str() {
@@ -493,8 +573,68 @@ impl ProducerConfig {
                 .unwrap_or(self.acks == Acks::All && self.max_in_flight <= 5 && self.retries > 0)
     }
 
+    /// The codec `compression.type` chooses, at its level: the codec's own
+    /// `compression.<codec>.level`, else `compression.level`, else its
+    /// default (`None`). lz4 at 9, Java's default, is LZ4's fast
+    /// compressor, as in the Java client.
+    pub fn codec(&self) -> Codec {
+        let own = match self.compression {
+            Compression::Gzip => self.gzip_level,
+            Compression::Lz4 => self.lz4_level,
+            Compression::Zstd => self.zstd_level,
+            Compression::None | Compression::Snappy => None,
+        };
+        let level = own.or(self.compression.levels().and(self.compression_level));
+        Codec {
+            compression: self.compression,
+            level,
+        }
+    }
+
+    /// `compression.level` against the range of the codec
+    /// `compression.type` chooses, and against that codec's own level.
+    fn check_compression_level(&self) -> Result<(), ConfigError> {
+        let Some(n) = self.compression_level else {
+            return Ok(());
+        };
+        let codec = self.compression;
+        let bad = |reason: String| ConfigError::InvalidValue {
+            property: "compression.level".into(),
+            value: n.to_string(),
+            reason,
+        };
+        let Some(range) = codec.levels() else {
+            // librdkafka's "only 0 for snappy": accepted, and meaningless.
+            if n == 0 {
+                return Ok(());
+            }
+            return Err(bad(format!(
+                "compression.type {codec} has no levels (only -1 or 0)"
+            )));
+        };
+        if !range.contains(&n) {
+            return Err(bad(format!(
+                "must be between {} and {} for compression.type {codec}, or -1 (the codec's default)",
+                range.start(),
+                range.end()
+            )));
+        }
+        let own = match codec {
+            Compression::Gzip => self.gzip_level,
+            Compression::Lz4 => self.lz4_level,
+            _ => self.zstd_level,
+        };
+        if let Some(own) = own.filter(|own| *own != n) {
+            return Err(ConfigError::Inconsistent(format!(
+                "compression.level ({n}) contradicts compression.{codec}.level ({own}); set one"
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks the rules that involve more than one property.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_compression_level()?;
         if self.transactional_id.is_some() {
             if self.enable_idempotence == Some(false) {
                 return Err(ConfigError::Inconsistent(
@@ -666,6 +806,118 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("retries > 0"));
+    }
+
+    /// KIP-390's per-codec levels, by their Java names: each codec's range
+    /// (gzip and lz4 also take -1, the default); a level out of range is
+    /// refused naming the property and the range.
+    #[test]
+    fn compression_levels_take_each_codecs_range() {
+        let mut c = ProducerConfig::default();
+        for (name, ok, bad) in [
+            ("compression.gzip.level", [1, 9], [0, 10]),
+            ("compression.lz4.level", [1, 17], [0, 18]),
+            ("compression.zstd.level", [-131072, 22], [-131073, 23]),
+        ] {
+            for v in ok {
+                c.set(name, &v.to_string())
+                    .unwrap_or_else(|e| panic!("{name}={v}: {e}"));
+            }
+            for v in bad {
+                let e = c.set(name, &v.to_string()).unwrap_err().to_string();
+                assert!(e.contains(name), "{e}");
+                let range = format!("between {} and {}", ok[0], ok[1]);
+                assert!(e.contains(&range), "{e}");
+            }
+        }
+        assert_eq!(
+            (c.gzip_level, c.lz4_level, c.zstd_level),
+            (Some(9), Some(17), Some(22))
+        );
+        c.set("compression.gzip.level", "-1").unwrap();
+        assert_eq!(c.gzip_level, None, "-1 is the default");
+        c.set("compression.zstd.level", "-1").unwrap();
+        assert_eq!(c.zstd_level, Some(-1), "a fast zstd level, not the default");
+        assert!(c.set("compression.zstd.level", "high").is_err());
+    }
+
+    /// The codec the producer compresses with: compression.type at its own
+    /// level, else librdkafka's compression.level, else the default; a
+    /// compression.level out of the chosen codec's range is refused at
+    /// build, naming it and the range.
+    #[test]
+    fn compression_level_applies_to_the_chosen_codec() {
+        let base = || {
+            let mut c = ProducerConfig::default();
+            c.set("bootstrap.servers", "localhost:9092").unwrap();
+            c
+        };
+        let mut c = base();
+        assert_eq!(c.codec(), Codec::from(Compression::None));
+        c.set("compression.type", "zstd").unwrap();
+        c.set("compression.gzip.level", "2").unwrap();
+        assert_eq!(
+            c.codec(),
+            Compression::Zstd.into(),
+            "gzip's level is not zstd's"
+        );
+        c.set("compression.zstd.level", "7").unwrap();
+        assert_eq!(c.codec(), Compression::Zstd.at_level(7));
+
+        let mut c = base();
+        c.set("compression.level", "9").unwrap();
+        c.set("compression.codec", "gzip").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.codec(), Compression::Gzip.at_level(9));
+        c.set("compression.level", "-1").unwrap();
+        assert_eq!(c.codec(), Compression::Gzip.into());
+
+        let mut c = base();
+        c.set("compression.type", "gzip").unwrap();
+        c.set("compression.level", "12").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(
+            e.contains("compression.level") && e.contains("between 1 and 9"),
+            "{e}"
+        );
+        c.set("compression.type", "lz4").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.codec(), Compression::Lz4.at_level(12));
+        c.set("compression.lz4.level", "3").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("contradicts compression.lz4.level"), "{e}");
+        c.set("compression.lz4.level", "12").unwrap();
+        c.validate().unwrap();
+
+        let mut c = base();
+        c.set("compression.type", "snappy").unwrap();
+        c.set("compression.level", "0").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.codec(), Compression::Snappy.into());
+        c.set("compression.level", "3").unwrap();
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("snappy has no levels"), "{e}");
+        let e = c.set("compression.level", "x").unwrap_err().to_string();
+        assert!(e.contains("compression.level"), "{e}");
+    }
+
+    #[test]
+    fn record_bound_and_idle_connections() {
+        let mut c = ProducerConfig::default();
+        assert_eq!(c.queue_buffering_max_messages, 1_000_000);
+        assert_eq!(c.connections_max_idle, Some(Duration::from_secs(540)));
+        c.set("queue.buffering.max.messages", "100000").unwrap();
+        assert_eq!(c.queue_buffering_max_messages, 100_000);
+        let e = c
+            .set("queue.buffering.max.messages", "0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("queue.buffering.max.messages"), "{e}");
+        c.set("connections.max.idle.ms", "300").unwrap();
+        assert_eq!(c.connections_max_idle, Some(Duration::from_millis(300)));
+        c.set("connections.max.idle.ms", "0").unwrap();
+        assert_eq!(c.connections_max_idle, None, "0: never, as librdkafka");
+        assert!(c.set("connections.max.idle.ms", "-1").is_err());
     }
 
     #[test]

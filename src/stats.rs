@@ -51,6 +51,9 @@ pub struct BrokerStats {
     /// (`connections.max.reauth.ms`, KIP-368), once their requests were
     /// answered.
     pub reauthentications: u64,
+    /// Connections closed for being idle (`connections.max.idle.ms`), with
+    /// nothing in flight; not errors, and not counted as disconnects.
+    pub idle_closes: u64,
 }
 
 impl BrokerStats {
@@ -149,6 +152,10 @@ impl Stats {
             .entry(broker)
             .or_default()
             .reauthentications += 1;
+    }
+
+    pub(crate) fn record_idle_close(&self, broker: i32) {
+        lock(&self.brokers).entry(broker).or_default().idle_closes += 1;
     }
 
     pub(crate) fn record_disconnect(&self, broker: i32) {

@@ -1052,3 +1052,270 @@ async fn an_errors_only_bound_counts_records_whose_outcome_is_unknown() {
     assert!(failures.is_empty(), "{failures:?}");
     producer.close().await;
 }
+
+/// `queue.buffering.max.messages` bounds the records buffered (appended,
+/// not yet settled), whatever their bytes: at the bound `try_produce`
+/// hands the record back (`QueueFull`), a produce call waits until
+/// reports free room and then proceeds, and a wait longer than
+/// `max.block.ms` fails that record with a report naming the bound and
+/// handing it back. Every record gets one report. (linger.ms=60000 keeps
+/// the batch open, so nothing frees room until a flush.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_buffering_max_messages_bounds_buffered_records() {
+    let broker = broker_with_topic("max-messages", 1).await;
+    let bounded = |max_block: &str| {
+        Producer::builder()
+            .bootstrap(&broker.bootstrap())
+            .set("queue.buffering.max.messages", "10")
+            .set("linger.ms", "60000")
+            .set("max.block.ms", max_block)
+            .build()
+            .unwrap()
+    };
+    let value = |i: usize| format!("record-{i:03}");
+
+    // Waiting produce calls proceed once reports free room.
+    let producer = bounded("60000");
+    let (sub, reports) = producer.subscribe(ReportMode::All);
+    producer
+        .produce(Record::to("max-messages").value("warm-up"))
+        .await
+        .unwrap();
+    producer.flush().await; // linger.ms is long
+    memory_released(&producer).await; // the warm-up's room with its memory
+    for i in 0..10 {
+        sub.try_produce(Record::to("max-messages").value(value(i)))
+            .unwrap_or_else(|e| panic!("record {i} within the bound: {e}"));
+    }
+    let full = sub
+        .try_produce(Record::to("max-messages").value(value(10)))
+        .expect_err("the 11th is past the bound");
+    let ProduceError::QueueFull(back) = full else {
+        panic!("{full:?}")
+    };
+    assert_eq!(
+        back.value.as_deref(),
+        Some(value(10).as_bytes()),
+        "handed back"
+    );
+    let waiting = {
+        let sub = sub.clone();
+        tokio::spawn(async move {
+            for i in 10..15 {
+                sub.produce(Record::to("max-messages").value(value(i)))
+                    .await
+                    .unwrap();
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "no room until a report frees some");
+    producer.flush().await; // the 10 are delivered, their room comes back
+    tokio::time::timeout(Duration::from_secs(30), waiting)
+        .await
+        .expect("the waiting produce calls proceed")
+        .unwrap();
+    drop(sub);
+    producer.close().await;
+    let got: Vec<DeliveryReport> = reports.collect().await;
+    let mut values: Vec<String> = got
+        .iter()
+        .map(|r| match r {
+            DeliveryReport::Delivered(d) => {
+                String::from_utf8(d.record.value.as_deref().unwrap().to_vec()).unwrap()
+            }
+            DeliveryReport::Failed(e) => panic!("{e}"),
+        })
+        .collect();
+    values.sort();
+    assert_eq!(
+        values,
+        (0..15).map(value).collect::<Vec<_>>(),
+        "one report each"
+    );
+
+    // A wait past max.block.ms fails the record, handing it back.
+    let producer = bounded("700");
+    producer
+        .produce(Record::to("max-messages").value("warm-up"))
+        .await
+        .unwrap();
+    producer.flush().await; // linger.ms is long
+    memory_released(&producer).await;
+    for i in 0..10 {
+        producer
+            .try_produce(Record::to("max-messages").value(value(i)))
+            .unwrap_or_else(|e| panic!("record {i} within the bound: {e}"));
+    }
+    let e = producer
+        .send(Record::to("max-messages").value("late"))
+        .await
+        .expect_err("no room came free");
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    assert!(
+        e.message.contains("queue.buffering.max.messages (10)"),
+        "{e}"
+    );
+    assert_eq!(e.record.value.as_deref(), Some(&b"late"[..]));
+    producer.close().await;
+    assert_eq!(producer.stats().delivered, 11);
+}
+
+/// `Produce` messages at the record bound wait in tasks, as at
+/// `buffer.memory`'s: at most as many records as the bound wait, past that
+/// each fails at once (`QueueFull`); every message gets one report, and
+/// the waiting ones go once room comes back.
+#[test]
+fn produce_messages_waiting_for_record_room_are_bounded() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let broker = rt.block_on(broker_with_topic("actor-max-messages", 1));
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("queue.buffering.max.messages", "10")
+        .set("linger.ms", "60000")
+        .build()
+        .unwrap();
+    rt.block_on(producer.produce(Record::to("actor-max-messages").value("warm")))
+        .unwrap();
+    rt.block_on(producer.flush()); // linger.ms is long
+    rt.block_on(memory_released(&producer));
+    let (recipient, sys, system, rx) = support::paths::collector();
+    const N: usize = 40;
+    for i in 0..N {
+        producer.actor().do_send(courier::Produce {
+            record: Record::to("actor-max-messages").value(format!("{i:02}")),
+            reply_to: recipient.clone(),
+        });
+    }
+    // 10 appended, 10 waiting, 20 refused at once.
+    let mut got = Vec::new();
+    while got.len() < 20 {
+        got.push(rx.recv_timeout(Duration::from_secs(10)).expect("refusals"));
+    }
+    // Flushes deliver the 10, then the 10 that waited (which take the
+    // room the first 10 free).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while producer.stats().delivered < 21 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "waiting records never went"
+        );
+        rt.block_on(producer.flush());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    rt.block_on(producer.close());
+    while let Ok(r) = rx.recv_timeout(Duration::from_secs(5)) {
+        got.push(r);
+        if got.len() == N {
+            break;
+        }
+    }
+    assert!(
+        rx.recv_timeout(Duration::from_millis(300)).is_err(),
+        "no more reports than records"
+    );
+    assert_eq!(got.len(), N, "one report per message");
+    let mut seen = std::collections::HashSet::new();
+    let (mut delivered, mut full) = (0, 0);
+    for r in &got {
+        assert!(seen.insert(r.record().value.clone()), "one report each");
+        match r {
+            DeliveryReport::Delivered(_) => delivered += 1,
+            DeliveryReport::Failed(e) if e.kind == ErrorKind::QueueFull => full += 1,
+            DeliveryReport::Failed(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(
+        (delivered, full),
+        (20, 20),
+        "10 appended + 10 waited; 20 refused"
+    );
+    sys.stop();
+    system.join().unwrap();
+}
+
+/// `connections.max.idle.ms`: a connection idle that long is closed (the
+/// kernel lists none; counted as an idle close, not a disconnect), records
+/// produced after it go out on a new one and are delivered once each, and
+/// a connection with a request in flight is not closed however long the
+/// broker takes (paused here for 5 times the limit).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_max_idle_ms_closes_idle_connections_and_reconnects_to_send() {
+    let broker = broker_with_topic("idle", 1).await;
+    let port: u16 = broker
+        .bootstrap()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let p = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("connections.max.idle.ms", "300")
+        .build()
+        .unwrap();
+    let idle_closes =
+        |p: &Producer| -> u64 { p.stats().brokers.values().map(|b| b.idle_closes).sum() };
+    let disconnects =
+        |p: &Producer| -> u64 { p.stats().brokers.values().map(|b| b.disconnects).sum() };
+    let closed_while_idle = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !connections_to(port).is_empty() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "idle connections left open"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let (sub, mut reports) = p.subscribe(ReportMode::All);
+    async fn produce_and_check(
+        sub: &courier::Subscriber,
+        reports: &mut courier::ReportStream,
+        from: usize,
+        n: usize,
+    ) {
+        for i in from..from + n {
+            sub.produce(Record::to("idle").value(format!("v{i:02}")))
+                .await
+                .unwrap();
+        }
+        for _ in 0..n {
+            match reports.next().await.expect("a report") {
+                DeliveryReport::Delivered(_) => {}
+                DeliveryReport::Failed(e) => panic!("{e}"),
+            }
+        }
+    }
+    produce_and_check(&sub, &mut reports, 0, 1).await;
+    assert!(!connections_to(port).is_empty(), "connected");
+    closed_while_idle().await;
+    assert!(idle_closes(&p) >= 1, "{:?}", p.stats().brokers);
+    produce_and_check(&sub, &mut reports, 1, 20).await;
+    closed_while_idle().await;
+
+    // In flight: not closed while the broker does not answer.
+    produce_and_check(&sub, &mut reports, 21, 1).await;
+    broker.pause();
+    let before = idle_closes(&p);
+    sub.produce(Record::to("idle").value("v22")).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(idle_closes(&p), before, "closed with a request in flight");
+    assert_eq!(connections_to(port).len(), 1, "still connected");
+    broker.resume();
+    match reports.next().await.expect("a report") {
+        DeliveryReport::Delivered(d) => assert_eq!(d.record.value.as_deref(), Some(&b"v22"[..])),
+        DeliveryReport::Failed(e) => panic!("{e}"),
+    }
+    assert_eq!(disconnects(&p), 0, "an idle close is no error");
+    drop(sub);
+    p.close().await;
+    let mut got: Vec<Vec<u8>> =
+        support::read_back(&broker.bootstrap(), "idle", 1, 23, Duration::from_secs(30))
+            .into_iter()
+            .map(|r| r.value.unwrap())
+            .collect();
+    got.sort();
+    let want: Vec<Vec<u8>> = (0..23).map(|i| format!("v{i:02}").into_bytes()).collect();
+    assert_eq!(got, want, "each record once in the log");
+}

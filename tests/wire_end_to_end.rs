@@ -3,7 +3,8 @@
 //! batches, and read everything back with an independent client (the
 //! rdkafka consumer). Keys, values, headers, timestamps and per-partition
 //! order must all come back equal, for every codec, on Tansu and on
-//! librdkafka's 3-broker mock cluster.
+//! librdkafka's 3-broker mock cluster, and for every codec with levels at
+//! a low and a high level (`compression.<codec>.level`) on Tansu.
 
 mod support;
 
@@ -18,7 +19,7 @@ use courier::protocol::messages::produce_request::{PartitionProduceData, TopicPr
 use courier::protocol::messages::{
     BrokerId, CreateTopicsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
-use courier::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
+use courier::protocol::record_batch::{BatchBuilder, Codec, Compression, ProducerStamp};
 use courier::record::Header;
 use kafka_protocol::protocol::StrBytes;
 use support::{read_back, ReadRecord, Tansu};
@@ -75,19 +76,20 @@ async fn connect(addr: &str) -> Connection {
 
 /// Creates the topic, finds each partition's leader, and produces every
 /// record in batches of up to `BATCH_SIZE`, in order, with acks=all.
+/// Returns the bytes of every batch sent, added up.
 async fn produce_all(
     bootstrap: &str,
     topic: &str,
-    codec: Compression,
+    codec: Codec,
     sent: &[Vec<Sent>],
     create_with_request: bool,
-) {
+) -> usize {
     let first = bootstrap.split(',').next().expect("a bootstrap address");
     let mut boot = connect(first).await;
     if create_with_request {
         create_topic(&mut boot, topic).await;
     }
-    produce_to_leaders(&mut boot, topic, codec, sent).await;
+    produce_to_leaders(&mut boot, topic, codec, sent).await
 }
 
 async fn create_topic(boot: &mut Connection, topic: &str) {
@@ -109,9 +111,10 @@ async fn create_topic(boot: &mut Connection, topic: &str) {
 async fn produce_to_leaders(
     boot: &mut Connection,
     topic: &str,
-    codec: Compression,
+    codec: Codec,
     sent: &[Vec<Sent>],
-) {
+) -> usize {
+    let mut bytes = 0;
     let mut md = MetadataRequest::default();
     let mut mt = MetadataRequestTopic::default();
     mt.name = Some(TopicName(StrBytes::from_string(topic.to_string())));
@@ -136,6 +139,7 @@ async fn produce_to_leaders(
     }
     assert_eq!(leaders.len(), PARTITIONS as usize, "leaders for {topic}");
 
+    let label = label(codec);
     let mut conns: HashMap<BrokerId, Connection> = HashMap::new();
     for (partition, records) in sent.iter().enumerate() {
         let partition = partition as i32;
@@ -172,6 +176,12 @@ async fn produce_to_leaders(
         let mut next_offset = 0;
         for batch in batches {
             assert!(batch.len() <= BATCH_SIZE);
+            assert_eq!(
+                batch.compression(),
+                codec.compression,
+                "{label}: compressed"
+            );
+            bytes += batch.len();
             let mut req = ProduceRequest::default();
             req.acks = -1;
             req.timeout_ms = 10_000;
@@ -186,7 +196,7 @@ async fn produce_to_leaders(
             let p = &resp.responses[0].partition_responses[0];
             assert_eq!(
                 p.error_code, 0,
-                "Produce to {topic}/{partition} with {codec}: {p:?}"
+                "Produce to {topic}/{partition} with {label}: {p:?}"
             );
             assert_eq!(
                 p.base_offset, next_offset,
@@ -195,9 +205,18 @@ async fn produce_to_leaders(
             next_offset += batch.record_count() as i64;
         }
     }
+    bytes
 }
 
-fn check(sent: &[Vec<Sent>], got: &[ReadRecord], codec: Compression) {
+/// A codec's name, with its level when it has one.
+fn label(codec: Codec) -> String {
+    match codec.level {
+        Some(level) => format!("{} level {level}", codec.compression),
+        None => codec.compression.to_string(),
+    }
+}
+
+fn check(sent: &[Vec<Sent>], got: &[ReadRecord], codec: &str) {
     let mut got_by_partition: HashMap<i32, Vec<&ReadRecord>> = HashMap::new();
     for r in got {
         got_by_partition.entry(r.partition).or_default().push(r);
@@ -242,7 +261,7 @@ fn run_all_codecs(bootstrap: &str, create: Option<&dyn Fn(&str)>) {
         rt.block_on(produce_all(
             bootstrap,
             &topic,
-            codec,
+            codec.into(),
             &sent,
             create.is_none(),
         ));
@@ -253,7 +272,7 @@ fn run_all_codecs(bootstrap: &str, create: Option<&dyn Fn(&str)>) {
             PARTITIONS as usize * PER_PARTITION,
             Duration::from_secs(60),
         );
-        check(&sent, &got, codec);
+        check(&sent, &got, codec.name());
     }
 }
 
@@ -261,6 +280,51 @@ fn run_all_codecs(bootstrap: &str, create: Option<&dyn Fn(&str)>) {
 fn every_codec_round_trips_through_tansu() {
     let broker = Tansu::start();
     run_all_codecs(&broker.bootstrap(), None);
+}
+
+/// KIP-390 levels reach the encoder: every codec with levels, at a low and
+/// a high one, writes batches rdkafka reads back exactly, and the high
+/// level's batches are smaller on these (compressible) records.
+#[test]
+fn every_codec_level_round_trips_through_tansu_and_a_higher_level_compresses_more() {
+    let broker = Tansu::start();
+    let bootstrap = broker.bootstrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (codec, low, high) in [
+        (Compression::Gzip, 1, 9),
+        (Compression::Lz4, 1, 17),
+        (Compression::Zstd, -5, 19),
+    ] {
+        let mut sizes = Vec::new();
+        for level in [low, high] {
+            let codec = codec.at_level(level);
+            let topic = format!("wire-e2e-{}-level-{level}", codec.compression);
+            let sent: Vec<Vec<Sent>> = (0..PARTITIONS).map(records_for).collect();
+            let bytes = rt.block_on(produce_all(&bootstrap, &topic, codec, &sent, true));
+            let got = read_back(
+                &bootstrap,
+                &topic,
+                PARTITIONS,
+                PARTITIONS as usize * PER_PARTITION,
+                Duration::from_secs(60),
+            );
+            check(&sent, &got, &label(codec));
+            sizes.push(bytes);
+        }
+        assert!(
+            sizes[1] < sizes[0],
+            "{codec}: level {high} wrote {} bytes, level {low} {}",
+            sizes[1],
+            sizes[0]
+        );
+        eprintln!(
+            "{codec}: level {low} {} bytes, level {high} {} bytes",
+            sizes[0], sizes[1]
+        );
+    }
 }
 
 #[test]

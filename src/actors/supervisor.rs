@@ -533,17 +533,27 @@ impl Handler<Produce> for ProducerSupervisor {
             Ok(Err(e)) => return fail(e, &reply_to),
             Err(slow) => slow,
         };
-        // It must wait (for metadata or buffer.memory). Waiting records are
-        // bounded by their bytes, as buffer.memory bounds queued ones: past
-        // the bound a record fails at once, QueueFull, rather than pile up
-        // in detached tasks while the producer is full.
+        // It must wait (for metadata, buffer.memory or room under
+        // queue.buffering.max.messages). Waiting records are bounded by
+        // their bytes and their count, as buffer.memory and
+        // queue.buffering.max.messages bound queued ones: past either bound
+        // a record fails at once, QueueFull, rather than pile up in
+        // detached tasks while the producer is full.
         let bytes = slow.record().approx_size();
+        let cfg = &self.engine.config;
         let waiting = &self.engine.actor_path_waiting;
-        if waiting.fetch_add(bytes, Ordering::AcqRel) + bytes > self.engine.config.buffer_memory {
+        let waiting_records = &self.engine.actor_path_waiting_records;
+        let over_bytes = waiting.fetch_add(bytes, Ordering::AcqRel) + bytes > cfg.buffer_memory;
+        let over_records =
+            waiting_records.fetch_add(1, Ordering::AcqRel) + 1 > cfg.queue_buffering_max_messages;
+        if over_bytes || over_records {
             waiting.fetch_sub(bytes, Ordering::AcqRel);
+            waiting_records.fetch_sub(1, Ordering::AcqRel);
             let why = format!(
-                "buffer.memory is full and {} bytes of Produce messages already wait for it; Producer::produce_to waits instead",
-                self.engine.config.buffer_memory
+                "the producer is full and {} bytes of Produce messages already wait (buffer.memory {}, queue.buffering.max.messages {}); Producer::produce_to waits instead",
+                waiting.load(Ordering::Relaxed),
+                cfg.buffer_memory,
+                cfg.queue_buffering_max_messages,
             );
             tracing::debug!(%why, "Produce message refused");
             return fail(ProduceError::QueueFull(slow.into_record()), &reply_to);
@@ -555,6 +565,9 @@ impl Handler<Produce> for ProducerSupervisor {
         actix::spawn(async move {
             let r = engine.enqueue_slow(slow).await;
             engine.actor_path_waiting.fetch_sub(bytes, Ordering::AcqRel);
+            engine
+                .actor_path_waiting_records
+                .fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = r {
                 fail(e, &reply_to);
             }

@@ -17,17 +17,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dashmap::DashMap;
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 
 use crate::batching::batch::{Graveyard, OpenBatch, SealFailure, SealedBatch};
 use crate::batching::queue::{PartitionQueue, QueueState, TopicQueues};
+use crate::batching::reservation::{RecordPool, Reservation, Reserved};
 use crate::clock::Mono;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
 use crate::delivery::subscription::SubscriptionShared;
 use crate::metric_handles::Metrics;
-use crate::protocol::record_batch::{single_record_batch_size, Compression};
+use crate::protocol::record_batch::{single_record_batch_size, Codec};
 use crate::record::{Record, Topic, TopicHasher};
 use crate::report::ErrorKind;
 use crate::stats::Stats;
@@ -57,6 +58,9 @@ pub(crate) enum AppendError<'s> {
     /// No room in `buffer.memory` right now; reserve `needed` bytes and
     /// call again with the permit.
     NeedMemory(Record, Option<ReplyTo<'s>>, usize),
+    /// No room under `queue.buffering.max.messages` right now; wait for
+    /// room for one record and call again with it.
+    NeedRecords(Record, Option<ReplyTo<'s>>),
     /// The producer closed; checked under the partition lock, so nothing is
     /// appended after the final cancellation sweep has passed this queue.
     Closed(Record),
@@ -79,12 +83,14 @@ pub(crate) struct Accumulator {
     /// Where sealed batches' records are counted (`metric_handles`).
     metrics: Metrics,
     pub pool: Arc<Semaphore>,
+    /// `queue.buffering.max.messages` (`batching::reservation`).
+    pub records: RecordPool,
     pub batch_size: usize,
     /// `max.request.size`.
     pub max_request_size: usize,
     /// `batch.num.messages`.
     pub batch_records: i32,
-    pub compression: Compression,
+    pub compression: Codec,
     pub delivery_timeout: Duration,
     next_batch_id: AtomicU64,
     incomplete: Mutex<BTreeSet<u64>>,
@@ -94,12 +100,14 @@ pub(crate) struct Accumulator {
 }
 
 impl Accumulator {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         batch_size: usize,
         max_request_size: usize,
         batch_records: usize,
         buffer_memory: usize,
-        compression: Compression,
+        max_messages: usize,
+        compression: Codec,
         delivery_timeout: Duration,
         closed: Arc<AtomicBool>,
     ) -> Self {
@@ -109,6 +117,7 @@ impl Accumulator {
             txn_gate: None,
             metrics: Metrics::default(),
             pool: Arc::new(Semaphore::new(buffer_memory)),
+            records: RecordPool::new(max_messages),
             batch_size,
             max_request_size,
             batch_records: batch_records.min(i32::MAX as usize) as i32,
@@ -180,7 +189,7 @@ impl Accumulator {
             let Some(next) = rest.as_slice().first() else {
                 break;
             };
-            if !fits(next) {
+            if !fits(next) || !open.record_room(self.batch_records, &mut None) {
                 break;
             }
             let timestamp = next.timestamp.unwrap_or(now);
@@ -286,7 +295,8 @@ impl Accumulator {
     /// `reply` of `None` is fire-and-forget: nothing is kept for a report.
     /// `allow_new_batch` false makes a full open batch an error instead of
     /// a reason to open another (KIP-480's "abort on new batch").
-    /// `memory` is a reservation made after an earlier `NeedMemory`.
+    /// `reserved` is what an earlier `NeedMemory` or `NeedRecords` made
+    /// the caller wait for.
     /// `accepted` is when the producer took the record: its latency starts
     /// there, and a record without a timestamp gets that time as its create
     /// time. A full open batch that fails to seal (compression) goes to
@@ -300,7 +310,7 @@ impl Accumulator {
         reply: Option<ReplyTo<'s>>,
         accepted: Mono,
         allow_new_batch: bool,
-        memory: &mut Option<OwnedSemaphorePermit>,
+        reserved: &mut Reserved,
         seal_failures: &mut Vec<SealFailure>,
     ) -> Result<Appended, AppendError<'s>> {
         let mut q = lock(&queue.state);
@@ -311,6 +321,9 @@ impl Accumulator {
             return Err(AppendError::NoTransaction(record));
         }
         if let Some(open) = q.open.as_mut() {
+            if !open.record_room(self.batch_records, &mut reserved.record) {
+                return Err(AppendError::NeedRecords(record, reply));
+            }
             let index = open.record_count() as u32;
             let timestamp = record
                 .timestamp
@@ -327,7 +340,7 @@ impl Accumulator {
             }
         }
         let needed = self.reservation_for(&record);
-        let permit = match memory.take() {
+        let permit = match reserved.memory.take() {
             Some(p) if p.num_permits() >= needed => p,
             other => {
                 drop(other);
@@ -343,6 +356,10 @@ impl Accumulator {
                 Err(f) => seal_failures.push(f),
             }
         }
+        let Some(room) = reserved.record.take().or_else(|| self.records.try_one()) else {
+            reserved.memory = Some(permit);
+            return Err(AppendError::NeedRecords(record, reply));
+        };
         let id = self
             .next_batch_id
             .fetch_add(BATCH_ID_SPACING, Ordering::Relaxed);
@@ -352,7 +369,7 @@ impl Accumulator {
             self.batch_size,
             self.batch_records,
             self.compression,
-            permit,
+            Reservation::new(permit, room),
             record,
             reply,
             accepted,

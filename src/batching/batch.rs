@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::OwnedSemaphorePermit;
 
+use crate::batching::reservation::Reservation;
 use crate::clock::Mono;
 use crate::delivery::owed::{Owed, ReplyTo};
 use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::{
-    increment_sequence, BatchBuilder, Compression, EncodedBatch, ProducerStamp,
-    RECORD_BATCH_OVERHEAD,
+    increment_sequence, BatchBuilder, Codec, EncodedBatch, ProducerStamp, RECORD_BATCH_OVERHEAD,
 };
 use crate::record::{Record, Topic};
 use crate::sync::lock;
@@ -109,9 +109,9 @@ pub(crate) struct OpenBatch {
     /// times are derived from it and their own monotonic reading, so a
     /// record costs one clock reading, not two.
     created_wall_ms: i64,
-    /// The `buffer.memory` this batch reserved; released when the sealed
-    /// batch is dropped.
-    memory: OwnedSemaphorePermit,
+    /// The `buffer.memory` and `queue.buffering.max.messages` room this
+    /// batch reserved; released when the sealed batch is dropped.
+    memory: Reservation,
 }
 
 impl OpenBatch {
@@ -123,8 +123,8 @@ impl OpenBatch {
         id: u64,
         batch_size: usize,
         max_records: i32,
-        compression: Compression,
-        memory: OwnedSemaphorePermit,
+        compression: Codec,
+        memory: Reservation,
         record: Record,
         reply: Option<ReplyTo<'_>>,
         accepted: Mono,
@@ -178,6 +178,19 @@ impl OpenBatch {
         added
     }
 
+    /// Whether `queue.buffering.max.messages` leaves room for one more
+    /// record (`Reservation::room_for_record`; `carried` is room a produce
+    /// call waited for).
+    #[inline(always)]
+    pub(crate) fn record_room(
+        &mut self,
+        max_records: i32,
+        carried: &mut Option<OwnedSemaphorePermit>,
+    ) -> bool {
+        let count = self.builder.record_count();
+        self.memory.room_for_record(count, max_records, carried)
+    }
+
     /// Owes `reply` the report of the record just added at `index`.
     #[inline(always)]
     pub(crate) fn owe(
@@ -213,6 +226,8 @@ impl OpenBatch {
         graveyard: &Arc<Graveyard>,
     ) -> Result<SealedBatch, SealFailure> {
         let record_count = self.builder.record_count();
+        let mut memory = self.memory;
+        memory.trim(record_count);
         match self.builder.finish(ProducerStamp::NONE) {
             Ok(encoded) => Ok(SealedBatch {
                 id: self.id,
@@ -224,7 +239,7 @@ impl OpenBatch {
                 deadline: self.created + delivery_timeout,
                 attempts: 0,
                 retry_at: None,
-                _memory: Some(self.memory),
+                _memory: Some(memory),
                 ledger: Ledger::new(graveyard.clone(), topic, partition, self.id),
             }),
             Err(e) => Err(SealFailure {
@@ -259,9 +274,9 @@ pub(crate) struct SealedBatch {
     pub attempts: u32,
     /// Not before this instant (retry backoff).
     pub retry_at: Option<Instant>,
-    /// The batch's `buffer.memory` reservation (after a split, the last
-    /// part holds it).
-    _memory: Option<OwnedSemaphorePermit>,
+    /// The batch's `buffer.memory` and record room (after a split, the
+    /// last part holds them).
+    _memory: Option<Reservation>,
     /// Last: dropped after `owed` has paid the reports of an unsettled
     /// batch.
     pub ledger: Ledger,
@@ -384,6 +399,7 @@ mod tests {
     use tokio::sync::{oneshot, Semaphore};
 
     use super::*;
+    use crate::protocol::record_batch::Compression;
     use crate::report::DeliveryReport;
 
     /// A split keeps the batch's place and order, hands each record's
@@ -402,8 +418,8 @@ mod tests {
             7 << 16,
             1 << 20,
             10_000,
-            Compression::Lz4,
-            memory,
+            Compression::Lz4.into(),
+            Reservation::memory_only(memory),
             rec(0),
             Some(ReplyTo::Oneshot(tx)),
             Mono::now(),

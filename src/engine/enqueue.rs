@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::batching::accumulator::{AppendError, Appended};
+use crate::batching::reservation::Reserved;
 use crate::clock::Mono;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route_one;
@@ -41,8 +42,9 @@ pub(crate) type SlowProduce<'a> =
 /// What a produce call carries from one try to the next.
 #[derive(Default)]
 pub(crate) struct Resume {
-    /// A `buffer.memory` reservation made while waiting.
-    pub memory: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// `buffer.memory` and `queue.buffering.max.messages` room reserved
+    /// while waiting.
+    pub reserved: Reserved,
     /// When the record was first accepted (its latency and create time).
     pub accepted: Option<Mono>,
     /// The topic's metadata was waited for: missing now means unknown.
@@ -56,20 +58,23 @@ pub(crate) enum Slow<'s> {
     /// This many bytes of `buffer.memory` (the record was headed for this
     /// partition).
     Memory(Record, Option<ReplyTo<'s>>, usize, i32, Mono),
+    /// Room for one record under `queue.buffering.max.messages` (the
+    /// record was headed for this partition).
+    Records(Record, Option<ReplyTo<'s>>, i32, Mono),
 }
 
 impl<'s> Slow<'s> {
     /// The waiting record.
     pub(crate) fn record(&self) -> &Record {
         match self {
-            Slow::Metadata(r, _) | Slow::Memory(r, ..) => r,
+            Slow::Metadata(r, _) | Slow::Memory(r, ..) | Slow::Records(r, ..) => r,
         }
     }
 
     /// The waiting record, given up on (its report is not owed).
     pub(crate) fn into_record(self) -> Record {
         match self {
-            Slow::Metadata(r, _) | Slow::Memory(r, ..) => r,
+            Slow::Metadata(r, _) | Slow::Memory(r, ..) | Slow::Records(r, ..) => r,
         }
     }
 }
@@ -175,7 +180,7 @@ impl Engine {
                         let acquire = self.acc.pool.clone().acquire_many_owned(bytes as u32);
                         let wait = self.timeout(self.config.max_block, acquire);
                         match self.starved(wait).await {
-                            Ok(Ok(permit)) => resume.memory = Some(permit),
+                            Ok(Ok(permit)) => resume.reserved.memory = Some(permit),
                             Ok(Err(_)) => return Err(ProduceError::Closed(record)),
                             Err(_) => {
                                 let msg = format!(
@@ -190,6 +195,26 @@ impl Engine {
                                     msg,
                                     Some(partition),
                                 );
+                                return Ok(());
+                            }
+                        }
+                        (record, reply)
+                    }
+                    Slow::Records(record, reply, partition, accepted) => {
+                        resume.accepted = Some(accepted);
+                        let room = self.acc.records.one();
+                        let wait = self.timeout(self.config.max_block, room);
+                        match self.starved(wait).await {
+                            Ok(Ok(room)) => resume.reserved.record = Some(room),
+                            Ok(Err(_)) => return Err(ProduceError::Closed(record)),
+                            Err(_) => {
+                                let msg = format!(
+                                    "queue.buffering.max.messages ({}) stayed full for max.block.ms ({} ms)",
+                                    self.config.queue_buffering_max_messages,
+                                    self.config.max_block.as_millis()
+                                );
+                                let kind = ErrorKind::Timeout;
+                                self.reject(record, reply, kind, msg, Some(partition));
                                 return Ok(());
                             }
                         }
@@ -272,7 +297,7 @@ impl Engine {
             tm,
             accepted,
             wait,
-            &mut resume.memory,
+            &mut resume.reserved,
             &mut 0,
         )
     }
@@ -327,7 +352,10 @@ impl Engine {
             let r = match tm {
                 Some(tm) if !traced && !self.closed.load(Ordering::Acquire) => {
                     match self.sizing.too_large(&record) {
-                        None => self.place(record, reply, tm, now, true, &mut None, &mut placed),
+                        None => {
+                            let reserved = &mut Reserved::default();
+                            self.place(record, reply, tm, now, true, reserved, &mut placed)
+                        }
                         Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),
                     }
                 }
@@ -390,7 +418,7 @@ impl Engine {
         tm: &TopicMetadata,
         accepted: Mono,
         wait: bool,
-        memory: &mut Option<tokio::sync::OwnedSemaphorePermit>,
+        reserved: &mut Reserved,
         placed: &mut i32,
     ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         let layout = TopicLayout {
@@ -440,7 +468,7 @@ impl Engine {
                     reply,
                     accepted,
                     allow_new_batch,
-                    memory,
+                    reserved,
                     &mut seal_failures,
                 );
                 // A full batch that failed to encode (compression error).
@@ -495,6 +523,12 @@ impl Engine {
                         return Ok(Err(ProduceError::QueueFull(r)));
                     }
                     return Err(Slow::Memory(r, rp, bytes, partition, accepted));
+                }
+                Err(AppendError::NeedRecords(r, rp)) => {
+                    if !wait {
+                        return Ok(Err(ProduceError::QueueFull(r)));
+                    }
+                    return Err(Slow::Records(r, rp, partition, accepted));
                 }
             }
         }

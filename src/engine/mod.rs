@@ -102,6 +102,9 @@ pub(crate) struct Engine {
     /// Bytes of records from `Produce` messages waiting for metadata or
     /// memory (bounded by `buffer.memory`).
     pub actor_path_waiting: AtomicUsize,
+    /// Records from `Produce` messages waiting (bounded by
+    /// `queue.buffering.max.messages`).
+    pub actor_path_waiting_records: AtomicUsize,
     /// Whether a record fits in a Produce request at all.
     pub sizing: RequestSizing,
     /// The actor tree, as far as the engine needs it.
@@ -162,7 +165,8 @@ impl Engine {
             c.max_request_size,
             c.batch_num_messages,
             c.buffer_memory,
-            c.compression,
+            c.queue_buffering_max_messages,
+            c.codec(),
             c.delivery_timeout,
             closed.clone(),
         );
@@ -197,6 +201,7 @@ impl Engine {
             tick_ms: AtomicU64::new(SUPERVISOR_TICK.as_millis() as u64),
             security,
             actor_path_waiting: AtomicUsize::new(0),
+            actor_path_waiting_records: AtomicUsize::new(0),
             actors,
             config: c,
         })
@@ -247,6 +252,7 @@ impl Engine {
     pub(crate) fn close_intake(&self) {
         self.closed.store(true, Ordering::Release);
         self.acc.pool.close();
+        self.acc.records.close();
         // A transaction still under way never commits (the coordinator
         // aborts it when it times out): transactional reports say so.
         if let Some(t) = self.txn.as_ref().filter(|t| t.is_under_way()) {

@@ -184,7 +184,8 @@ impl Producer {
     }
 
     /// Produces `record` with no report at all (fire and forget). Waits
-    /// for metadata and for room in `buffer.memory`.
+    /// for metadata and for room in `buffer.memory` and under
+    /// `queue.buffering.max.messages` (up to `max.block.ms`).
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
         let slow = match self
             .engine

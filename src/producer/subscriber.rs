@@ -227,7 +227,8 @@ impl Subscriber {
     }
 
     /// Like [`produce`](Self::produce) but never waits; `QueueFull` when
-    /// the subscription's bound or `buffer.memory` is reached.
+    /// the subscription's bound, `buffer.memory` or
+    /// `queue.buffering.max.messages` is reached.
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
         let Ok(permit) = self.shared.outstanding.try_acquire() else {
             return Err(ProduceError::QueueFull(record));

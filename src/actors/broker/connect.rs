@@ -66,6 +66,8 @@ impl BrokerConnection {
         self.next_correlation_id = next_id;
         self.reconnect_attempts = 0;
         self.last_connect_error = None;
+        self.idle_closed = false;
+        self.active();
         let (tx, mut rx) = mpsc::unbounded_channel::<Vec<bytes::Bytes>>();
         // Weak addresses: the I/O tasks must not keep a retired actor alive
         // (actix's Supervisor restarts an actor while strong addresses exist).

@@ -33,6 +33,8 @@ impl BrokerConnection {
         }
         let (tx, versions) = match &self.state {
             ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
+            // Closed for being idle: connect again only for a batch.
+            ConnState::Idle if self.idle_closed && !self.has_batches() => return,
             ConnState::Idle => {
                 self.ensure_connecting(ctx);
                 return;
@@ -277,6 +279,7 @@ impl BrokerConnection {
             b.owed.sent = true;
         }
         let _ = tx.send(frame.parts);
+        self.active();
         if cfg.acks.wire() == 0 {
             // No response will come: "sent, offset unknown".
             for mut b in batches {

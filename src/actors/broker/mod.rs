@@ -14,6 +14,7 @@
 //! One actor, one file per seam (each an `impl BrokerConnection` block):
 //! - `connect.rs`: connect, reconnect with backoff, a lost socket, request
 //!   timeouts;
+//! - `idle.rs`: closing a connection idle for `connections.max.idle.ms`;
 //! - `drain.rs`: taking batches from the queues this broker leads,
 //!   sequence stamping, writing Produce requests;
 //! - `response.rs`: matching responses, settling batches (reports),
@@ -27,6 +28,7 @@
 mod call;
 mod connect;
 mod drain;
+mod idle;
 mod requests;
 mod response;
 pub(crate) mod state;
@@ -112,6 +114,12 @@ pub struct BrokerConnection {
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
     throttled_until: Option<Instant>,
+    /// When a request was last written or a response read
+    /// (`connections.max.idle.ms`, `idle.rs`).
+    last_activity: Instant,
+    /// The connection was closed for being idle: `drain` makes a new one
+    /// only when there is a batch to send.
+    idle_closed: bool,
 }
 
 impl std::fmt::Debug for BrokerConnection {
@@ -166,6 +174,8 @@ impl BrokerConnection {
             panic_in_response: false,
             wake_at: None,
             throttled_until: None,
+            last_activity: Instant::now(),
+            idle_closed: false,
         }
     }
 
@@ -225,6 +235,7 @@ impl Actor for BrokerConnection {
         self.ensure_connecting(ctx);
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
             act.check_request_timeouts(ctx);
+            act.close_if_idle(ctx);
         });
     }
 
@@ -254,6 +265,7 @@ impl Handler<ResponseFrame> for BrokerConnection {
     type Result = ();
     fn handle(&mut self, msg: ResponseFrame, ctx: &mut Context<Self>) {
         if msg.generation == self.generation {
+            self.active();
             self.on_frame(msg.frame, ctx);
         }
     }

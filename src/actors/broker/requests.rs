@@ -41,6 +41,7 @@ impl BrokerConnection {
         .map_err(|e| e.to_string())?;
         self.calls.insert(correlation_id, make(version));
         let _ = tx.send(vec![buf.freeze()]);
+        self.active();
         Ok(())
     }
 }

@@ -27,7 +27,7 @@ mod compression;
 pub mod decode;
 pub mod varint;
 
-pub use compression::{Compression, CompressionError, UnknownCompression};
+pub use compression::{Codec, Compression, CompressionError, UnknownCompression};
 
 use bytes::Bytes;
 
@@ -106,7 +106,7 @@ pub struct BatchBuilder {
     count: i32,
     base_timestamp: i64,
     max_timestamp: i64,
-    compression: Compression,
+    compression: Codec,
 }
 
 /// The largest buffer a builder reserves up front; past this it grows on
@@ -115,8 +115,10 @@ const MAX_INITIAL_CAPACITY: usize = 1 << 20;
 
 impl BatchBuilder {
     /// A builder whose batches stay within `limit` bytes (uncompressed),
-    /// compressed with `compression` at [`finish`](Self::finish).
-    pub fn new(limit: usize, compression: Compression) -> Self {
+    /// compressed with `compression` (a [`Compression`], or a [`Codec`]
+    /// with a level) at [`finish`](Self::finish).
+    pub fn new(limit: usize, compression: impl Into<Codec>) -> Self {
+        let compression = compression.into();
         let capacity = limit.clamp(RECORD_BATCH_OVERHEAD, MAX_INITIAL_CAPACITY);
         let mut buf = Vec::with_capacity(capacity);
         buf.resize(RECORD_BATCH_OVERHEAD, 0);
@@ -219,7 +221,7 @@ impl BatchBuilder {
             ..
         } = self;
         let mut codec = Compression::None;
-        if compression != Compression::None && count > 0 {
+        if compression.compression != Compression::None && count > 0 {
             let records = &buf[RECORD_BATCH_OVERHEAD..];
             let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2);
             out.resize(RECORD_BATCH_OVERHEAD, 0);
@@ -228,7 +230,7 @@ impl BatchBuilder {
             // grows past its uncompressed size.
             if out.len() < buf.len() {
                 buf = out;
-                codec = compression;
+                codec = compression.compression;
             }
         }
         let batch_length = (buf.len() - LENGTH_COUNTED_FROM) as i32;
