@@ -76,6 +76,9 @@ mod delivery;
 mod engine;
 mod error;
 mod idempotence;
+// The producer's own table of error codes (classify) and the protocol
+// crate's ResponseError: internals. Users match on BrokerError.
+#[doc(hidden)]
 pub mod kafka_error;
 #[doc(hidden)]
 pub mod metadata;
@@ -99,6 +102,7 @@ pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use error::Error;
+pub use kafka_error::BrokerError;
 pub use metric_handles::names as metric_names;
 pub use producer::{
     BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,

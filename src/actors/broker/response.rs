@@ -234,7 +234,7 @@ impl BrokerConnection {
                     ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                         ErrorKind::Fenced
                     }
-                    e => ErrorKind::Broker(e),
+                    e => ErrorKind::Broker(e.into()),
                 };
                 let message = format!(
                     "{:?} from broker {}: a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms",
@@ -261,12 +261,12 @@ impl BrokerConnection {
                         "{:?} from broker {}: the broker lost this producer's sequence state; the transaction must be aborted",
                         c.error, self.node_id
                     );
-                    txn.sequence_lost(ErrorKind::Broker(c.error), message.clone());
+                    txn.sequence_lost(ErrorKind::Broker(c.error.into()), message.clone());
                     lock(&q.state).land(&mut b);
                     self.settle(
                         b,
                         Outcome::Failed {
-                            kind: ErrorKind::Broker(c.error),
+                            kind: ErrorKind::Broker(c.error.into()),
                             message,
                         },
                     );
@@ -303,7 +303,7 @@ impl BrokerConnection {
                 Some(c) if c.retriable => {
                     refresh |= c.refresh_metadata;
                     let msg = format!("{:?} from broker {}", c.error, self.node_id);
-                    self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg);
+                    self.retry_or_fail(b, now, ErrorKind::Broker(c.error.into()), &msg);
                 }
                 // Too large as a whole: each record goes, or fails, on its
                 // own (Java's splitAndReenqueue).
@@ -321,7 +321,7 @@ impl BrokerConnection {
                     self.settle(
                         b,
                         Outcome::Failed {
-                            kind: ErrorKind::Broker(c.error),
+                            kind: ErrorKind::Broker(c.error.into()),
                             message: format!("{}{detail}", c.error),
                         },
                     );
@@ -364,7 +364,7 @@ impl BrokerConnection {
                 self.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge),
+                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge.into()),
                         message: format!(
                             "{} for a batch of {records} records that could not be split: {why}",
                             ResponseError::MessageTooLarge
