@@ -50,7 +50,10 @@
 //! exactly-once transactions; [`admin`] creates, describes and deletes
 //! topics; with the `metrics` feature the counters of
 //! [`Producer::stats`] also go through the `metrics` facade (names in
-//! [`metric_names`]). The repository's README covers delivery guarantees, security
+//! [`metric_names`]). Every call's error converts into [`Error`], for `?`;
+//! [`Error::broker_error`] names a broker's refusal as a [`BrokerError`]
+//! (`NOT_ENOUGH_REPLICAS`, `TOPIC_AUTHORIZATION_FAILED`, …), whichever call
+//! it was. The repository's README covers delivery guarantees, security
 //! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
 //! map.
 
