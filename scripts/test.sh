@@ -21,6 +21,27 @@ cargo clippy --all-targets --locked -- -D warnings
 cargo clippy --lib --bins --locked -- -D warnings
 echo "== cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
+echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
+# Courier and the vendored courier-kafka-protocol package together (cargo's
+# temporary registry stands in for crates.io; offline: the steps above
+# fetched every dependency). The verify build, a rebuild of a third of the
+# dependency graph, is run before a release, not here.
+cargo package --workspace --locked --offline --allow-dirty --no-verify
+# Licences, bans (duplicate versions warn) and sources, as deny.toml says.
+# Not advisories: the RustSec database is on GitHub, out of reach here.
+"$PWD/.tools/bin/cargo-deny" --locked check licenses bans sources
+# The rust-version Cargo.toml declares is true: the library builds with
+# that Rust (install-tools.sh installs it) as an application on it gets the
+# dependencies, each at its newest version that supports it (cargo's
+# MSRV-aware fallback resolver, in a copy under target/msrv: Cargo.lock
+# pins some that need a newer Rust).
+msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)"
+rm -rf target/msrv/src target/msrv/benches target/msrv/vendor
+mkdir -p target/msrv
+cp -r Cargo.toml Cargo.lock src benches vendor target/msrv/
+(cd target/msrv && export CARGO_TARGET_DIR="$PWD/target" &&
+  CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo update --quiet &&
+  cargo "+$msrv" check --lib --locked --quiet)
 echo "== cargo test"
 # tests/examples.rs runs the example binaries, which `cargo test` alone
 # builds only as test harnesses; build them as programs first. Benches are

@@ -13,7 +13,7 @@
 //! the versions negotiated on connect, and drops the connection.
 //!
 //! A broker's refusal is [`AdminError::Refused`], with the Kafka error code;
-//! [`AdminError::kafka_error`], [`AdminError::is_topic_exists`] and
+//! [`AdminError::broker_error`], [`AdminError::is_topic_exists`] and
 //! [`AdminError::is_unknown_topic`] read it without magic numbers.
 //!
 //! # References
@@ -42,7 +42,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::connection::{Connection, ConnectionError, ConnectionOptions};
-use crate::kafka_error::ResponseError;
+use crate::kafka_error::{BrokerError, ResponseError};
 use crate::protocol::versions::ApiVersions;
 use crate::protocol::ApiKey;
 
@@ -69,7 +69,7 @@ pub enum AdminError {
     Refused {
         /// The topic (or other resource) the refusal concerns.
         topic: String,
-        /// The Kafka error code ([`AdminError::kafka_error`] names it).
+        /// The Kafka error code ([`AdminError::broker_error`] names it).
         code: i16,
         /// The broker's message, if any.
         message: Option<String>,
@@ -80,34 +80,34 @@ pub enum AdminError {
 }
 
 impl AdminError {
-    /// The Kafka error the broker refused with; `None` when the call
-    /// failed without a refusal (connection, no bootstrap address).
+    /// The broker's error, when it refused; `None` when the call failed
+    /// without a refusal (connection, no bootstrap address).
     ///
     /// ```
     /// use courier::admin::AdminError;
-    /// use courier::kafka_error::ResponseError;
+    /// use courier::BrokerError;
     /// let e = AdminError::Refused { topic: "orders".into(), code: 36, message: None };
-    /// assert_eq!(e.kafka_error(), Some(ResponseError::TopicAlreadyExists));
+    /// assert_eq!(e.broker_error(), Some(BrokerError::TopicAlreadyExists));
     /// assert!(e.is_topic_exists() && !e.is_unknown_topic());
     /// ```
-    pub fn kafka_error(&self) -> Option<ResponseError> {
+    pub fn broker_error(&self) -> Option<BrokerError> {
         match self {
-            AdminError::Refused { code, .. } => ResponseError::try_from_code(*code),
+            AdminError::Refused { code, .. } => BrokerError::from_code(*code),
             _ => None,
         }
     }
 
     /// The topic already exists (TOPIC_ALREADY_EXISTS).
     pub fn is_topic_exists(&self) -> bool {
-        self.kafka_error() == Some(ResponseError::TopicAlreadyExists)
+        self.broker_error() == Some(BrokerError::TopicAlreadyExists)
     }
 
     /// The topic does not exist (UNKNOWN_TOPIC_OR_PARTITION, or
     /// UNKNOWN_TOPIC_ID from a broker that names topics by id).
     pub fn is_unknown_topic(&self) -> bool {
         matches!(
-            self.kafka_error(),
-            Some(ResponseError::UnknownTopicOrPartition | ResponseError::UnknownTopicId)
+            self.broker_error(),
+            Some(BrokerError::UnknownTopicOrPartition | BrokerError::UnknownTopicId)
         )
     }
 }

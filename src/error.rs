@@ -7,7 +7,7 @@
 use crate::admin::AdminError;
 use crate::config::ConfigError;
 use crate::engine::error::{BatchRejected, ProduceError, TimedOut};
-use crate::kafka_error::ResponseError;
+use crate::kafka_error::BrokerError;
 use crate::producer::BlockingSendError;
 use crate::record::Record;
 use crate::report::{DeliveryError, ErrorKind};
@@ -57,13 +57,28 @@ pub enum Error {
 impl Error {
     /// The broker's error, when a broker refused (a record, a transaction
     /// step, an admin request), whichever call it was.
-    pub fn broker_error(&self) -> Option<ResponseError> {
+    ///
+    /// ```
+    /// use courier::{BrokerError, Error};
+    /// fn advice(e: &Error) -> &'static str {
+    ///     match e.broker_error() {
+    ///         Some(BrokerError::TopicAuthorizationFailed) => "grant WRITE on the topic",
+    ///         Some(BrokerError::MessageTooLarge | BrokerError::RecordListTooLarge) => "smaller records",
+    ///         Some(e) if e.is_retriable() => "try again later",
+    ///         Some(_) => "refused",
+    ///         None => "not the broker",
+    ///     }
+    /// }
+    /// let refused = courier::admin::AdminError::Refused { topic: "t".into(), code: 29, message: None };
+    /// assert_eq!(advice(&refused.into()), "grant WRITE on the topic");
+    /// ```
+    pub fn broker_error(&self) -> Option<BrokerError> {
         let kind = match self {
             Error::Delivery(e) | Error::BlockingSend(BlockingSendError::Failed(e)) => e.kind,
             Error::Transaction(
                 TransactionError::Abortable { kind, .. } | TransactionError::Fatal { kind, .. },
             ) => *kind,
-            Error::Admin(e) => return e.kafka_error(),
+            Error::Admin(e) => return e.broker_error(),
             _ => return None,
         };
         match kind {
@@ -95,7 +110,7 @@ mod tests {
     #[test]
     fn the_broker_error_is_found_whichever_call_failed() {
         let refused = DeliveryError {
-            kind: ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+            kind: ErrorKind::Broker(BrokerError::TopicAuthorizationFailed),
             message: "refused".into(),
             partition: Some(0),
             attempts: 1,
@@ -104,15 +119,15 @@ mod tests {
         let e: Error = refused.into();
         assert_eq!(
             e.broker_error(),
-            Some(ResponseError::TopicAuthorizationFailed)
+            Some(BrokerError::TopicAuthorizationFailed)
         );
         assert_eq!(e.into_record().unwrap().value.as_deref(), Some(&b"v"[..]));
         let e: Error = TransactionError::Fatal {
-            kind: ErrorKind::Broker(ResponseError::ProducerFenced),
+            kind: ErrorKind::Broker(BrokerError::ProducerFenced),
             message: "fenced".into(),
         }
         .into();
-        assert_eq!(e.broker_error(), Some(ResponseError::ProducerFenced));
+        assert_eq!(e.broker_error(), Some(BrokerError::ProducerFenced));
         let e: Error = ProduceError::Closed(Record::to("t")).into();
         assert_eq!(e.broker_error(), None);
         assert!(e.into_record().is_some());

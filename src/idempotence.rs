@@ -284,7 +284,7 @@ mod tests {
         let i = idem();
         let now = Instant::now();
         let _ = i.begin_fetch(0, now);
-        let kind = ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed);
+        let kind = ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed.into());
         i.fetched(Err(FetchError::Refused(kind, "no ACL".into())), now);
         assert_eq!(i.refused(), Some((kind, "no ACL".into())));
         let later = now + Duration::from_secs(2);

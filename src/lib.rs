@@ -54,7 +54,11 @@
 //! [`Producer::stats`] also go through the `metrics` facade (names in
 //! [`metric_names`]); with the `opentelemetry` feature a record produced
 //! inside a traced span carries a W3C `traceparent` header and gets a
-//! producer span, ended with its delivery report. The repository's README covers delivery guarantees, security
+//! producer span, ended with its delivery report. Every call's error
+//! converts into [`Error`], for `?`; [`Error::broker_error`] names a
+//! broker's refusal as a [`BrokerError`] (`NOT_ENOUGH_REPLICAS`,
+//! `TOPIC_AUTHORIZATION_FAILED`, …), whichever call it was. The
+//! repository's README covers delivery guarantees, security
 //! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
 //! map.
 
@@ -80,6 +84,9 @@ mod delivery;
 mod engine;
 mod error;
 mod idempotence;
+// The producer's own table of error codes (classify) and the protocol
+// crate's ResponseError: internals. Users match on BrokerError.
+#[doc(hidden)]
 pub mod kafka_error;
 #[doc(hidden)]
 pub mod metadata;
@@ -104,6 +111,7 @@ pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use error::Error;
+pub use kafka_error::BrokerError;
 pub use metric_handles::names as metric_names;
 pub use producer::{
     BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,

@@ -184,7 +184,11 @@ mod enabled {
             ErrorKind::UnknownTopic => "unknown_topic",
             ErrorKind::UnknownPartition => "unknown_partition",
             ErrorKind::Timeout => "timeout",
-            ErrorKind::Broker(e) => return format!("broker_{e:?}").into(),
+            // The protocol crate's name, so that an Other code is named too.
+            ErrorKind::Broker(e) => {
+                let e = crate::kafka_error::ResponseError::from(e);
+                return format!("broker_{e:?}").into();
+            }
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::Compression => "compression",
             ErrorKind::QueueFull => "queue_full",

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use kafka_protocol::error::ResponseError;
+use crate::kafka_error::{BrokerError, ResponseError};
 
 use crate::record::{Record, Topic};
 
@@ -46,9 +46,9 @@ pub enum ErrorKind {
     UnknownPartition,
     /// `delivery.timeout.ms` passed before the record was acknowledged.
     Timeout,
-    /// The broker answered with this (non-retriable, or retried until the
-    /// timeout) error.
-    Broker(ResponseError),
+    /// The broker answered with this error: one not retriable, or a
+    /// retriable one after `retries` or `delivery.timeout.ms` ran out.
+    Broker(BrokerError),
     /// The producer was closed or dropped before the record was sent.
     Cancelled,
     /// A compression codec failed.
@@ -80,7 +80,11 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownTopic => f.write_str("unknown topic"),
             ErrorKind::UnknownPartition => f.write_str("unknown partition"),
             ErrorKind::Timeout => f.write_str("delivery timed out"),
-            ErrorKind::Broker(e) => write!(f, "broker error {e:?} ({})", e.code()),
+            // The protocol crate's name, so that an Other code is named too.
+            ErrorKind::Broker(e) => {
+                let e = ResponseError::from(*e);
+                write!(f, "broker error {e:?} ({})", e.code())
+            }
             ErrorKind::Cancelled => f.write_str("cancelled"),
             ErrorKind::Compression => f.write_str("compression failed"),
             ErrorKind::QueueFull => f.write_str("producer queue full"),
@@ -125,9 +129,9 @@ impl DeliveryError {
         match self.kind {
             ErrorKind::Timeout | ErrorKind::Cancelled => true,
             ErrorKind::Broker(
-                ResponseError::NotEnoughReplicasAfterAppend
-                | ResponseError::RequestTimedOut
-                | ResponseError::NetworkException,
+                BrokerError::NotEnoughReplicasAfterAppend
+                | BrokerError::RequestTimedOut
+                | BrokerError::NetworkException,
             ) => true,
             ErrorKind::Broker(_) => self.attempts > 1,
             _ => false,

@@ -50,7 +50,7 @@
 //!   would read.
 //!
 //! ```
-//! use courier::kafka_error::ResponseError;
+//! use courier::BrokerError;
 //! use courier::testing::{Answer, MockBroker, Verdict};
 //! use courier::{ErrorKind, Producer, Record};
 //!
@@ -60,21 +60,21 @@
 //! // The first record with key "k2" is refused, not retriable: reported failed.
 //! broker.script(
 //!     |r| r.key.as_deref() == Some(&b"k2"[..]),
-//!     [Verdict::Fail(ResponseError::RecordListTooLarge)],
+//!     [Verdict::Fail(BrokerError::RecordListTooLarge)],
 //! );
 //! let producer = broker.build(Producer::builder().set("linger.ms", "0"))?;
 //!
 //! let delivered = producer.send(Record::to("orders").key("k1").value("a")).await?;
 //! assert_eq!(delivered.offset, Some(0));
 //! let failed = producer.send(Record::to("orders").key("k2").value("b")).await.unwrap_err();
-//! assert_eq!(failed.kind, ErrorKind::Broker(ResponseError::RecordListTooLarge));
+//! assert_eq!(failed.kind, ErrorKind::Broker(BrokerError::RecordListTooLarge));
 //! assert_eq!(failed.record.value.as_deref(), Some(&b"b"[..])); // handed back
 //!
 //! // What reached the broker, attempt by attempt.
 //! let history = broker.history();
 //! assert_eq!(history.len(), 2);
 //! assert_eq!(history[0].answer, Answer::Written { offset: 0 });
-//! assert_eq!(history[1].answer, Answer::Refused(ResponseError::RecordListTooLarge));
+//! assert_eq!(history[1].answer, Answer::Refused(BrokerError::RecordListTooLarge));
 //! producer.close().await;
 //! # Ok(()) }
 //! ```
@@ -108,7 +108,7 @@ use std::sync::Arc;
 use crate::actors::scripted::Script;
 pub use crate::actors::scripted::{Answer, Arrival, Verdict};
 use crate::config::ConfigError;
-use crate::kafka_error::ResponseError;
+use crate::kafka_error::BrokerError;
 use crate::producer::{Producer, ProducerBuilder};
 use crate::record::{Record, Topic};
 
@@ -266,7 +266,7 @@ impl MockBroker {
     /// Refuses the oldest held record with `error` (Java's `errorNext`), as
     /// a broker's response would: retriable codes are retried; false when
     /// none is held.
-    pub fn error_next(&self, error: ResponseError) -> bool {
+    pub fn error_next(&self, error: BrokerError) -> bool {
         self.release_next(Verdict::Fail(error))
     }
 

@@ -16,7 +16,7 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use courier::kafka_error::ResponseError;
+use courier::BrokerError;
 use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use rdkafka::mocking::MockCluster;
@@ -313,7 +313,7 @@ async fn retries_bounds_the_attempts_of_a_batch() {
         .expect_err("retries used up");
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::kafka_error::ResponseError::NotEnoughReplicas),
+        ErrorKind::Broker(courier::BrokerError::NotEnoughReplicas),
         "{e}"
     );
     assert_eq!(e.attempts, 2, "{e}");
@@ -389,7 +389,7 @@ async fn non_retriable_errors_fail_only_their_batches() {
     assert!(
         failures.iter().all(|e| e.attempts == 1
             || (e.attempts == 2
-                && !matches!(e.kind, ErrorKind::Broker(ResponseError::MessageTooLarge)))),
+                && !matches!(e.kind, ErrorKind::Broker(BrokerError::MessageTooLarge)))),
         "non-retriable errors are not retried: {:?}",
         failures
             .iter()
@@ -757,7 +757,7 @@ async fn a_refused_producer_id_fails_waiting_records_with_its_cause() {
         };
         assert_eq!(
             e.kind,
-            ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed),
+            ErrorKind::Broker(BrokerError::ClusterAuthorizationFailed),
             "{e}"
         );
         assert!(e.message.contains("IDEMPOTENT_WRITE"), "{e}");
@@ -1018,7 +1018,7 @@ async fn a_lost_sequence_state_makes_the_transaction_abortable_and_the_abort_bum
     .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::kafka_error::ResponseError::OutOfOrderSequenceNumber),
+        ErrorKind::Broker(courier::BrokerError::OutOfOrderSequenceNumber),
         "{e}"
     );
     let e = p.commit_transaction().await.unwrap_err();
@@ -1065,7 +1065,7 @@ async fn a_partition_refused_by_the_coordinator_fails_its_records_and_the_abort_
     .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
     // Abortable at once: nothing more is taken into this transaction.
@@ -1122,7 +1122,7 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
         .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
     let e = tokio::time::timeout(within, second)
@@ -1131,7 +1131,7 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
         .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::kafka_error::ResponseError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
         "the transaction's cause: {e}"
     );
     tokio::time::timeout(within, p.flush())

@@ -46,9 +46,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use courier::partitioner::partition_for_key;
 use courier::record::Header;
+use courier::BrokerError;
 use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
-use kafka_protocol::error::ResponseError;
 use support::kafka::{process_state, JavaRecord, KafkaCluster};
 use support::read_back;
 
@@ -307,7 +307,7 @@ async fn only_the_big_record_fails(batch_size: &str, attempts: u32) {
         failed,
         vec![(
             "big-5000 ".to_string(),
-            ErrorKind::Broker(ResponseError::MessageTooLarge),
+            ErrorKind::Broker(BrokerError::MessageTooLarge),
             attempts
         )],
         "only the big record fails, after {attempts} attempt(s)"
@@ -1269,10 +1269,7 @@ async fn admin_topic_calls_agree_with_kafkas_topic_command() {
     let exists = admin::create_topic(&b, &topic, 3, 3).await.unwrap_err();
     assert!(exists.is_topic_exists(), "{exists}");
     assert!(!exists.is_unknown_topic());
-    assert_eq!(
-        exists.kafka_error(),
-        Some(ResponseError::TopicAlreadyExists)
-    );
+    assert_eq!(exists.broker_error(), Some(BrokerError::TopicAlreadyExists));
 
     let (ours, java) = described_alike(kafka, &topic, 3).await;
     assert_eq!(ours.name, topic);
@@ -1290,8 +1287,8 @@ async fn admin_topic_calls_agree_with_kafkas_topic_command() {
     assert_eq!(ours.partitions.last().unwrap().partition, 4);
     let shrink = admin::create_partitions(&b, &topic, 2).await.unwrap_err();
     assert_eq!(
-        shrink.kafka_error(),
-        Some(ResponseError::InvalidPartitions),
+        shrink.broker_error(),
+        Some(BrokerError::InvalidPartitions),
         "{shrink}"
     );
     assert_eq!(java_describe(kafka, &topic).partitions.len(), 5);
@@ -1415,8 +1412,8 @@ async fn admin_topic_configs_agree_with_kafkas_config_command() {
     .await
     .unwrap_err();
     assert_eq!(
-        bad.kafka_error(),
-        Some(ResponseError::InvalidConfig),
+        bad.broker_error(),
+        Some(BrokerError::InvalidConfig),
         "{bad}"
     );
     assert_eq!(

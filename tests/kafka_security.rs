@@ -340,7 +340,7 @@ async fn mutual_tls_with_and_without_a_client_certificate() {
 /// gets TOPIC_AUTHORIZATION_FAILED instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_fail_only_what_they_forbid_and_say_so() {
-    use courier::kafka_error::ResponseError;
+    use courier::BrokerError;
     use courier::ErrorKind;
     use support::kafka::{LIMITED_USER, UNTRUSTED_USER};
     let kafka = KafkaCluster::shared_secured();
@@ -374,7 +374,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
             DeliveryReport::Delivered(_) if v.starts_with("ok-") => {}
             DeliveryReport::Failed(e) if v.starts_with("no-") => assert_eq!(
                 e.kind,
-                ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+                ErrorKind::Broker(BrokerError::TopicAuthorizationFailed),
                 "{e}"
             ),
             other => panic!("{v}: {other:?}"),
@@ -387,7 +387,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
         .expect_err("bob may not describe it");
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+        ErrorKind::Broker(BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
     assert!(started.elapsed() < Duration::from_secs(30));
@@ -397,7 +397,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
     let (e, took) = first_failure(carol, &no).await;
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed),
+        ErrorKind::Broker(BrokerError::ClusterAuthorizationFailed),
         "{e}"
     );
     assert!(e.message.contains("enable.idempotence=false"), "{e}");
@@ -409,7 +409,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
     let (e, _) = first_failure(carol, &no).await;
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+        ErrorKind::Broker(BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
 }

@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use courier::kafka_error::ResponseError;
 use courier::testing::{Answer, MockBroker, Verdict};
+use courier::BrokerError;
 use courier::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
 use futures::{FutureExt, StreamExt};
 
@@ -93,13 +93,13 @@ fn expected(i: usize) -> (bool, u32, Option<ErrorKind>) {
         1 => (
             false,
             1,
-            Some(ErrorKind::Broker(ResponseError::InvalidRecord)),
+            Some(ErrorKind::Broker(BrokerError::InvalidRecord)),
         ),
         2 | 3 => (true, 2, None),
         _ => (
             false,
             3,
-            Some(ErrorKind::Broker(ResponseError::NotEnoughReplicas)),
+            Some(ErrorKind::Broker(BrokerError::NotEnoughReplicas)),
         ),
     }
 }
@@ -115,10 +115,10 @@ fn index(value: &str) -> usize {
 /// used up, after 3 attempts).
 fn script(broker: &MockBroker) {
     let by = |k: usize| move |r: &Record| index(&text(r.value.as_ref())) % 5 == k;
-    broker.script_always(by(1), Verdict::Fail(ResponseError::InvalidRecord));
-    broker.script_always(by(4), Verdict::Fail(ResponseError::NotEnoughReplicas));
+    broker.script_always(by(1), Verdict::Fail(BrokerError::InvalidRecord));
+    broker.script_always(by(4), Verdict::Fail(BrokerError::NotEnoughReplicas));
     for (k, verdict) in [
-        (2, Verdict::Fail(ResponseError::NotEnoughReplicas)),
+        (2, Verdict::Fail(BrokerError::NotEnoughReplicas)),
         (3, Verdict::TimeOut),
     ] {
         let seen = Mutex::new(HashSet::new());
@@ -405,12 +405,12 @@ async fn held_records_report_only_after_their_release() {
     let d = (&mut futures[0]).await.unwrap();
     assert_eq!((d.offset, d.attempts), (Some(0), 1));
     // Refused, not retriable: reported failed, the record handed back.
-    assert!(broker.error_next(ResponseError::InvalidRecord));
+    assert!(broker.error_next(BrokerError::InvalidRecord));
     let e = (&mut futures[1]).await.unwrap_err();
-    assert_eq!(e.kind, ErrorKind::Broker(ResponseError::InvalidRecord));
+    assert_eq!(e.kind, ErrorKind::Broker(BrokerError::InvalidRecord));
     assert_eq!(e.record.value.as_deref(), Some(&b"v-1"[..]));
     // Refused, retriable: retried, and held again (the default holds).
-    assert!(broker.error_next(ResponseError::NotEnoughReplicas));
+    assert!(broker.error_next(BrokerError::NotEnoughReplicas));
     assert!((&mut futures[2]).now_or_never().is_none());
     until("v-2 back, held", || broker.held() == 2).await;
     assert_eq!(broker.release_all(Verdict::Deliver), 2);
@@ -430,10 +430,10 @@ async fn held_records_report_only_after_their_release() {
         answers,
         vec![
             ("v-0".into(), Answer::Written { offset: 0 }),
-            ("v-1".into(), Answer::Refused(ResponseError::InvalidRecord)),
+            ("v-1".into(), Answer::Refused(BrokerError::InvalidRecord)),
             (
                 "v-2".into(),
-                Answer::Refused(ResponseError::NotEnoughReplicas)
+                Answer::Refused(BrokerError::NotEnoughReplicas)
             ),
             ("v-3".into(), Answer::Written { offset: 1 }),
             ("v-2".into(), Answer::Written { offset: 2 }),
@@ -568,7 +568,7 @@ async fn a_missing_topic_fails_unknown_topic_or_waits_for_its_creation() {
 #[tokio::test]
 async fn message_too_large_splits_the_batch_as_a_broker_refusal_does() {
     let broker = MockBroker::new().topic("t", 1);
-    broker.script_next([Verdict::Fail(ResponseError::MessageTooLarge); 5]);
+    broker.script_next([Verdict::Fail(BrokerError::MessageTooLarge); 5]);
     let producer = broker
         .build(Producer::builder().set("linger.ms", "60000"))
         .unwrap();
@@ -593,7 +593,7 @@ async fn message_too_large_splits_the_batch_as_a_broker_refusal_does() {
     let answers: Vec<_> = broker.history().iter().map(|a| a.answer).collect();
     assert_eq!(
         &answers[..5],
-        &[Answer::Refused(ResponseError::MessageTooLarge); 5]
+        &[Answer::Refused(BrokerError::MessageTooLarge); 5]
     );
     assert_eq!(answers.len(), 10);
 }
@@ -609,7 +609,7 @@ fn the_example_retry_actor_retries_each_refused_record_once() {
     let seen = Mutex::new(HashSet::new());
     broker.script_always(
         move |r| seen.lock().unwrap().insert(r.value.clone()),
-        Verdict::Fail(ResponseError::NotEnoughReplicas),
+        Verdict::Fail(BrokerError::NotEnoughReplicas),
     );
     let n = 50;
     let b = broker.clone();
@@ -636,10 +636,7 @@ fn the_example_retry_actor_retries_each_refused_record_once() {
     assert_eq!(arrivals.len(), n);
     for (value, answers) in arrivals {
         assert_eq!(answers.len(), 2, "{value}: {answers:?}");
-        assert_eq!(
-            answers[0],
-            Answer::Refused(ResponseError::NotEnoughReplicas)
-        );
+        assert_eq!(answers[0], Answer::Refused(BrokerError::NotEnoughReplicas));
         assert!(matches!(answers[1], Answer::Written { .. }), "{value}");
     }
 }

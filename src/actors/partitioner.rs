@@ -266,7 +266,7 @@ fn forbidden(snapshot: &MetadataSnapshot, topic: Topic) -> Option<(ErrorKind, St
     let code = snapshot.missing.get(topic.as_str()).copied();
     (code == Some(ResponseError::TopicAuthorizationFailed.code())).then(|| {
         (
-            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed),
+            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed.into()),
             "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)".to_string(),
         )
     })

@@ -41,6 +41,8 @@ use std::time::Instant;
 use actix::prelude::*;
 use futures::future::BoxFuture;
 use kafka_protocol::error::ResponseError;
+
+use crate::kafka_error::BrokerError;
 use tokio::sync::Notify;
 
 use crate::actors::msgs::{CancelInFlight, Retire, Wake};
@@ -69,7 +71,7 @@ pub enum Verdict {
     /// NOT_LEADER_OR_FOLLOWER, …) within `retries` and
     /// `delivery.timeout.ms`, splits a batch refused MESSAGE_TOO_LARGE,
     /// and reports any other failed (`ErrorKind::Broker`).
-    Fail(ResponseError),
+    Fail(BrokerError),
     /// No answer: the request times out (as when `request.timeout.ms`
     /// passes with no response), now. The producer counts the attempt and
     /// retries it, or reports `ErrorKind::Timeout` once `retries` or
@@ -97,7 +99,7 @@ pub enum Answer {
         offset: i64,
     },
     /// Refused with this error code.
-    Refused(ResponseError),
+    Refused(BrokerError),
     /// Never answered: its request timed out (scripted, or a held record
     /// past `request.timeout.ms`), or the producer gave up on it (closed
     /// or dropped while it was held).
@@ -413,7 +415,7 @@ impl Script {
                 engine.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::CorruptMessage),
+                        kind: ErrorKind::Broker(ResponseError::CorruptMessage.into()),
                         message: why,
                     },
                 );
@@ -465,7 +467,7 @@ impl Script {
                 engine.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::CorruptMessage),
+                        kind: ErrorKind::Broker(ResponseError::CorruptMessage.into()),
                         message: why,
                     },
                 );

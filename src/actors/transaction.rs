@@ -79,7 +79,7 @@ fn step_for(code: i16, what: &str) -> Result<(), Step> {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
                 }
-                e => ErrorKind::Broker(e),
+                e => ErrorKind::Broker(e.into()),
             };
             Step::Fatal(
                 kind,
@@ -94,7 +94,7 @@ fn step_for(code: i16, what: &str) -> Result<(), Step> {
         ResponseError::ConcurrentTransactions => Step::RetrySoon(message),
         ResponseError::CoordinatorLoadInProgress => Step::Retry(message),
         _ if c.retriable => Step::Retry(message),
-        e => Step::Abortable(ErrorKind::Broker(e), message),
+        e => Step::Abortable(ErrorKind::Broker(e.into()), message),
     })
 }
 

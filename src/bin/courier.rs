@@ -399,7 +399,9 @@ fn stdin_records(shape: LineShape) -> tokio::sync::mpsc::Receiver<Input> {
                 }
                 Some(Err(e)) => {
                     if !run.is_empty()
-                        && tx.blocking_send(Input::Run(std::mem::take(&mut run))).is_err()
+                        && tx
+                            .blocking_send(Input::Run(std::mem::take(&mut run)))
+                            .is_err()
                     {
                         return;
                     }

@@ -58,7 +58,7 @@ impl Engine {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
                 }
-                e => ErrorKind::Broker(e),
+                e => ErrorKind::Broker(e.into()),
             };
             let message = format!(
                 "{:?} from broker {broker}: a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms",
@@ -85,12 +85,12 @@ impl Engine {
                     "{:?} from broker {broker}: the broker lost this producer's sequence state; the transaction must be aborted",
                     c.error
                 );
-                txn.sequence_lost(ErrorKind::Broker(c.error), message.clone());
+                txn.sequence_lost(ErrorKind::Broker(c.error.into()), message.clone());
                 lock(&q.state).land(&mut b);
                 self.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(c.error),
+                        kind: ErrorKind::Broker(c.error.into()),
                         message,
                     },
                 );
@@ -127,7 +127,7 @@ impl Engine {
             Some(c) if c.retriable => {
                 after.refresh_metadata |= c.refresh_metadata;
                 let msg = format!("{:?} from broker {broker}", c.error);
-                self.retry_or_fail(b, now, ErrorKind::Broker(c.error), &msg, true);
+                self.retry_or_fail(b, now, ErrorKind::Broker(c.error.into()), &msg, true);
             }
             // Too large as a whole: each record goes, or fails, on its
             // own (Java's splitAndReenqueue).
@@ -145,7 +145,7 @@ impl Engine {
                 self.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(c.error),
+                        kind: ErrorKind::Broker(c.error.into()),
                         message: format!("{}{detail}", c.error),
                     },
                 );
@@ -271,7 +271,7 @@ impl Engine {
                 self.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge),
+                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge.into()),
                         message: format!(
                             "{} for a batch of {records} records that could not be split: {why}",
                             ResponseError::MessageTooLarge

@@ -153,7 +153,7 @@ impl Engine {
                                     ErrorKind::Authentication
                                         | ErrorKind::Tls
                                         | ErrorKind::Broker(
-                                            crate::kafka_error::ResponseError::TopicAuthorizationFailed
+                                            crate::kafka_error::BrokerError::TopicAuthorizationFailed
                                         )
                                 );
                                 let msg = if at_once {

@@ -177,7 +177,7 @@ impl Handler<InitProducer> for BrokerConnection {
             );
             return Box::pin(async move {
                 Err(FetchError::Refused(
-                    ErrorKind::Broker(ResponseError::UnsupportedVersion),
+                    ErrorKind::Broker(ResponseError::UnsupportedVersion.into()),
                     message,
                 ))
             });
@@ -234,7 +234,7 @@ fn init_error(node: i32, error: ResponseError) -> FetchError {
         _ => "",
     };
     FetchError::Refused(
-        ErrorKind::Broker(error),
+        ErrorKind::Broker(error.into()),
         format!("broker {node} refused the producer an id (InitProducerId): {error:?}{hint}"),
     )
 }
