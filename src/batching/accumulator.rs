@@ -23,6 +23,7 @@ use crate::batching::batch::{Graveyard, OpenBatch, SealFailure, SealedBatch};
 use crate::batching::queue::{PartitionQueue, QueueState, TopicQueues};
 use crate::batching::reservation::{RecordPool, Reservation, Reserved};
 use crate::clock::Mono;
+use crate::config::INITIAL_RESERVATION;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
@@ -287,7 +288,7 @@ impl Accumulator {
             record.value.as_deref(),
             &record.headers,
         )
-        .max(self.batch_size)
+        .max(self.batch_size.min(INITIAL_RESERVATION))
     }
 
     /// Appends `record` to `queue`.

@@ -21,6 +21,15 @@ use crate::protocol::record_batch::{
 use crate::record::{Record, Topic};
 use crate::sync::lock;
 
+/// The most bytes `record` can take in a batch: its key, value and
+/// header bytes, and every varint and field around them at their
+/// largest (length 5, attributes 1, timestamp delta 10, offset delta 5,
+/// key and value lengths 5 each, header count 5; per header two lengths).
+#[inline(always)]
+fn encoded_upper_bound(record: &Record) -> usize {
+    record.approx_size() + 36 + 10 * record.headers.len()
+}
+
 /// Sealed batches dropped without being settled (a panic while a
 /// connection actor held them): the last line of defence. `Owed`'s drop
 /// pays their reports; their partition's in-flight count and
@@ -164,6 +173,16 @@ impl OpenBatch {
     /// Its report, if any, is owed once it is in (`owe`).
     #[inline(always)]
     pub(crate) fn try_add(&mut self, record: &Record, timestamp: i64, max_records: i32) -> bool {
+        // A batch starts with a share of buffer.memory
+        // (config::INITIAL_RESERVATION, or its first record) and takes
+        // more as it grows, so a large batch.size does not pin memory
+        // for partitions that get little.
+        let need = self.builder.size() + encoded_upper_bound(record);
+        if need > self.memory.memory_bytes() && !self.memory.grow_memory(need, self.builder.limit())
+        {
+            self.full = true;
+            return false;
+        }
         let added = self.builder.record_count() < max_records
             && self
                 .builder
@@ -401,6 +420,46 @@ mod tests {
     use super::*;
     use crate::protocol::record_batch::Compression;
     use crate::report::DeliveryReport;
+
+    /// A batch takes buffer.memory as it fills, doubling from what it
+    /// started with, never past batch.size, and is full (not over the
+    /// pool) once the pool has no more: what it holds always covers what
+    /// it has written.
+    #[test]
+    fn a_batch_takes_memory_as_it_fills_and_is_full_when_the_pool_is() {
+        let batch_size = 256 * 1024;
+        let pool = Arc::new(Semaphore::new(100 * 1024));
+        let memory = pool.clone().try_acquire_many_owned(16 * 1024).unwrap();
+        let value = vec![7u8; 1000];
+        let rec = || Record::to("t").value(value.clone());
+        let mut open = OpenBatch::start(
+            1 << 16,
+            batch_size,
+            10_000,
+            Compression::None.into(),
+            Reservation::memory_only(memory),
+            rec(),
+            None,
+            Mono::now(),
+        );
+        let mut held = vec![open.memory.memory_bytes()];
+        while open.try_add(&rec(), 1000, 10_000) {
+            let now = open.memory.memory_bytes();
+            assert!(now >= open.builder.size(), "holds what it wrote");
+            if now != *held.last().unwrap() {
+                held.push(now);
+            }
+        }
+        assert!(open.full, "the pool ran out before batch.size");
+        assert_eq!(held[..3], [16 * 1024, 32 * 1024, 64 * 1024], "doubling");
+        let total: usize = open.memory.memory_bytes();
+        assert!(total <= 100 * 1024, "never past the pool");
+        assert_eq!(pool.available_permits(), 100 * 1024 - total);
+        assert!(
+            open.builder.size() > 64 * 1024,
+            "the last growth took what the pool had left"
+        );
+    }
 
     /// A split keeps the batch's place and order, hands each record's
     /// report obligation to its own part, and gives stamped parts the

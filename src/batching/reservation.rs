@@ -125,6 +125,41 @@ impl Reservation {
         }
     }
 
+    /// Bytes of `buffer.memory` the batch holds.
+    #[inline(always)]
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self._memory.num_permits()
+    }
+
+    /// Grows the batch's memory to hold `need` bytes (at most `limit`,
+    /// its `batch.size`): at least doubling, so a batch asks the pool a
+    /// few times in its life, not per record; when the pool cannot give
+    /// the doubling, just what `need` lacks. `false` when the pool has no
+    /// room for that either: the batch is full at what it holds.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn grow_memory(&mut self, need: usize, limit: usize) -> bool {
+        let held = self._memory.num_permits();
+        let target = need.max(held * 2).min(limit.max(held));
+        if target <= held {
+            // At batch.size already: the builder's own limit decides.
+            return true;
+        }
+        let sem = self._memory.semaphore().clone();
+        // The doubling, or (the pool nearly used up) just this record's.
+        let more = sem
+            .clone()
+            .try_acquire_many_owned((target - held) as u32)
+            .or_else(|_| sem.try_acquire_many_owned((need.min(limit) - held) as u32));
+        match more {
+            Ok(more) => {
+                self._memory.merge(more);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Records' room held (tests).
     #[cfg(test)]
     pub(crate) fn records_held(&self) -> usize {
