@@ -991,6 +991,8 @@ fn courier_perf_command(job: &Job) -> Command {
 /// `courier produce --reports errors` with the job's records as lines of
 /// a file on stdin (written once per size and count, outside the timing);
 /// every line it prints is a failure.
+// Reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn cli_produce(job: &Job) -> Outcome {
     let path = std::env::temp_dir().join(format!("courier-bench-lines-{}x{}", job.n, job.size));
     if std::fs::metadata(&path).map(|m| m.len()).ok() != Some((job.n * (job.size + 1)) as u64) {
@@ -1074,6 +1076,8 @@ fn java_perf_command(job: &Job) -> Command {
 /// Both tools print their rate; `courier perf --json` also its count of
 /// delivered records, ProducerPerformance only errors (its lost records
 /// show in the first run's read-back).
+// Reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
 fn perf_tool(job: &Job, mut cmd: Command) -> Outcome {
     let child = cmd
         .stdout(Stdio::piped())
