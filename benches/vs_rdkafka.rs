@@ -964,13 +964,10 @@ fn child(args: &[String]) {
     );
 }
 
-/// `courier perf` for the job, at Courier's defaults (the bench's tuning
-/// too, unless this is a `--defaults` run).
-fn courier_perf_command(job: &Job) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
-    c.args(["perf", "-q", "--json", "-b", &job.addr, "-t", &job.topic])
-        .args(["--num-records", &job.n.to_string()])
-        .args(["--record-size", &job.size.to_string()]);
+/// `-X` properties for the `courier` tool: the job's linger, acks,
+/// compression and listener settings, `BENCH_COURIER_EXTRA`, and the
+/// bench's tuning unless this is a `--defaults` run.
+fn courier_tool_props(job: &Job, cmd: &mut Command) {
     let mut props = vec![
         ("linger.ms".to_string(), job.linger.clone()),
         ("acks".to_string(), job.acks.clone()),
@@ -983,16 +980,23 @@ fn courier_perf_command(job: &Job) -> Command {
         props.push(("buffer.memory".into(), "8388608".into()));
     }
     for (k, v) in props {
-        c.args(["-X", &format!("{k}={v}")]);
+        cmd.args(["-X", &format!("{k}={v}")]);
     }
+}
+
+/// `courier perf` for the job.
+fn courier_perf_command(job: &Job) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
+    c.args(["perf", "-q", "--json", "-b", &job.addr, "-t", &job.topic])
+        .args(["--num-records", &job.n.to_string()])
+        .args(["--record-size", &job.size.to_string()]);
+    courier_tool_props(job, &mut c);
     c
 }
 
 /// `courier produce --reports errors` with the job's records as lines of
 /// a file on stdin (written once per size and count, outside the timing);
-/// every line it prints is a failure.
-// Reaped by wait4 (for its rusage), which clippy does not see.
-#[allow(clippy::zombie_processes)]
+/// every line it prints is a failure (and makes it exit 1).
 fn cli_produce(job: &Job) -> Outcome {
     let path = std::env::temp_dir().join(format!("courier-bench-lines-{}x{}", job.n, job.size));
     if std::fs::metadata(&path).map(|m| m.len()).ok() != Some((job.n * (job.size + 1)) as u64) {
@@ -1005,33 +1009,34 @@ fn cli_produce(job: &Job) -> Outcome {
         w.flush().unwrap();
     }
     let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
-    c.args([
-        "produce",
-        "-q",
-        "--reports",
-        "errors",
-        "-b",
-        &job.addr,
-        "-t",
-        &job.topic,
-    ]);
-    let mut props = vec![
-        ("linger.ms".to_string(), job.linger.clone()),
-        ("acks".to_string(), job.acks.clone()),
-        ("compression.type".to_string(), job.compression.clone()),
-    ];
-    props.extend(job.settings.iter().cloned());
-    props.extend(courier_extra());
-    for (k, v) in props {
-        c.args(["-X", &format!("{k}={v}")]);
-    }
+    c.args(["produce", "-q", "--reports", "errors"])
+        .args(["-b", &job.addr, "-t", &job.topic]);
+    courier_tool_props(job, &mut c);
     c.stdin(std::fs::File::open(&path).unwrap());
+    let (out, wall) = run_tool(job, c, &[0, 1]);
+    let failed = out.lines().count();
+    Outcome {
+        wall,
+        delivered: job.n - failed.min(job.n),
+        latencies: Vec::new(),
+    }
+}
+
+/// Runs a tool as this child's own child: its stdout, and the wall time
+/// from its start to its exit. The CPU of both is in the bench's `wait4`
+/// (a waited-for grandchild's time is added to its parent's), and the
+/// tool's peak RSS is its `ru_maxrss` (this small process's peak, carried
+/// across the exec, is far below it), reported instead of this
+/// process's own. An exit status outside `ok` fails the run.
+// Reaped by wait4 (for its rusage), which clippy does not see.
+#[allow(clippy::zombie_processes)]
+fn run_tool(job: &Job, mut cmd: Command, ok: &[i32]) -> (String, f64) {
     let start = Instant::now();
-    let child = c
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start courier produce");
+        .unwrap_or_else(|e| panic!("{}: cannot start {cmd:?}: {e}", job.client));
     let pid = child.id() as i32;
     let mut out = String::new();
     use std::io::Read;
@@ -1040,14 +1045,13 @@ fn cli_produce(job: &Job) -> Outcome {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
     assert_eq!(r, pid, "wait4");
-    let wall = start.elapsed().as_secs_f64();
+    assert!(
+        libc::WIFEXITED(status) && ok.contains(&libc::WEXITSTATUS(status)),
+        "{} failed: {out}",
+        job.client
+    );
     HWM_OVERRIDE_KIB.store(usage.ru_maxrss, std::sync::atomic::Ordering::Relaxed);
-    let failed = out.lines().count();
-    Outcome {
-        wall,
-        delivered: job.n - failed.min(job.n),
-        latencies: Vec::new(),
-    }
+    (out, start.elapsed().as_secs_f64())
 }
 
 /// The Java client's `ProducerPerformance` for the job, at the Java
@@ -1069,35 +1073,12 @@ fn java_perf_command(job: &Job) -> Command {
     c
 }
 
-/// Runs a perf tool as this child's own child and reads its result: the
-/// CPU of both is in the bench's `wait4` (a waited-for grandchild's time
-/// is added to its parent's), and the tool's peak RSS is its `ru_maxrss`
-/// (this small process's peak carried across the exec is far below it).
-/// Both tools print their rate; `courier perf --json` also its count of
-/// delivered records, ProducerPerformance only errors (its lost records
-/// show in the first run's read-back).
-// Reaped by wait4 (for its rusage), which clippy does not see.
-#[allow(clippy::zombie_processes)]
-fn perf_tool(job: &Job, mut cmd: Command) -> Outcome {
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: cannot start {cmd:?}: {e}", job.client));
-    let pid = child.id() as i32;
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let mut out = String::new();
-    use std::io::Read;
-    child.stdout.unwrap().read_to_string(&mut out).unwrap();
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{} failed: {out}",
-        job.client
-    );
-    HWM_OVERRIDE_KIB.store(usage.ru_maxrss, std::sync::atomic::Ordering::Relaxed);
+/// Runs a perf tool ([`run_tool`]) and reads its result. Both tools
+/// print their rate; `courier perf --json` also its count of delivered
+/// records, ProducerPerformance only errors (its lost records show in the
+/// first run's read-back).
+fn perf_tool(job: &Job, cmd: Command) -> Outcome {
+    let (out, _) = run_tool(job, cmd, &[0]);
     let number_after = |text: &str, key: &str| -> f64 {
         text.split(key)
             .nth(1)
