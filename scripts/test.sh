@@ -19,14 +19,17 @@ cargo clippy --all-targets --locked -- -D warnings
 # The targets above build the library with the `metrics` feature (the
 # dev-dependency on itself turns it on); lint it as applications get it.
 cargo clippy --lib --bins --locked -- -D warnings
+# The instruction-count benchmark is a package of its own (benches/instructions).
+cargo clippy -p courier-instructions --all-targets --locked -- -D warnings
 echo "== cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
 echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together (cargo's
-# temporary registry stands in for crates.io; offline: the steps above
+# temporary registry stands in for crates.io; the instruction-count
+# benchmark package, never published, is left out; offline: the steps above
 # fetched every dependency). The verify build, a rebuild of a third of the
 # dependency graph, is run before a release, not here.
-cargo package --workspace --locked --offline --allow-dirty --no-verify
+cargo package --workspace --exclude courier-instructions --locked --offline --allow-dirty --no-verify
 # Licences, bans (duplicate versions warn) and sources, as deny.toml says.
 # Not advisories: the RustSec database is on GitHub, out of reach here.
 "$PWD/.tools/bin/cargo-deny" --locked check licenses bans sources
@@ -54,6 +57,11 @@ cargo build --examples --locked
 # above as programs; --all-targets would build them again as harnesses).
 cargo test --lib --bins --tests --benches --locked
 cargo test --doc --locked
+echo "== instruction counts (benches/instructions, under callgrind)"
+# Fails when a hot-path benchmark runs more than 10 % over its recorded
+# count (benches/instructions/counts.txt); about 2 minutes, most of it the
+# optimised build.
+bash scripts/instructions.sh
 echo "== fuzz"
 # Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 20)
 # seconds each, so a decoder change that brings a crash back fails here.

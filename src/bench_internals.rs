@@ -89,3 +89,179 @@ impl PreparedBatch {
         read
     }
 }
+
+/// A producer with no actors and no broker, for counting what a record
+/// costs in the library itself: the public produce calls and report
+/// stream, with batches sealed and answered here as a connection actor
+/// would (`actors/broker/drain.rs`, then `Engine::answer`), so no socket,
+/// actor message or thread is involved and the work is deterministic
+/// (`benches/instructions.rs` counts it under callgrind).
+///
+/// One topic, `bench`, with 6 partitions led by broker 1, is known from
+/// the start; the producer's settings are the defaults but for
+/// `enable.idempotence=false` (no producer id to ask for) and those given.
+pub struct Pipeline {
+    producer: crate::producer::Producer,
+    sub: crate::producer::Subscriber,
+    stream: ReportStream,
+}
+
+/// The actor tree of a [`Pipeline`]: nothing to wake, no metadata to ask.
+struct NoActors;
+
+impl crate::engine::ActorTree for NoActors {
+    fn wake(&self, _broker: i32) {}
+    fn wake_all(&self) {}
+    fn request_topic(&self, _topic: Topic) -> bool {
+        false
+    }
+    fn ensure_topic(
+        &self,
+        _topic: Topic,
+    ) -> futures::future::BoxFuture<'static, Option<Result<(), (crate::report::ErrorKind, String)>>>
+    {
+        Box::pin(futures::future::ready(None))
+    }
+}
+
+/// The topic every [`Pipeline`] knows.
+pub const PIPELINE_TOPIC: &str = "bench";
+
+impl Pipeline {
+    /// The producer, with `properties` set over the defaults; its
+    /// subscription reports every record (`ReportMode::All`, the default
+    /// bound of 10,000 outstanding reports).
+    pub fn new(properties: &[(&str, &str)]) -> Pipeline {
+        let mut config = crate::config::ProducerConfig::default();
+        for (k, v) in [
+            ("bootstrap.servers", "bench:0"),
+            ("enable.idempotence", "false"),
+        ]
+        .iter()
+        .chain(properties)
+        {
+            config.set(k, v).expect("a valid property");
+        }
+        config.validate().expect("valid settings");
+        let engine = crate::engine::Engine::new(
+            config,
+            Box::new(crate::partitioner::DefaultPartitioner::new()),
+            Arc::new(NoActors),
+            None,
+        );
+        let mut snapshot = crate::metadata::MetadataSnapshot::default();
+        snapshot.brokers.insert(1, "bench:0".into());
+        snapshot.topics.insert(
+            Topic::from(PIPELINE_TOPIC),
+            crate::metadata::TopicMetadata {
+                partition_count: 6,
+                leaders: vec![1; 6],
+                available: (0..6).collect(),
+                topic_id: 0,
+            },
+        );
+        engine.metadata.store(Arc::new(snapshot));
+        // A supervisor address whose actor never runs: what the handle
+        // sends it on drop goes nowhere.
+        let (tx, _) = actix::dev::channel::channel(1);
+        let producer = crate::producer::Producer::from_parts(
+            engine,
+            Arc::new(crate::actors::addresses::Addresses::default()),
+            actix::Addr::new(tx),
+        );
+        let (sub, stream) = producer.subscribe(ReportMode::All);
+        Pipeline {
+            producer,
+            sub,
+            stream,
+        }
+    }
+
+    /// `count` records to the pipeline's topic with `value_len`-byte
+    /// values, keyless or each with its own key.
+    pub fn records(count: usize, value_len: usize, keyed: bool) -> Vec<Record> {
+        static VALUE: [u8; 1 << 16] = [b'x'; 1 << 16];
+        let value = bytes::Bytes::from_static(&VALUE[..value_len.min(VALUE.len())]);
+        let topic = Topic::from(PIPELINE_TOPIC);
+        (0..count)
+            .map(|i| {
+                let r = Record::to(topic).value(value.clone());
+                if keyed {
+                    r.key(format!("key-{i}"))
+                } else {
+                    r
+                }
+            })
+            .collect()
+    }
+
+    /// Produces each record with `Subscriber::produce`, which completes at
+    /// once here (metadata known, room in the batch); returns how many.
+    pub fn produce(&self, records: Vec<Record>) -> usize {
+        let sub = &self.sub;
+        let n = records.len();
+        for r in records {
+            futures::FutureExt::now_or_never(sub.produce(r))
+                .expect("nothing to wait for")
+                .expect("accepted");
+        }
+        n
+    }
+
+    /// Produces the records with one `Subscriber::produce_batch` call.
+    pub fn produce_batch(&self, records: Vec<Record>) -> usize {
+        let n = records.len();
+        futures::FutureExt::now_or_never(self.sub.produce_batch(records))
+            .expect("nothing to wait for")
+            .expect("accepted");
+        n
+    }
+
+    /// Seals every open batch and answers each batch as delivered, as a
+    /// connection actor and a broker's success would; returns the number
+    /// of batches.
+    pub fn deliver(&self) -> usize {
+        let engine = &self.producer.engine;
+        let mut sealed = Vec::new();
+        for q in engine.acc.all_queues() {
+            let mut state = crate::sync::lock(&q.state);
+            let mut batches: Vec<_> = state.ready.drain(..).collect();
+            if let Some(open) = state.open.take() {
+                batches.push(engine.acc.seal(open, &q).expect("sealed"));
+            }
+            for mut b in batches {
+                state.take_off(&mut b);
+                sealed.push(b);
+            }
+        }
+        let n = sealed.len();
+        let answer = crate::engine::answer::BatchAnswer {
+            error_code: 0,
+            base_offset: 0,
+            log_append_time_ms: -1,
+            error_message: None,
+        };
+        let now = std::time::Instant::now();
+        for b in sealed {
+            engine.answer(b, 1, &answer, now);
+        }
+        n
+    }
+
+    /// Reads every report that has arrived, one `poll_next` a report or
+    /// one `next_batch` at a time; returns how many were delivered.
+    pub fn read(&mut self, batched: bool) -> usize {
+        let s = &mut self.stream;
+        let mut read = 0;
+        if batched {
+            while let Some(Some(b)) = futures::FutureExt::now_or_never(s.next_batch()) {
+                read += b.filter(|r| r.is_delivered()).count();
+            }
+        } else {
+            while let Some(Some(r)) = futures::FutureExt::now_or_never(s.next()) {
+                read += r.is_delivered() as usize;
+            }
+        }
+        read
+    }
+}

@@ -102,7 +102,7 @@ impl Tansu {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if answers_api_versions(self.port) {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -119,6 +119,26 @@ impl Tansu {
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
+}
+
+/// Whether a broker on `port` answers an ApiVersions request (v0, no
+/// client id): a listening socket alone is not enough, since a broker
+/// still starting up (more likely on a loaded machine) may accept a
+/// connection and then reset it (a test's first admin call failed with
+/// "Connection reset by peer" in one CI run).
+fn answers_api_versions(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+    // size 10; api key 18, version 0, correlation id 1, client id null.
+    let request = [0, 0, 0, 10, 0, 18, 0, 0, 0, 0, 0, 1, 0xff, 0xff];
+    let mut head = [0u8; 8];
+    s.write_all(&request).is_ok()
+        && s.read_exact(&mut head).is_ok()
+        && i32::from_be_bytes([head[0], head[1], head[2], head[3]]) > 4
+        && head[4..8] == [0, 0, 0, 1]
 }
 
 impl Drop for Tansu {
