@@ -28,10 +28,7 @@ fn partition(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     let p = DefaultPartitioner::new();
     let available = [0, 1, 2, 3, 4, 5];
-    let layout = TopicLayout {
-        partition_count: 6,
-        available: &available,
-    };
+    let layout = TopicLayout::new(6, &available);
     let keys: Vec<String> = (0..1000).map(|i| format!("k{i}")).collect();
     let mut i = 0;
     group.bench_function("keyed", |b| {

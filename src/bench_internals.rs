@@ -158,6 +158,7 @@ impl Pipeline {
                 leaders: vec![1; 6],
                 available: (0..6).collect(),
                 topic_id: 0,
+                sticky: Default::default(),
             },
         );
         engine.metadata.store(Arc::new(snapshot));

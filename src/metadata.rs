@@ -22,7 +22,30 @@ pub struct TopicMetadata {
     /// The topic's id (Metadata v10+; 0 when the broker gives none). A new
     /// id under the same name means the topic was deleted and re-created.
     pub topic_id: u128,
+    /// The default partitioner's current sticky partition for the topic
+    /// (`TopicLayout::sticky`), carried from snapshot to snapshot.
+    pub sticky: StickySlot,
 }
+
+/// A topic's sticky-partition slot: -1 until a partition is chosen. Shared
+/// by the snapshots that describe the topic; not part of the description
+/// (every slot compares equal).
+#[derive(Debug, Clone)]
+pub struct StickySlot(pub std::sync::Arc<std::sync::atomic::AtomicI32>);
+
+impl Default for StickySlot {
+    fn default() -> Self {
+        StickySlot(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(-1)))
+    }
+}
+
+impl PartialEq for StickySlot {
+    fn eq(&self, _other: &StickySlot) -> bool {
+        true
+    }
+}
+
+impl Eq for StickySlot {}
 
 impl TopicMetadata {
     /// The leader of `partition`, if it has one.
@@ -96,13 +119,23 @@ impl MetadataSnapshot {
             };
             missing.remove(&topic);
             let available = (0..count).filter(|p| leaders[*p as usize] >= 0).collect();
+            let topic_id = t.topic_id.as_u128();
+            // The same topic keeps its sticky partition; a re-created one
+            // (a new id) starts afresh.
+            let sticky = previous
+                .topics
+                .get(&topic)
+                .filter(|old| old.topic_id == topic_id)
+                .map(|old| old.sticky.clone())
+                .unwrap_or_default();
             topics.insert(
                 topic,
                 TopicMetadata {
                     partition_count: count,
                     leaders,
                     available,
-                    topic_id: t.topic_id.as_u128(),
+                    topic_id,
+                    sticky,
                 },
             );
         }

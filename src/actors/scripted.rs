@@ -245,27 +245,32 @@ impl Script {
     }
 
     /// Every attached producer's metadata: every topic, all led by
-    /// `BROKER_ID`.
+    /// `BROKER_ID`. Each producer keeps its own sticky partitions.
     fn publish(st: &State) {
-        let mut snapshot = MetadataSnapshot {
-            brokers: HashMap::from([(BROKER_ID, "courier-mock-broker:0".to_string())]),
-            fetched_at: Some(Instant::now()),
-            ..MetadataSnapshot::default()
-        };
-        for (topic, n) in &st.topics {
-            snapshot.topics.insert(
-                *topic,
-                TopicMetadata {
-                    partition_count: *n,
-                    leaders: vec![BROKER_ID; *n as usize],
-                    available: (0..*n).collect(),
-                    topic_id: 0,
-                },
-            );
-        }
-        let snapshot = Arc::new(snapshot);
         for e in st.engines.iter().filter_map(Weak::upgrade) {
-            e.metadata.store(snapshot.clone());
+            let previous = e.metadata.load();
+            let mut snapshot = MetadataSnapshot {
+                brokers: HashMap::from([(BROKER_ID, "courier-mock-broker:0".to_string())]),
+                fetched_at: Some(Instant::now()),
+                ..MetadataSnapshot::default()
+            };
+            for (topic, n) in &st.topics {
+                snapshot.topics.insert(
+                    *topic,
+                    TopicMetadata {
+                        partition_count: *n,
+                        leaders: vec![BROKER_ID; *n as usize],
+                        available: (0..*n).collect(),
+                        topic_id: 0,
+                        sticky: previous
+                            .topics
+                            .get(topic)
+                            .map(|t| t.sticky.clone())
+                            .unwrap_or_default(),
+                    },
+                );
+            }
+            e.metadata.store(Arc::new(snapshot));
         }
     }
 

@@ -424,6 +424,7 @@ impl Engine {
         let layout = TopicLayout {
             partition_count: tm.partition_count,
             available: &tm.available,
+            sticky: Some(&tm.sticky.0),
         };
         let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
             (Some(p), _) => (p, false),
