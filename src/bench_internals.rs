@@ -159,6 +159,7 @@ impl Pipeline {
                 available: (0..6).collect(),
                 topic_id: 0,
                 sticky: Default::default(),
+                cache: Default::default(),
             },
         );
         engine.metadata.store(Arc::new(snapshot));

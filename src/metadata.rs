@@ -25,7 +25,29 @@ pub struct TopicMetadata {
     /// The default partitioner's current sticky partition for the topic
     /// (`TopicLayout::sticky`), carried from snapshot to snapshot.
     pub sticky: StickySlot,
+    /// What the producer keeps per topic for as long as its partition
+    /// count stays (the engine's partition queues, found once instead of
+    /// by a hashed look-up per record).
+    pub cache: TopicCache,
 }
+
+/// Room for the layers above to keep something per topic and partition
+/// count: filled on first use, carried from snapshot to snapshot while the
+/// topic's id and partition count stay. Typed `Any`, because what goes in
+/// (the accumulator's queues) belongs to a layer above this one. Not part
+/// of the description (every cache compares equal).
+#[derive(Debug, Clone, Default)]
+pub struct TopicCache(
+    pub std::sync::Arc<std::sync::OnceLock<std::sync::Arc<dyn std::any::Any + Send + Sync>>>,
+);
+
+impl PartialEq for TopicCache {
+    fn eq(&self, _other: &TopicCache) -> bool {
+        true
+    }
+}
+
+impl Eq for TopicCache {}
 
 /// A topic's sticky-partition slot: -1 until a partition is chosen. Shared
 /// by the snapshots that describe the topic; not part of the description
@@ -122,11 +144,14 @@ impl MetadataSnapshot {
             let topic_id = t.topic_id.as_u128();
             // The same topic keeps its sticky partition; a re-created one
             // (a new id) starts afresh.
-            let sticky = previous
+            let same = previous
                 .topics
                 .get(&topic)
-                .filter(|old| old.topic_id == topic_id)
-                .map(|old| old.sticky.clone())
+                .filter(|old| old.topic_id == topic_id);
+            let sticky = same.map(|old| old.sticky.clone()).unwrap_or_default();
+            let cache = same
+                .filter(|old| old.partition_count == count)
+                .map(|old| old.cache.clone())
                 .unwrap_or_default();
             topics.insert(
                 topic,
@@ -136,6 +161,7 @@ impl MetadataSnapshot {
                     available,
                     topic_id,
                     sticky,
+                    cache,
                 },
             );
         }
@@ -204,5 +230,49 @@ mod tests {
             let s = MetadataSnapshot::from_response(&response(&hostile), &before);
             assert_eq!(s.topics["t"], before.topics["t"], "{hostile:?}");
         }
+    }
+    /// The sticky slot stays while the topic does (same id), the cache
+    /// while its partition count does too; a re-created topic starts both
+    /// afresh.
+    #[test]
+    fn sticky_slot_and_cache_follow_the_topic() {
+        use std::sync::Arc;
+        let with_id = |partitions: &[(i32, i32)], id: u128| {
+            let mut r = response(partitions);
+            r.topics[0].topic_id = uuid_of(id);
+            r
+        };
+        let first = MetadataSnapshot::from_response(
+            &with_id(&[(0, 1), (1, 1)], 7),
+            &MetadataSnapshot::default(),
+        );
+        let a = first.topics["t"].clone();
+        a.cache.0.set(Arc::new(1u8)).unwrap();
+        let moved = MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 2)], 7), &first);
+        let b = &moved.topics["t"];
+        assert!(Arc::ptr_eq(&a.sticky.0, &b.sticky.0));
+        assert!(
+            Arc::ptr_eq(&a.cache.0, &b.cache.0),
+            "a leader move keeps the cache"
+        );
+        let grown = MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 1), (2, 1)], 7), &moved);
+        let c = &grown.topics["t"];
+        assert!(Arc::ptr_eq(&a.sticky.0, &c.sticky.0));
+        assert!(
+            c.cache.0.get().is_none(),
+            "a new partition count empties the cache"
+        );
+        let recreated =
+            MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 1), (2, 1)], 8), &grown);
+        let d = &recreated.topics["t"];
+        assert!(
+            !Arc::ptr_eq(&a.sticky.0, &d.sticky.0),
+            "a new topic id: a new slot"
+        );
+        assert_eq!(d.sticky.0.load(std::sync::atomic::Ordering::Relaxed), -1);
+    }
+
+    fn uuid_of(v: u128) -> uuid::Uuid {
+        uuid::Uuid::from_u128(v)
     }
 }

@@ -267,6 +267,12 @@ impl Script {
                             .get(topic)
                             .map(|t| t.sticky.clone())
                             .unwrap_or_default(),
+                        cache: previous
+                            .topics
+                            .get(topic)
+                            .filter(|t| t.partition_count == *n)
+                            .map(|t| t.cache.clone())
+                            .unwrap_or_default(),
                     },
                 );
             }

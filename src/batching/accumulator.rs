@@ -71,6 +71,14 @@ pub(crate) enum AppendError<'s> {
     NoTransaction(Record),
 }
 
+/// A topic's queues as `Accumulator::topic_queues` found them, with the
+/// accumulator they belong to (by address, compared, never followed).
+#[derive(Debug)]
+pub(crate) struct CachedQueues {
+    owner: usize,
+    queues: Arc<[Arc<PartitionQueue>]>,
+}
+
 /// All partition queues, and the memory pool.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
@@ -129,30 +137,6 @@ impl Accumulator {
             incomplete_changed: Notify::new(),
             graveyard: Arc::default(),
         }
-    }
-
-    /// Runs `f` on the queue for `record`'s topic and `partition` (created
-    /// on first use), handing the record over, while holding only a shared
-    /// map lock: no clone of the topic or of the queue's `Arc`. This is the
-    /// hot-path lookup.
-    #[inline(always)]
-    pub fn with_queue<R>(
-        &self,
-        record: Record,
-        partition: i32,
-        f: impl FnOnce(&PartitionQueue, Record) -> R,
-    ) -> R {
-        let p = partition.max(0) as usize;
-        // One call of `f`, so that it is inlined here.
-        let t = match self.topics.get(&record.topic) {
-            Some(t) if t.partitions.len() > p => t,
-            found => {
-                drop(found);
-                self.grow(&record.topic, p + 1);
-                self.topics.get(&record.topic).expect("just grown")
-            }
-        };
-        f(&t.partitions[p], record)
     }
 
     /// Appends to the open batch of `topic`/`partition`, under one lock,
@@ -224,6 +208,36 @@ impl Accumulator {
             .expect("just grown")
             .partitions[p]
             .clone()
+    }
+
+    /// `topic`'s first `count` queues (created as needed), for a
+    /// metadata snapshot's `TopicCache`: the produce path then finds a
+    /// queue by index, with no look-up. Queues are only ever added, never
+    /// replaced, so these stay the live ones.
+    pub fn topic_queues(&self, topic: &Topic, count: usize) -> CachedQueues {
+        self.grow(topic, count);
+        let queues = self
+            .topics
+            .get(topic.as_str())
+            .expect("just grown")
+            .partitions[..count]
+            .to_vec()
+            .into();
+        CachedQueues {
+            owner: self as *const Accumulator as usize,
+            queues,
+        }
+    }
+
+    /// The queues `cached` holds, if this accumulator made it (a snapshot
+    /// handed to another producer's engine is ignored).
+    #[inline(always)]
+    pub fn cached<'c>(&self, cached: &'c CachedQueues) -> &'c [Arc<PartitionQueue>] {
+        if cached.owner == self as *const Accumulator as usize {
+            &cached.queues
+        } else {
+            &[]
+        }
     }
 
     /// Makes room for at least `count` partitions of `topic`, keeping the
@@ -495,5 +509,47 @@ impl Accumulator {
     pub fn batch_done(&self, id: u64) {
         lock(&self.incomplete).remove(&id);
         self.incomplete_changed.notify_waiters();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accumulator() -> Accumulator {
+        Accumulator::new(
+            16384,
+            1 << 20,
+            10_000,
+            1 << 20,
+            1_000,
+            Codec::default(),
+            Duration::from_secs(1),
+            Arc::new(AtomicBool::new(false)),
+        )
+    }
+
+    /// A topic's cached queues are its live queues, all of the count asked
+    /// for, and only for the accumulator that made them.
+    #[test]
+    fn cached_queues_are_the_live_ones_and_only_for_their_accumulator() {
+        let (a, b) = (accumulator(), accumulator());
+        let t = Topic::from("t");
+        let early = a.queue(&t, 0);
+        let cached = a.topic_queues(&t, 3);
+        let queues = a.cached(&cached);
+        assert_eq!(queues.len(), 3);
+        assert!(
+            Arc::ptr_eq(&queues[0], &early),
+            "growing keeps existing queues"
+        );
+        assert!(Arc::ptr_eq(&queues[2], &a.queue(&t, 2)));
+        // Growing the topic later leaves the cached queues live.
+        assert!(Arc::ptr_eq(&a.queue(&t, 5), &a.queue(&t, 5)));
+        assert!(Arc::ptr_eq(&a.cached(&cached)[1], &a.queue(&t, 1)));
+        assert!(
+            b.cached(&cached).is_empty(),
+            "another producer's cache is ignored"
+        );
     }
 }

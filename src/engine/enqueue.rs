@@ -5,14 +5,15 @@
 //! whole path when metadata is known and `buffer.memory` has room. Only
 //! what must wait (metadata, memory) goes to a boxed future
 //! (`enqueue_slow`), so the futures of produce calls stay small. `place`
-//! chooses the partition and appends (`Accumulator::with_queue` +
-//! `append`); `place_run` does the same for a run of records with the
+//! chooses the partition and appends (the queue from the topic's
+//! `TopicCache`, then `Accumulator::append`); `place_run` does the same for a run of records with the
 //! per-call work done once.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::batching::accumulator::{AppendError, Appended};
+use crate::batching::accumulator::{AppendError, Appended, CachedQueues};
+use crate::batching::queue::PartitionQueue;
 use crate::batching::reservation::Reserved;
 use crate::clock::Mono;
 use crate::delivery::owed::ReplyTo;
@@ -22,7 +23,7 @@ use crate::engine::error::ProduceError;
 use crate::engine::Engine;
 use crate::metadata::TopicMetadata;
 use crate::partitioner::TopicLayout;
-use crate::record::Record;
+use crate::record::{Record, Topic};
 use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
 
 /// How a synchronous run of a batch produce ended.
@@ -393,6 +394,20 @@ impl Engine {
         RunEnd::Done
     }
 
+    /// `topic`'s partition queues from its metadata entry's cache, filled
+    /// on first use with all `tm.partition_count` of them.
+    #[inline(always)]
+    fn queues_of<'t>(&self, topic: &Topic, tm: &'t TopicMetadata) -> &'t [Arc<PartitionQueue>] {
+        let cached = tm.cache.0.get_or_init(|| {
+            let count = usize::try_from(tm.partition_count).unwrap_or(0);
+            Arc::new(self.acc.topic_queues(topic, count))
+        });
+        match cached.downcast_ref::<CachedQueues>() {
+            Some(c) => self.acc.cached(c),
+            None => &[],
+        }
+    }
+
     /// [`enqueue_now`](Self::enqueue_now) without waiting: a full buffer
     /// is `QueueFull`, unknown metadata `MetadataNotReady`.
     pub(crate) fn try_enqueue(
@@ -462,28 +477,31 @@ impl Engine {
                 );
                 return Ok(Ok(()));
             }
-            let result = self.acc.with_queue(record, partition, |queue, record| {
-                let r = self.acc.append(
-                    queue,
-                    record,
-                    reply,
-                    accepted,
-                    allow_new_batch,
-                    reserved,
-                    &mut seal_failures,
-                );
-                // A full batch that failed to encode (compression error).
-                for failed in seal_failures.drain(..) {
-                    let reason = failed.reason.clone();
-                    self.acc.fail_unsent(
-                        Err(failed),
-                        ErrorKind::Compression,
-                        |_| reason,
-                        &self.stats,
-                    );
+            // The topic's queues, found once per metadata snapshot and
+            // partition count (`TopicCache`), else the hashed look-up.
+            let fallback;
+            let queue = match self.queues_of(&record.topic, tm).get(partition as usize) {
+                Some(q) => &**q,
+                None => {
+                    fallback = self.acc.queue(&record.topic, partition);
+                    &*fallback
                 }
-                r
-            });
+            };
+            let result = self.acc.append(
+                queue,
+                record,
+                reply,
+                accepted,
+                allow_new_batch,
+                reserved,
+                &mut seal_failures,
+            );
+            // A full batch that failed to encode (compression error).
+            for failed in seal_failures.drain(..) {
+                let reason = failed.reason.clone();
+                self.acc
+                    .fail_unsent(Err(failed), ErrorKind::Compression, |_| reason, &self.stats);
+            }
             match result {
                 Ok(appended) => {
                     if appended == Appended::NewBatch {
