@@ -158,19 +158,45 @@ impl BatchBuilder {
         if self.count == i32::MAX {
             return Err(BatchFull);
         }
-        self.buf.reserve(total);
         let before = self.buf.len();
-        let buf = &mut self.buf;
-        put_varint(buf, body as i32);
-        buf.push(0); // record attributes: unused in v2
-        put_varlong(buf, timestamp_delta);
-        put_varint(buf, self.count);
-        put_bytes(buf, key);
-        put_bytes(buf, value);
-        put_varint(buf, headers.len() as i32);
-        for h in headers {
-            put_bytes(buf, Some(h.key.as_bytes()));
-            put_bytes(buf, h.value.as_deref());
+        if self.buf.capacity() - before >= total + Scratch::SIZE {
+            // The common case, with room to spare in the buffer: the
+            // varints before the key (and, with no key, the value's length
+            // too) are written into a scratch array and appended with one
+            // fixed-size copy, instead of a checked push per byte.
+            let mut s = [0u8; Scratch::SIZE];
+            let mut n = Scratch::varint(&mut s, 0, body as i32);
+            n += 1; // record attributes (0): unused in v2
+            n = Scratch::uvarint(&mut s, n, varint::zigzag64(timestamp_delta));
+            n = Scratch::varint(&mut s, n, self.count);
+            let buf = &mut self.buf;
+            match key {
+                None => {
+                    n = Scratch::varint(&mut s, n, -1);
+                    n = Scratch::varint(&mut s, n, value.map_or(-1, |v| v.len() as i32));
+                    Scratch::append_to(&s, n, buf);
+                }
+                Some(k) => {
+                    n = Scratch::varint(&mut s, n, k.len() as i32);
+                    Scratch::append_to(&s, n, buf);
+                    buf.extend_from_slice(k);
+                    put_varint(buf, value.map_or(-1, |v| v.len() as i32));
+                }
+            }
+            if let Some(v) = value {
+                buf.extend_from_slice(v);
+            }
+            put_headers(buf, headers);
+        } else {
+            self.buf.reserve(total);
+            let buf = &mut self.buf;
+            put_varint(buf, body as i32);
+            buf.push(0); // record attributes: unused in v2
+            put_varlong(buf, timestamp_delta);
+            put_varint(buf, self.count);
+            put_bytes(buf, key);
+            put_bytes(buf, value);
+            put_headers(buf, headers);
         }
         debug_assert_eq!(self.buf.len() - before, total, "record size accounting");
         if self.count == 0 {
@@ -369,6 +395,56 @@ fn bytes_size(b: Option<&[u8]>) -> usize {
     match b {
         None => varint_len(-1),
         Some(b) => varint_len(b.len() as i32) + b.len(),
+    }
+}
+
+/// A record's header count and headers.
+#[inline]
+fn put_headers(buf: &mut Vec<u8>, headers: &[Header]) {
+    put_varint(buf, headers.len() as i32);
+    for h in headers {
+        put_bytes(buf, Some(h.key.as_bytes()));
+        put_bytes(buf, h.value.as_deref());
+    }
+}
+
+/// Up to `Scratch::SIZE` bytes of a record's leading varints, written at a
+/// cursor and appended with one fixed-size copy (then cut to length), which
+/// costs less than a capacity-checked push per byte. At most 31 bytes go
+/// in: the length (5), attributes (1), timestamp delta (10), offset delta
+/// (5), key length (5) and, for a keyless record, the value's length (5).
+/// The cursor is a plain `usize` the caller keeps (in a register), and
+/// indexes are masked to the array, which has no bounds check to pay and
+/// changes nothing while fewer than `SIZE` bytes go in.
+struct Scratch;
+
+impl Scratch {
+    const SIZE: usize = 32;
+
+    #[inline(always)]
+    fn uvarint(s: &mut [u8; Scratch::SIZE], mut at: usize, mut v: u64) -> usize {
+        while v >= 0x80 {
+            s[at & (Scratch::SIZE - 1)] = (v as u8) | 0x80;
+            at += 1;
+            v >>= 7;
+        }
+        s[at & (Scratch::SIZE - 1)] = v as u8;
+        at + 1
+    }
+
+    #[inline(always)]
+    fn varint(s: &mut [u8; Scratch::SIZE], at: usize, v: i32) -> usize {
+        Scratch::uvarint(s, at, varint::zigzag32(v) as u64)
+    }
+
+    /// Appends the first `len` bytes of `s`; `buf` must have `SIZE`
+    /// bytes to spare.
+    #[inline(always)]
+    fn append_to(s: &[u8; Scratch::SIZE], len: usize, buf: &mut Vec<u8>) {
+        debug_assert!(len <= Scratch::SIZE);
+        let at = buf.len();
+        buf.extend_from_slice(s);
+        buf.truncate(at + len);
     }
 }
 

@@ -22,18 +22,22 @@ pub fn varlong_len(v: i64) -> usize {
 
 #[inline]
 fn uvarint_len(v: u64) -> usize {
-    // 1 byte per 7 bits, at least 1.
+    // 1 byte per 7 bits, at least 1: ceil(bits / 7), which for bits in
+    // 1..=64 is (bits * 9 + 64) / 64 (a multiply and a shift, no divide;
+    // checked for every bit count in the tests).
     let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
+    (bits * 9 + 64) / 64
 }
 
+/// Zig-zag encoding of an int32 (small magnitudes, small codes).
 #[inline]
-fn zigzag32(v: i32) -> u32 {
+pub(crate) fn zigzag32(v: i32) -> u32 {
     ((v << 1) ^ (v >> 31)) as u32
 }
 
+/// Zig-zag encoding of an int64.
 #[inline]
-fn zigzag64(v: i64) -> u64 {
+pub(crate) fn zigzag64(v: i64) -> u64 {
     ((v << 1) ^ (v >> 63)) as u64
 }
 
@@ -103,6 +107,17 @@ mod tests {
             }
         }
         ((u >> 1) as i64) ^ -((u & 1) as i64)
+    }
+
+    #[test]
+    fn uvarint_len_is_ceil_of_bits_over_seven() {
+        for bits in 1..=64u32 {
+            let v = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            assert_eq!(uvarint_len(v), (bits as usize).div_ceil(7), "{bits} bits");
+            let mut b = Vec::new();
+            put_uvarint(&mut b, v);
+            assert_eq!(b.len(), uvarint_len(v), "{bits} bits");
+        }
     }
 
     #[test]
