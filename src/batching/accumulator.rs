@@ -71,12 +71,13 @@ pub(crate) enum AppendError<'s> {
     NoTransaction(Record),
 }
 
-/// A topic's queues as `Accumulator::topic_queues` found them, with the
-/// accumulator they belong to (by address, compared, never followed).
+/// A slot per partition of a topic for its queue (`Accumulator::
+/// topic_queues`, `cached_queue`), with the accumulator they belong to (by
+/// address, compared, never followed). 16 bytes a partition.
 #[derive(Debug)]
 pub(crate) struct CachedQueues {
     owner: usize,
-    queues: Arc<[Arc<PartitionQueue>]>,
+    queues: Box<[std::sync::OnceLock<Arc<PartitionQueue>>]>,
 }
 
 /// All partition queues, and the memory pool.
@@ -210,34 +211,34 @@ impl Accumulator {
             .clone()
     }
 
-    /// `topic`'s first `count` queues (created as needed), for a
+    /// An empty slot for each of `count` partitions of a topic, for a
     /// metadata snapshot's `TopicCache`: the produce path then finds a
-    /// queue by index, with no look-up. Queues are only ever added, never
-    /// replaced, so these stay the live ones.
-    pub fn topic_queues(&self, topic: &Topic, count: usize) -> CachedQueues {
-        self.grow(topic, count);
-        let queues = self
-            .topics
-            .get(topic.as_str())
-            .expect("just grown")
-            .partitions[..count]
-            .to_vec()
-            .into();
+    /// partition's queue by index (`cached_queue`), with no look-up once
+    /// its slot is filled. Queues are still created only when first used.
+    pub fn topic_queues(&self, count: usize) -> CachedQueues {
         CachedQueues {
             owner: self as *const Accumulator as usize,
-            queues,
+            queues: (0..count).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
 
-    /// The queues `cached` holds, if this accumulator made it (a snapshot
-    /// handed to another producer's engine is ignored).
+    /// `topic`'s queue for `partition` from `cached`, filled on first use
+    /// (`queue`: created then, if need be). Queues are only ever added,
+    /// never replaced, so a filled slot stays the live queue. `None` when
+    /// `partition` is past the slots, or another accumulator (another
+    /// producer's engine) made them.
     #[inline(always)]
-    pub fn cached<'c>(&self, cached: &'c CachedQueues) -> &'c [Arc<PartitionQueue>] {
-        if cached.owner == self as *const Accumulator as usize {
-            &cached.queues
-        } else {
-            &[]
+    pub fn cached_queue<'c>(
+        &self,
+        cached: &'c CachedQueues,
+        topic: &Topic,
+        partition: i32,
+    ) -> Option<&'c Arc<PartitionQueue>> {
+        if cached.owner != self as *const Accumulator as usize {
+            return None;
         }
+        let slot = cached.queues.get(usize::try_from(partition).ok()?)?;
+        Some(slot.get_or_init(|| self.queue(topic, partition)))
     }
 
     /// Makes room for at least `count` partitions of `topic`, keeping the
@@ -529,26 +530,30 @@ mod tests {
         )
     }
 
-    /// A topic's cached queues are its live queues, all of the count asked
-    /// for, and only for the accumulator that made them.
+    /// A topic's cached queues are its live queues, created only when
+    /// first used, and only for the accumulator that made the slots.
     #[test]
     fn cached_queues_are_the_live_ones_and_only_for_their_accumulator() {
         let (a, b) = (accumulator(), accumulator());
         let t = Topic::from("t");
         let early = a.queue(&t, 0);
-        let cached = a.topic_queues(&t, 3);
-        let queues = a.cached(&cached);
-        assert_eq!(queues.len(), 3);
-        assert!(
-            Arc::ptr_eq(&queues[0], &early),
-            "growing keeps existing queues"
-        );
-        assert!(Arc::ptr_eq(&queues[2], &a.queue(&t, 2)));
+        let cached = a.topic_queues(3);
+        assert_eq!(a.all_queues().len(), 1, "slots create no queue");
+        let q0 = a.cached_queue(&cached, &t, 0).expect("a slot");
+        assert!(Arc::ptr_eq(q0, &early), "the existing queue");
+        let q2 = a.cached_queue(&cached, &t, 2).expect("a slot").clone();
+        assert_eq!(a.all_queues().len(), 3, "created up to the one used");
+        assert!(Arc::ptr_eq(&q2, &a.queue(&t, 2)));
         // Growing the topic later leaves the cached queues live.
         assert!(Arc::ptr_eq(&a.queue(&t, 5), &a.queue(&t, 5)));
-        assert!(Arc::ptr_eq(&a.cached(&cached)[1], &a.queue(&t, 1)));
+        assert!(Arc::ptr_eq(
+            a.cached_queue(&cached, &t, 2).unwrap(),
+            &a.queue(&t, 2)
+        ));
+        assert!(a.cached_queue(&cached, &t, 3).is_none(), "past the slots");
+        assert!(a.cached_queue(&cached, &t, -1).is_none());
         assert!(
-            b.cached(&cached).is_empty(),
+            b.cached_queue(&cached, &t, 0).is_none(),
             "another producer's cache is ignored"
         );
     }

@@ -394,18 +394,22 @@ impl Engine {
         RunEnd::Done
     }
 
-    /// `topic`'s partition queues from its metadata entry's cache, filled
-    /// on first use with all `tm.partition_count` of them.
+    /// `topic`'s queue for `partition` from its metadata entry's cache
+    /// (slots made on first use, one per partition, each filled when its
+    /// partition is first used).
     #[inline(always)]
-    fn queues_of<'t>(&self, topic: &Topic, tm: &'t TopicMetadata) -> &'t [Arc<PartitionQueue>] {
+    fn cached_queue<'t>(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        tm: &'t TopicMetadata,
+    ) -> Option<&'t Arc<PartitionQueue>> {
         let cached = tm.cache.0.get_or_init(|| {
             let count = usize::try_from(tm.partition_count).unwrap_or(0);
-            Arc::new(self.acc.topic_queues(topic, count))
+            Arc::new(self.acc.topic_queues(count))
         });
-        match cached.downcast_ref::<CachedQueues>() {
-            Some(c) => self.acc.cached(c),
-            None => &[],
-        }
+        let cached = cached.downcast_ref::<CachedQueues>()?;
+        self.acc.cached_queue(cached, topic, partition)
     }
 
     /// [`enqueue_now`](Self::enqueue_now) without waiting: a full buffer
@@ -480,7 +484,7 @@ impl Engine {
             // The topic's queues, found once per metadata snapshot and
             // partition count (`TopicCache`), else the hashed look-up.
             let fallback;
-            let queue = match self.queues_of(&record.topic, tm).get(partition as usize) {
+            let queue = match self.cached_queue(&record.topic, partition, tm) {
                 Some(q) => &**q,
                 None => {
                     fallback = self.acc.queue(&record.topic, partition);

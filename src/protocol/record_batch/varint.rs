@@ -112,7 +112,11 @@ mod tests {
     #[test]
     fn uvarint_len_is_ceil_of_bits_over_seven() {
         for bits in 1..=64u32 {
-            let v = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+            let v = if bits == 64 {
+                u64::MAX
+            } else {
+                (1u64 << bits) - 1
+            };
             assert_eq!(uvarint_len(v), (bits as usize).div_ceil(7), "{bits} bits");
             let mut b = Vec::new();
             put_uvarint(&mut b, v);
