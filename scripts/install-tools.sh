@@ -241,7 +241,9 @@ install_iai_callgrind() {
 
   command -v valgrind >/dev/null || apt_install valgrind valgrind
   # The runner has no --version of its own; cargo's install list says.
-  if [[ -x "$bin" ]] && cargo install --list --root "$tools" | grep -qxF "$want"; then
+  local installed
+  installed="$(cargo install --list --root "$tools" 2>/dev/null || true)"
+  if [[ -x "$bin" ]] && grep -qxF "$want" <<<"$installed"; then
     echo "iai-callgrind: $bin (0.16.1) already installed"
     return
   fi

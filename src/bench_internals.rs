@@ -1,5 +1,7 @@
-//! Hooks for the criterion micro-benchmarks (`benches/hot_path.rs`): the
-//! crate-internal report routing, driven with no broker. Compiled only with
+//! Hooks for the micro-benchmarks: the crate-internal report routing for
+//! criterion (`benches/hot_path.rs`), and a whole producer with no actors
+//! or broker for the instruction counts (`benches/instructions`), driven
+//! with no broker. Compiled only with
 //! the `bench-internals` feature, which the crate's own dev-dependency on
 //! itself turns on; not part of the API.
 
@@ -95,7 +97,7 @@ impl PreparedBatch {
 /// stream, with batches sealed and answered here as a connection actor
 /// would (`actors/broker/drain.rs`, then `Engine::answer`), so no socket,
 /// actor message or thread is involved and the work is deterministic
-/// (`benches/instructions.rs` counts it under callgrind).
+/// (`benches/instructions/instructions.rs` counts it under callgrind).
 ///
 /// One topic, `bench`, with 6 partitions led by broker 1, is known from
 /// the start; the producer's settings are the defaults but for
@@ -225,7 +227,11 @@ impl Pipeline {
     pub fn deliver(&self) -> usize {
         let engine = &self.producer.engine;
         let mut sealed = Vec::new();
-        for q in engine.acc.all_queues() {
+        // The topic's queues by partition, not `all_queues`: iterating a
+        // DashMap costs per shard, and dashmap's shard count follows the
+        // machine's cores, which would make the count machine-dependent.
+        let topic = Topic::from(PIPELINE_TOPIC);
+        for q in (0..6).map(|p| engine.acc.queue(&topic, p)) {
             let mut state = crate::sync::lock(&q.state);
             let mut batches: Vec<_> = state.ready.drain(..).collect();
             if let Some(open) = state.open.take() {

@@ -262,6 +262,7 @@ mod tests {
             c.cache.0.get().is_none(),
             "a new partition count empties the cache"
         );
+        c.cache.0.set(Arc::new(2u8)).unwrap();
         let recreated =
             MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 1), (2, 1)], 8), &grown);
         let d = &recreated.topics["t"];
@@ -270,6 +271,10 @@ mod tests {
             "a new topic id: a new slot"
         );
         assert_eq!(d.sticky.0.load(std::sync::atomic::Ordering::Relaxed), -1);
+        assert!(
+            d.cache.0.get().is_none(),
+            "a new topic id, same count: a new cache"
+        );
     }
 
     fn uuid_of(v: u128) -> uuid::Uuid {

@@ -27,11 +27,14 @@ pub struct TopicLayout<'a> {
     /// Partitions that currently have a leader. May be empty while metadata
     /// is incomplete; then any partition may be chosen.
     pub available: &'a [i32],
-    /// The producer's sticky-partition slot for this topic, kept with its
-    /// metadata, which the default partitioner uses instead of a map of
-    /// its own: one atomic read per keyless record rather than a hashed
-    /// look-up (about 120 instructions). `None` (as from
-    /// [`TopicLayout::new`]): the partitioner keeps its own state.
+    /// The producer's sticky-partition slot for this topic (one per
+    /// producer and topic, kept with its metadata), which the default and
+    /// sticky partitioners use in preference to a map of their own: one
+    /// atomic read per keyless record rather than a hashed look-up (about
+    /// 120 instructions). The producer hands every partitioner, custom ones
+    /// included, its slot; two sticky partitioners inside one custom
+    /// partitioner would share it. `None` (as from [`TopicLayout::new`]):
+    /// the partitioner keeps its own state.
     pub sticky: Option<&'a AtomicI32>,
 }
 
@@ -154,8 +157,18 @@ impl StickyPartitioner {
                 return *p;
             }
         }
+        // First use, or the partition the map holds is gone: choose.
         let p = choose(layout, None);
-        *self.current.entry(topic.to_string()).or_insert(p)
+        let count = layout.partition_count;
+        *self
+            .current
+            .entry(topic.to_string())
+            .and_modify(|cur| {
+                if !(0..count).contains(cur) {
+                    *cur = p;
+                }
+            })
+            .or_insert(p)
     }
 
     /// Moves `topic` off `previous`, unless another caller already did.
@@ -295,6 +308,17 @@ mod tests {
                 p.on_new_batch("t", cur, &layout);
             }
         }
+    }
+
+    #[test]
+    fn a_partition_that_is_gone_is_chosen_again_without_a_slot() {
+        let p = StickyPartitioner::new();
+        let wide = TopicLayout::new(8, &[7]);
+        assert_eq!(p.partition("t", &wide), 7);
+        let narrow = TopicLayout::new(2, &[0, 1]);
+        let now = p.partition("t", &narrow);
+        assert!((0..2).contains(&now), "{now}");
+        assert_eq!(p.partition("t", &narrow), now, "and it sticks");
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Per-partition batches, shared by every producer handle and drained by the
 //! broker-connection actors.
 //!
-//! This is the hot path. A produce call finds its partition's queue (one
-//! DashMap read), locks it (one uncontended mutex), and appends the record
+//! This is the hot path. A produce call finds its partition's queue (by
+//! index, from the slots `topic_queues` puts in the topic's metadata entry;
+//! a DashMap read the first time), locks it (one uncontended mutex), and
+//! appends the record
 //! straight into the open batch's wire buffer. Everything else happens per
 //! batch: reserving `buffer.memory`, waking the leader's connection actor,
 //! compressing, and routing reports.
@@ -72,17 +74,19 @@ pub(crate) enum AppendError<'s> {
 }
 
 /// A slot per partition of a topic for its queue (`Accumulator::
-/// topic_queues`, `cached_queue`), with the accumulator they belong to (by
-/// address, compared, never followed). 16 bytes a partition.
+/// topic_queues`, `cached_queue`), with the id of the accumulator they
+/// belong to. 16 bytes a partition.
 #[derive(Debug)]
 pub(crate) struct CachedQueues {
-    owner: usize,
+    owner: u64,
     queues: Box<[std::sync::OnceLock<Arc<PartitionQueue>>]>,
 }
 
 /// All partition queues, and the memory pool.
 #[derive(Debug)]
 pub(crate) struct Accumulator {
+    /// Unique in the process: whose `CachedQueues` these are.
+    id: u64,
     /// Looked up by `&str` (`Topic: Borrow<str>`), so the hot path clones
     /// neither the topic nor a queue's `Arc`.
     topics: DashMap<Topic, TopicQueues, TopicHasher>,
@@ -121,7 +125,9 @@ impl Accumulator {
         delivery_timeout: Duration,
         closed: Arc<AtomicBool>,
     ) -> Self {
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Accumulator {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             topics: DashMap::default(),
             closed,
             txn_gate: None,
@@ -217,7 +223,7 @@ impl Accumulator {
     /// its slot is filled. Queues are still created only when first used.
     pub fn topic_queues(&self, count: usize) -> CachedQueues {
         CachedQueues {
-            owner: self as *const Accumulator as usize,
+            owner: self.id,
             queues: (0..count).map(|_| std::sync::OnceLock::new()).collect(),
         }
     }
@@ -234,7 +240,7 @@ impl Accumulator {
         topic: &Topic,
         partition: i32,
     ) -> Option<&'c Arc<PartitionQueue>> {
-        if cached.owner != self as *const Accumulator as usize {
+        if cached.owner != self.id {
             return None;
         }
         let slot = cached.queues.get(usize::try_from(partition).ok()?)?;
