@@ -39,8 +39,10 @@
 # iai-callgrind-runner 0.16.1 (.tools/bin/iai-callgrind-runner), the
 # runner of benches/instructions (scripts/instructions.sh): the version
 # must equal the iai-callgrind library's. Built with `cargo install
-# --locked` (about 2 minutes on 2 cores, once per clone); valgrind, which
-# it drives, comes from Debian's packages when missing.
+# --locked --debug` (45 s on 2 cores, once per clone, where an optimised
+# build took 2.5 minutes; it only starts valgrind and reads its output
+# files, so it need not be fast); valgrind, which it drives, comes from
+# Debian's packages when missing.
 #
 # The MSRV toolchain: Rust 1.85 (Cargo.toml's rust-version), minimal
 # profile, through rustup, for scripts/test.sh's `cargo +1.85 check`: about
@@ -248,7 +250,7 @@ install_iai_callgrind() {
     return
   fi
   mkdir -p "$tools"
-  if ! cargo install iai-callgrind-runner --version 0.16.1 --locked --force --root "$tools" \
+  if ! cargo install iai-callgrind-runner --version 0.16.1 --locked --debug --force --root "$tools" \
          >"$tools/iai-callgrind-install.log" 2>&1; then
     echo "iai-callgrind: cargo install failed (see $tools/iai-callgrind-install.log)" >&2
     exit 1

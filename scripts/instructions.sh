@@ -26,14 +26,14 @@ if [[ "${1:-}" != "--record" ]]; then
     echo "instructions: the counts were taken with $recorded, this is $rustc_now;" \
          "a failure may be the compiler's (check, then --record)" >&2
   fi
-  exec cargo bench -p courier-instructions --locked
+  exec cargo bench -p courier-instructions --profile instructions --locked
 fi
 
 # Without limits, with a JSON summary per benchmark to read the counts from.
 target="$(cargo metadata --format-version 1 --no-deps --locked |
   python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 rm -rf "$target/iai/courier-instructions"
-COURIER_INSTRUCTIONS_RECORD=1 cargo bench -p courier-instructions --locked -- --save-summary=json
+COURIER_INSTRUCTIONS_RECORD=1 cargo bench -p courier-instructions --profile instructions --locked -- --save-summary=json
 python3 - "$counts" "$target/iai/courier-instructions" "$rustc_now" <<'PY'
 import json, pathlib, sys
 

@@ -1,5 +1,6 @@
 //! Instructions per hot-path step, counted by callgrind through
-//! iai-callgrind: `cargo bench -p courier-instructions` (the
+//! iai-callgrind: `cargo bench -p courier-instructions --profile
+//! instructions` (the
 //! `iai-callgrind-runner` binary of the same version must be on PATH or in
 //! `IAI_CALLGRIND_RUNNER`; `bash scripts/instructions.sh` finds the one
 //! `scripts/install-tools.sh` installs).
