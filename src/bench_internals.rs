@@ -74,21 +74,10 @@ impl PreparedBatch {
             },
             &self.stats,
         );
-        let mut read = 0;
-        for s in &mut self.streams {
-            futures::executor::block_on(async {
-                if batched {
-                    while let Some(Some(b)) = futures::FutureExt::now_or_never(s.next_batch()) {
-                        read += b.filter(|r| r.is_delivered()).count();
-                    }
-                } else {
-                    while let Some(Some(r)) = futures::FutureExt::now_or_never(s.next()) {
-                        read += r.is_delivered() as usize;
-                    }
-                }
-            });
-        }
-        read
+        self.streams
+            .iter_mut()
+            .map(|s| read_arrived(s, batched))
+            .sum()
     }
 }
 
@@ -259,17 +248,24 @@ impl Pipeline {
     /// Reads every report that has arrived, one `poll_next` a report or
     /// one `next_batch` at a time; returns how many were delivered.
     pub fn read(&mut self, batched: bool) -> usize {
-        let s = &mut self.stream;
-        let mut read = 0;
-        if batched {
-            while let Some(Some(b)) = futures::FutureExt::now_or_never(s.next_batch()) {
-                read += b.filter(|r| r.is_delivered()).count();
-            }
-        } else {
-            while let Some(Some(r)) = futures::FutureExt::now_or_never(s.next()) {
-                read += r.is_delivered() as usize;
-            }
-        }
-        read
+        read_arrived(&mut self.stream, batched)
     }
+}
+
+/// Reads every report `s` has now, one `poll_next` a report (as a
+/// `Stream` user does) or one `next_batch` at a time; returns how many
+/// were delivered.
+#[inline]
+fn read_arrived(s: &mut ReportStream, batched: bool) -> usize {
+    let mut read = 0;
+    if batched {
+        while let Some(Some(b)) = futures::FutureExt::now_or_never(s.next_batch()) {
+            read += b.filter(|r| r.is_delivered()).count();
+        }
+    } else {
+        while let Some(Some(r)) = futures::FutureExt::now_or_never(s.next()) {
+            read += r.is_delivered() as usize;
+        }
+    }
+    read
 }
