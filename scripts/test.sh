@@ -96,5 +96,5 @@ bash scripts/instructions.sh
 echo "== fuzz"
 # Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 20)
 # seconds each, so a decoder change that brings a crash back fails here.
-# The first build of the targets takes 3 to 5 minutes on 2 cores.
+# The first build of the targets takes about 2.5 minutes on 2 cores.
 bash scripts/fuzz.sh all "${COURIER_FUZZ_SECS:-20}"
