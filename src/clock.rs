@@ -38,6 +38,21 @@ impl Mono {
     }
 
     /// Time from `earlier` to `self`; zero if `earlier` is later.
+    /// `d` later.
+    #[inline]
+    pub(crate) fn plus(self, d: Duration) -> Mono {
+        Mono(
+            self.0
+                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
+    }
+
+    /// Nanoseconds on the clock: for an atomic that holds an instant.
+    #[inline]
+    pub(crate) fn nanos(self) -> u64 {
+        self.0
+    }
+
     #[inline]
     pub(crate) fn since(self, earlier: Mono) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))

@@ -93,6 +93,16 @@ impl ActorTree for Addresses {
         }
     }
 
+    fn wake_by(&self, broker: i32, due: crate::clock::Mono) {
+        if let Some(state) = self.broker_states.get(&broker) {
+            let at = state.timer_at.load(std::sync::atomic::Ordering::SeqCst);
+            if at != 0 && at <= due.nanos() {
+                return;
+            }
+        }
+        self.wake(broker);
+    }
+
     fn wake_all(&self) {
         for b in self.connections.iter() {
             b.value().do_send(Wake);

@@ -577,8 +577,9 @@ impl ScriptedBroker {
             self.script
                 .apply(&engine, h.batch, h.arrivals, Verdict::TimeOut, now);
         }
-        let flushing =
-            engine.flushing.load(Ordering::Acquire) > 0 || engine.closed.load(Ordering::Acquire);
+        let flushing = engine.flushing.load(Ordering::Acquire) > 0
+            || engine.starved.load(Ordering::Acquire) > 0
+            || engine.closed.load(Ordering::Acquire);
         let linger = engine.config.linger;
         // Take everything sendable first, then answer it: a batch put back
         // for a retry waits for a later pass (after its backoff).

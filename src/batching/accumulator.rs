@@ -48,8 +48,12 @@ pub(crate) const BATCH_ID_SPACING: u64 = 1 << 16;
 pub(crate) enum Appended {
     /// Added to an open batch.
     ToOpenBatch,
-    /// Opened a new batch (and maybe closed a full one).
+    /// Opened a new batch on a queue that had none open: due when its
+    /// linger ends.
     NewBatch,
+    /// Opened a new batch and moved the full one before it to the ready
+    /// list: that one can go now.
+    NewBatchAfterFull,
 }
 
 /// Why an append did not happen.
@@ -107,6 +111,9 @@ pub(crate) struct Accumulator {
     pub compression: Codec,
     pub delivery_timeout: Duration,
     next_batch_id: AtomicU64,
+    /// Queues created so far (they are never removed): connection actors
+    /// keep their list of queues until this or the metadata changes.
+    queues_created: AtomicU64,
     incomplete: Mutex<BTreeSet<u64>>,
     pub incomplete_changed: Notify,
     /// Sealed batches dropped unsettled, to repair (`Engine::bury_abandoned`).
@@ -140,6 +147,7 @@ impl Accumulator {
             compression,
             delivery_timeout,
             next_batch_id: AtomicU64::new(0),
+            queues_created: AtomicU64::new(0),
             incomplete: Mutex::new(BTreeSet::new()),
             incomplete_changed: Notify::new(),
             graveyard: Arc::default(),
@@ -257,6 +265,8 @@ impl Accumulator {
             return;
         }
         let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
+        self.queues_created
+            .fetch_add((count - v.len()) as u64, Ordering::AcqRel);
         for p in v.len()..count {
             v.push(Arc::new(PartitionQueue {
                 topic: *topic,
@@ -267,7 +277,12 @@ impl Accumulator {
         entry.partitions = v.into_boxed_slice();
     }
 
-    /// Every queue, for sweeps that lock them one by one.
+    /// How many queues exist (only ever grows): a list of queues taken
+    /// with the same count and metadata is still whole.
+    pub fn queues_created(&self) -> u64 {
+        self.queues_created.load(Ordering::Acquire)
+    }
+
     /// Publishes the records of every batch sealed from now on.
     pub fn set_metrics(&mut self, metrics: Metrics) {
         self.metrics = metrics;
@@ -295,6 +310,7 @@ impl Accumulator {
         }
     }
 
+    /// Every queue, for sweeps that lock them one by one.
     pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
         self.topics
             .iter()
@@ -372,12 +388,15 @@ impl Accumulator {
                 }
             }
         };
-        if let Some(full) = q.open.take() {
+        let after_full = if let Some(full) = q.open.take() {
             match self.seal(full, queue) {
                 Ok(b) => q.ready.push_back(b),
                 Err(f) => seal_failures.push(f),
             }
-        }
+            true
+        } else {
+            false
+        };
         let Some(room) = reserved.record.take().or_else(|| self.records.try_one()) else {
             reserved.memory = Some(permit);
             return Err(AppendError::NeedRecords(record, reply));
@@ -398,7 +417,11 @@ impl Accumulator {
         );
         q.open = Some(open);
         q.appended += 1;
-        Ok(Appended::NewBatch)
+        Ok(if after_full {
+            Appended::NewBatchAfterFull
+        } else {
+            Appended::NewBatch
+        })
     }
 
     /// Seals (encodes) an open batch of `queue`.

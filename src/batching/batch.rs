@@ -140,7 +140,9 @@ impl OpenBatch {
     ) -> OpenBatch {
         let mut open = OpenBatch {
             id,
-            builder: BatchBuilder::new(batch_size, compression),
+            // Room for what it reserved of buffer.memory; the buffer grows
+            // with the reservation (`try_add`).
+            builder: BatchBuilder::with_capacity(batch_size, memory.memory_bytes(), compression),
             owed: Owed::default(),
             created: Instant::now(),
             created_mono: Mono::now(),

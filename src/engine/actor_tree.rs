@@ -17,6 +17,17 @@ pub(crate) trait ActorTree: Send + Sync + 'static {
     /// connection actor should drain (no-op when it has none).
     fn wake(&self, broker: i32);
 
+    /// A new batch due at `due` (its `linger.ms` ends) opened on a
+    /// partition `broker` leads: wake that connection actor unless its
+    /// timer already fires by then (the drain at that wake finds this
+    /// batch, or sets the timer for it). One wake per lingering period
+    /// instead of one per partition: a keyed producer on a topic of
+    /// thousands of partitions opens that many batches per period.
+    fn wake_by(&self, broker: i32, due: crate::clock::Mono) {
+        let _ = due;
+        self.wake(broker);
+    }
+
     /// Every connection actor should drain (flush, linger ignored).
     fn wake_all(&self);
 

@@ -515,9 +515,16 @@ impl Engine {
             }
             match result {
                 Ok(appended) => {
-                    if appended == Appended::NewBatch {
+                    if appended != Appended::ToOpenBatch {
                         if let Some(leader) = tm.leader(partition) {
-                            self.actors.wake(leader);
+                            if appended == Appended::NewBatch {
+                                // Due when its linger ends: a timer set for
+                                // then or sooner finds it.
+                                self.actors
+                                    .wake_by(leader, accepted.plus(self.config.linger));
+                            } else {
+                                self.actors.wake(leader);
+                            }
                         }
                     }
                     *placed = partition;

@@ -3,6 +3,8 @@
 //! idempotent batches with their sequences; writing each request around
 //! the batches' own bytes.
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -12,8 +14,10 @@ use crate::actors::broker::state::InFlight;
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{AddPartitionsWanted, EnsureProducerId};
 use crate::batching::batch::SealedBatch;
-use crate::batching::queue::QueueState;
+use crate::batching::queue::{PartitionQueue, QueueState};
+use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
+use crate::metadata::MetadataSnapshot;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 use crate::protocol::record_batch::{increment_sequence, ProducerStamp};
 use crate::protocol::versions::TRANSACTIONAL_PRODUCE_MAX;
@@ -27,6 +31,60 @@ impl BrokerConnection {
         if self.node_id < 0 || self.retired {
             return; // bootstrap connections carry metadata only
         }
+        // No timer counts as set while the queues are read: a batch opened
+        // meanwhile wakes this actor again (`BrokerState::timer_at`).
+        self.shared.timer_at.store(0, Ordering::SeqCst);
+        self.drain_queues(ctx);
+        self.publish_timer();
+    }
+
+    /// Tells producers when the drain timer fires (`BrokerState::timer_at`).
+    pub(super) fn publish_timer(&self) {
+        if self.node_id < 0 || self.retired {
+            return;
+        }
+        let at = self.wake_at.as_ref().map_or(0, |(at, _)| {
+            Mono::now()
+                .plus(at.saturating_duration_since(Instant::now()))
+                .nanos()
+                .max(1)
+        });
+        self.shared.timer_at.store(at, Ordering::SeqCst);
+    }
+
+    /// The partition queues this broker leads: kept while the metadata
+    /// snapshot and the number of queues stay the same, so a drain walks
+    /// its own queues only, not every queue with a leader look-up each.
+    fn my_queues(&mut self) -> Vec<Arc<PartitionQueue>> {
+        let engine = &self.engine;
+        let created = engine.acc.queues_created();
+        let snapshot = engine.metadata.load_full();
+        if let Some(mine) = &self.mine {
+            if mine.created == created && Arc::ptr_eq(&mine.snapshot, &snapshot) {
+                return mine.queues.clone();
+            }
+        }
+        let queues: Vec<_> = engine
+            .acc
+            .all_queues()
+            .into_iter()
+            .filter(|q| {
+                snapshot
+                    .topics
+                    .get(q.topic.as_str())
+                    .and_then(|t| t.leader(q.partition))
+                    == Some(self.node_id)
+            })
+            .collect();
+        self.mine = Some(MyQueues {
+            snapshot,
+            created,
+            queues: queues.clone(),
+        });
+        queues
+    }
+
+    fn drain_queues(&mut self, ctx: &mut Context<Self>) {
         // The SASL session is ending: nothing new on this connection.
         if self.reauth_due {
             return self.renew_when_idle(ctx);
@@ -79,22 +137,11 @@ impl BrokerConnection {
         };
         let mut wanted = Vec::new();
         let cfg = &engine.config;
-        let snapshot = engine.metadata.load();
-        let flushing = engine.flushing.load(std::sync::atomic::Ordering::Acquire) > 0
-            || engine.closed.load(std::sync::atomic::Ordering::Acquire);
+        let flushing = engine.flushing.load(Ordering::Acquire) > 0
+            || engine.closed.load(Ordering::Acquire)
+            || (engine.starved.load(Ordering::Acquire) > 0 && self.in_flight_len() == 0);
         let mut next_wake: Option<Instant> = None;
-        let queues: Vec<_> = engine
-            .acc
-            .all_queues()
-            .into_iter()
-            .filter(|q| {
-                snapshot
-                    .topics
-                    .get(q.topic.as_str())
-                    .and_then(|t| t.leader(q.partition))
-                    == Some(self.node_id)
-            })
-            .collect();
+        let queues = self.my_queues();
         // With one request in flight, order must hold across connections
         // too: a partition with a batch in flight anywhere (say on the old
         // leader's connection) waits.
@@ -193,6 +240,7 @@ impl BrokerConnection {
         }
     }
 
+    /// Sets the drain timer for `at`, unless it fires sooner already.
     pub(super) fn schedule_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
         if let Some((existing, _)) = self.wake_at {
             if existing <= at {
@@ -358,4 +406,13 @@ fn topic_data(batches: &[SealedBatch]) -> Vec<TopicData<'_>> {
         }
     }
     topics
+}
+
+/// A connection actor's list of the queues its broker leads, and what it
+/// was taken from (`BrokerConnection::my_queues`).
+#[derive(Debug)]
+pub(super) struct MyQueues {
+    snapshot: Arc<MetadataSnapshot>,
+    created: u64,
+    queues: Vec<Arc<PartitionQueue>>,
 }

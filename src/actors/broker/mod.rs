@@ -111,6 +111,8 @@ pub struct BrokerConnection {
     #[cfg(feature = "fault-injection")]
     panic_in_response: bool,
     wake_at: Option<(Instant, SpawnHandle)>,
+    /// The queues this broker leads, as of the metadata (`drain.rs`).
+    mine: Option<drain::MyQueues>,
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
     throttled_until: Option<Instant>,
@@ -173,6 +175,7 @@ impl BrokerConnection {
             #[cfg(feature = "fault-injection")]
             panic_in_response: false,
             wake_at: None,
+            mine: None,
             throttled_until: None,
             last_activity: Instant::now(),
             idle_closed: false,
@@ -232,6 +235,8 @@ impl Actor for BrokerConnection {
             );
             self.requeue_in_flight(Some(ACTOR_DIED));
         }
+        // A predecessor's timer died with it.
+        self.publish_timer();
         self.ensure_connecting(ctx);
         ctx.run_interval(Duration::from_millis(100), |act, ctx| {
             act.check_request_timeouts(ctx);
@@ -251,6 +256,7 @@ impl Supervised for BrokerConnection {
         self.state = ConnState::Idle;
         self.generation += 1;
         self.wake_at = None;
+        self.publish_timer();
     }
 }
 

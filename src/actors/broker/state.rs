@@ -4,6 +4,7 @@
 //! actor finds (and retries) what its predecessor had in flight.
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicU64;
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -17,6 +18,13 @@ use crate::sync::lock;
 #[derive(Debug, Default)]
 pub(crate) struct BrokerState {
     pub(super) in_flight: Mutex<VecDeque<InFlight>>,
+    /// When the connection actor's drain timer fires (`Mono` nanoseconds;
+    /// 0: none set, or a drain under way). Producers skip the wake for a
+    /// new batch due no earlier (`ActorTree::wake_by`). The actor clears
+    /// it before a drain reads the queues and sets it after, so a batch
+    /// opened while a drain runs is either seen by that drain or wakes
+    /// the actor again.
+    pub(crate) timer_at: AtomicU64,
 }
 
 impl BrokerState {

@@ -118,8 +118,20 @@ impl BatchBuilder {
     /// compressed with `compression` (a [`Compression`], or a [`Codec`]
     /// with a level) at [`finish`](Self::finish).
     pub fn new(limit: usize, compression: impl Into<Codec>) -> Self {
+        Self::with_capacity(limit, MAX_INITIAL_CAPACITY, compression)
+    }
+
+    /// A builder as [`new`](Self::new) makes, whose buffer starts with
+    /// room for `capacity` bytes (at most `limit`, at least the batch
+    /// header) and grows as records come: a producer sizes it to the
+    /// memory it reserved for the batch, so that a batch of a few records
+    /// does not allocate (and, past malloc's mmap threshold, map and unmap)
+    /// a whole `batch.size`.
+    pub fn with_capacity(limit: usize, capacity: usize, compression: impl Into<Codec>) -> Self {
         let compression = compression.into();
-        let capacity = limit.clamp(RECORD_BATCH_OVERHEAD, MAX_INITIAL_CAPACITY);
+        let capacity = limit
+            .min(capacity)
+            .clamp(RECORD_BATCH_OVERHEAD, MAX_INITIAL_CAPACITY);
         let mut buf = Vec::with_capacity(capacity);
         buf.resize(RECORD_BATCH_OVERHEAD, 0);
         BatchBuilder {
