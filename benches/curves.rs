@@ -1081,7 +1081,8 @@ fn write_results(
          Courier's `Producer::send().await` vs rdkafka's `FutureProducer::send().await`; p50/p99 of the awaited send. \
          ([chart](curves-web-service.svg))\n\
          - **size**: record size 10 B → 1 MB, 6 partitions, no keys, {records} records or {} MB per run, whichever is fewer. \
-         Clients as in `partitions`. ([chart](curves-size.svg))\n\n\
+         Clients as in `partitions`. At 1 MB only, rdkafka gets `message.max.bytes=1048576`: its default (1,000,000, overhead included) \
+         refuses a 1,000,000-byte value; Courier's `max.request.size` default is 1,048,576. ([chart](curves-size.svg))\n\n\
          In every curve both clients' tasks run on one tokio worker thread; each library's own threads come on top. \
          The last column of each table is the machine's 1-minute load average before and after the point's runs: \
          the bench and its broker account for up to about 2 on this machine; more means something else was running too.",
@@ -1190,7 +1191,7 @@ fn write_results(
             writeln!(
                 md,
                 "\n**{} {}: a run failed**, and the point's later runs were not made: {}. \
-                 The row above has the medians of the runs completed before it ({}).",
+                 The row above has the medians of the runs completed before it ({}; of two runs, the higher).",
                 x_name(curve),
                 m.point.x,
                 m.failure.as_deref().unwrap_or_default(),
