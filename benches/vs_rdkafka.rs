@@ -34,8 +34,9 @@
 //! value) to its delivery report, so a client that falls behind is charged
 //! for it. Results: a markdown table and an SVG chart in `docs/benchmarks/`.
 
-#[path = "../tests/support/mod.rs"]
-mod support;
+mod common;
+
+use common::{cpu_model, med_min_max, On, Target};
 
 #[cfg(feature = "bench-mimalloc")]
 #[global_allocator]
@@ -138,18 +139,6 @@ impl Workload {
             })
             .collect()
     }
-}
-
-/// Where a workload runs.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum On {
-    /// A fresh Tansu (memory storage) for the workload.
-    Tansu,
-    /// The shared Apache Kafka broker's PLAINTEXT listener.
-    Kafka,
-    /// The same broker's SSL listener (server-authenticated TLS; the
-    /// certificate is for `localhost`, checked by both clients).
-    KafkaTls,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -386,6 +375,8 @@ fn main() {
             assert!(l.lost == 0, "{} lost records in its latency run", l.client);
             assert!(l.p50.0 > 0.0, "{}: no latencies measured", l.client);
         }
+        // The chart is drawn (not written), so its code runs in CI too.
+        assert!(svg(&table).contains("<svg"), "no chart");
         println!(
             "vs_rdkafka smoke: {} client runs and {} latency runs, all delivered",
             table.len(),
@@ -515,11 +506,6 @@ struct Stats {
     rss_mib: (f64, f64, f64),
     broker_cpu: f64,
     lost: usize,
-}
-
-fn med_min_max(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
 impl Stats {
@@ -704,77 +690,104 @@ fn workload_size(name: &str) -> usize {
         .unwrap_or(0)
 }
 
-/// A plain SVG bar chart of median throughput, one group per workload.
+/// A bar chart (plotters) of median throughput, a bar per client, grouped
+/// by workload, top to bottom in the table's order.
 fn svg(table: &[(String, String, Stats)]) -> String {
-    let max = table.iter().map(|(_, _, s)| s.rate.0).fold(1.0, f64::max);
-    let bar_h = 14.0;
-    let mut y = 30.0;
-    let mut body = String::new();
-    let mut current = String::new();
+    use plotters::prelude::*;
+    // Rows from the top: a workload's heading (no bar), then its clients.
+    let mut rows: Vec<(String, Option<(&str, f64)>)> = Vec::new();
+    let mut current = "";
     for (w, c, s) in table {
-        if *w != current {
-            current = w.clone();
-            y += 14.0;
-            body.push_str(&format!(
-                "<text x=\"10\" y=\"{y}\" font-size=\"12\" font-weight=\"bold\">{}</text>\n",
-                esc(w)
-            ));
-            y += 6.0;
+        if w != current {
+            current = w;
+            rows.push((w.split(':').next().unwrap_or(w).to_string(), None));
         }
-        let width = 500.0 * s.rate.0 / max;
-        let color = if c.starts_with("courier") {
-            "#2b6cb0"
-        } else {
-            "#c05621"
-        };
-        body.push_str(&format!(
-            "<text x=\"10\" y=\"{}\" font-size=\"11\">{c}</text><rect x=\"170\" y=\"{}\" width=\"{width:.1}\" height=\"{}\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"10\">{:.0} msg/s</text>\n",
-            y + 11.0,
-            y,
-            bar_h - 3.0,
-            175.0 + width,
-            y + 10.0,
-            s.rate.0
-        ));
-        y += bar_h;
+        rows.push((c.clone(), Some((c.as_str(), s.rate.0))));
     }
-    format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"900\" height=\"{}\" font-family=\"sans-serif\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"10\" y=\"20\" font-size=\"15\">Median throughput, every report consumed (Courier blue, rdkafka orange)</text>\n{body}</svg>\n",
-        y + 20.0
-    )
+    let n = rows.len().max(1) as u32;
+    let max = table.iter().map(|(_, _, s)| s.rate.0).fold(1.0, f64::max);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (900, 90 + 16 * n)).into_drawing_area();
+        root.fill(&WHITE).unwrap();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Median throughput, every report consumed (Courier blue, rdkafka orange)",
+                ("sans-serif", 16),
+            )
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(190)
+            .build_cartesian_2d(0.0..max * 1.2, (0..n).into_segmented())
+            .unwrap();
+        let label = |v: &SegmentValue<u32>| match v {
+            // The range's end is a key point too: no row there.
+            SegmentValue::CenterOf(i) if *i < n => {
+                rows.get((n - 1 - i) as usize)
+                    .map_or(String::new(), |(l, bar)| {
+                        if bar.is_some() {
+                            l.clone()
+                        } else {
+                            format!("[{l}]")
+                        }
+                    })
+            }
+            _ => String::new(),
+        };
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .y_labels(n as usize)
+            .y_label_formatter(&label)
+            .x_desc("records/s")
+            .x_label_formatter(&|v| format!("{:.0}k", v / 1e3))
+            .draw()
+            .unwrap();
+        let courier = RGBColor(0x2b, 0x6c, 0xb0);
+        let rdkafka = RGBColor(0xc0, 0x56, 0x21);
+        for (k, (_, bar)) in rows.iter().enumerate() {
+            let Some((client, rate)) = bar else { continue };
+            let row = n - 1 - k as u32;
+            let color = if client.starts_with("courier") {
+                courier
+            } else if client.starts_with("rdkafka") {
+                rdkafka
+            } else {
+                RGBColor(0x71, 0x80, 0x96)
+            };
+            let mut bar = Rectangle::new(
+                [
+                    (0.0, SegmentValue::Exact(row)),
+                    (*rate, SegmentValue::Exact(row + 1)),
+                ],
+                color.filled(),
+            );
+            bar.set_margin(2, 2, 0, 0);
+            chart.draw_series([bar]).unwrap();
+            chart
+                .draw_series([Text::new(
+                    format!("{rate:.0}"),
+                    (*rate + max * 0.01, SegmentValue::Exact(row + 1)),
+                    ("sans-serif", 11),
+                )])
+                .unwrap();
+        }
+        root.present().unwrap();
+    }
+    out
 }
 
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|c| {
-            c.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
-/// Runs one client in a child process; its CPU time from wait4. `rate` > 0
-/// makes it an open-loop latency run at that many records a second.
-// The child is reaped by `libc::wait4` (for its rusage), not `Child::wait`.
-#[allow(clippy::zombie_processes)]
+/// Runs one client in a child process ([`common::run_child`]: its CPU
+/// time from wait4). `rate` > 0 makes it an open-loop latency run at that
+/// many records a second.
 fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64) -> Sample {
-    let exe = std::env::current_exe().unwrap();
-    let started = Instant::now();
     let settings: Vec<String> = target
         .settings
         .iter()
         .map(|(k, v)| format!("{k}={v}"))
         .collect();
-    let child = Command::new(exe)
-        .env("BENCH_SETTINGS", settings.join("\n"))
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.env("BENCH_SETTINGS", settings.join("\n"))
         .env("BENCH_TXN", w.txn.to_string())
         .env("BENCH_DEFAULTS", if w.defaults { "1" } else { "0" })
         .args(["--child", client, &target.connect, topic])
@@ -784,34 +797,18 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
             w.linger_ms.to_string(),
         ])
         .args([w.acks, w.compression, w.keys.name()])
-        .arg(rate.to_string())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn bench child");
-    let pid = child.id() as i32;
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // The child writes one short line, well under a pipe buffer: waiting
-    // before reading cannot deadlock.
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    let wall_outer = started.elapsed().as_secs_f64();
-    let mut out = String::new();
-    use std::io::Read;
-    child.stdout.unwrap().read_to_string(&mut out).unwrap();
-    assert!(
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-        "{client} failed: {out}"
-    );
-    let f: Vec<f64> = out
+        .arg(rate.to_string());
+    let done = common::run_child(cmd);
+    assert!(done.exited_with(&[0]), "{client} failed: {}", done.out);
+    let f: Vec<f64> = done
+        .out
         .split_whitespace()
         .map(|v| v.parse().unwrap_or(0.0))
         .collect();
     let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
     Sample {
-        wall: if field(0) > 0.0 { field(0) } else { wall_outer },
-        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        wall: if field(0) > 0.0 { field(0) } else { done.wall },
+        cpu: done.cpu,
         max_rss_kib: field(2) as i64,
         delivered: field(1) as usize,
         verified: None,
@@ -892,15 +889,6 @@ fn due(start: Instant, i: usize, rate: f64) -> Instant {
     start + Duration::from_secs_f64(i as f64 / rate)
 }
 
-fn percentiles(mut v: Vec<u64>) -> [f64; 3] {
-    if v.is_empty() {
-        return [0.0; 3];
-    }
-    v.sort_unstable();
-    let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize] as f64;
-    [at(0.5), at(0.99), at(0.999)]
-}
-
 /// Child: produce and consume every report; print
 /// "wall_seconds delivered peak_rss_kib p50_us p99_us p999_us".
 fn child(args: &[String]) {
@@ -945,19 +933,10 @@ fn child(args: &[String]) {
         ("rdkafka-future", true) => rt.block_on(rdkafka_future_open_loop(&job)),
         (other, _) => panic!("unknown client {other}"),
     };
-    // Peak RSS of this process's own memory since exec. (wait4's
-    // ru_maxrss is no good here: Linux carries the parent's peak across
-    // fork and exec, so every child would report the bench's own peak.)
-    let hwm_kib: i64 = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
-        })
-        .unwrap_or(0)
-        .max(HWM_OVERRIDE_KIB.load(std::sync::atomic::Ordering::Relaxed));
-    let [p50, p99, p999] = percentiles(out.latencies);
+    // Peak RSS of this process's own memory since exec, or its tool's.
+    let hwm_kib =
+        common::peak_rss_kib().max(HWM_OVERRIDE_KIB.load(std::sync::atomic::Ordering::Relaxed));
+    let [p50, p99, p999] = common::percentiles(out.latencies, [0.5, 0.99, 0.999]);
     println!(
         "{} {} {hwm_kib} {p50} {p99} {p999}",
         out.wall, out.delivered
@@ -1028,30 +1007,12 @@ fn cli_produce(job: &Job) -> Outcome {
 /// tool's peak RSS is its `ru_maxrss` (this small process's peak, carried
 /// across the exec, is far below it), reported instead of this
 /// process's own. An exit status outside `ok` fails the run.
-// Reaped by wait4 (for its rusage), which clippy does not see.
-#[allow(clippy::zombie_processes)]
 fn run_tool(job: &Job, mut cmd: Command, ok: &[i32]) -> (String, f64) {
-    let start = Instant::now();
-    let child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("{}: cannot start {cmd:?}: {e}", job.client));
-    let pid = child.id() as i32;
-    let mut out = String::new();
-    use std::io::Read;
-    child.stdout.unwrap().read_to_string(&mut out).unwrap();
-    let mut status = 0;
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(r, pid, "wait4");
-    assert!(
-        libc::WIFEXITED(status) && ok.contains(&libc::WEXITSTATUS(status)),
-        "{} failed: {out}",
-        job.client
-    );
-    HWM_OVERRIDE_KIB.store(usage.ru_maxrss, std::sync::atomic::Ordering::Relaxed);
-    (out, start.elapsed().as_secs_f64())
+    cmd.stderr(Stdio::null());
+    let done = common::run_child(cmd);
+    assert!(done.exited_with(ok), "{} failed: {}", job.client, done.out);
+    HWM_OVERRIDE_KIB.store(done.max_rss_kib, std::sync::atomic::Ordering::Relaxed);
+    (done.out, done.wall)
 }
 
 /// The Java client's `ProducerPerformance` for the job, at the Java
@@ -1627,162 +1588,6 @@ async fn rdkafka_future_open_loop(job: &Job) -> Outcome {
         wall: start.elapsed().as_secs_f64(),
         delivered: latencies.len(),
         latencies,
-    }
-}
-
-/// A Tansu broker for the whole bench.
-struct Broker {
-    child: std::process::Child,
-    addr: String,
-}
-
-impl Broker {
-    fn start() -> Broker {
-        let bin = std::env::var_os("COURIER_TANSU")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/tansu")
-            });
-        assert!(
-            bin.exists(),
-            "run `bash scripts/install-tools.sh` first (Tansu not at {})",
-            bin.display()
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let url = format!("tcp://127.0.0.1:{port}");
-        let child = Command::new(bin)
-            .args([
-                "broker",
-                "--listener-url",
-                &url,
-                "--advertised-listener-url",
-                &url,
-                "--storage-engine",
-                "memory://tansu/",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "Tansu did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Broker { child, addr }
-    }
-}
-
-/// A process's CPU seconds so far (user + system), from /proc.
-fn cpu_of(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    (ticks(11) + ticks(12)) / hz
-}
-
-/// A workload's broker: where clients connect and with what settings, and
-/// the plaintext address the bench itself uses to create topics and read
-/// them back.
-struct Target {
-    /// The clients' bootstrap address.
-    connect: String,
-    /// Settings both clients get (`security.protocol`, `ssl.ca.location`).
-    settings: Vec<(String, String)>,
-    /// A plaintext address of the same broker.
-    admin: String,
-    /// The broker process, for its CPU time.
-    pid: u32,
-    /// The shared Kafka broker, for Kafka workloads.
-    kafka: Option<&'static support::kafka::KafkaCluster>,
-    /// A Tansu of this workload's own, killed on drop.
-    _tansu: Option<Broker>,
-}
-
-impl Target {
-    fn start(on: On) -> Target {
-        if on == On::Tansu {
-            let tansu = Broker::start();
-            return Target {
-                connect: tansu.addr.clone(),
-                settings: Vec::new(),
-                admin: tansu.addr.clone(),
-                pid: tansu.child.id(),
-                kafka: None,
-                _tansu: Some(tansu),
-            };
-        }
-        // Started once, with the tests' secured listeners; its JVM dies
-        // with this process.
-        let kafka = support::kafka::KafkaCluster::shared_secured();
-        let (connect, settings) = match on {
-            On::KafkaTls => {
-                let s = kafka.secured();
-                (
-                    format!("localhost:{}", s.ssl),
-                    vec![
-                        ("security.protocol".into(), "SSL".into()),
-                        (
-                            "ssl.ca.location".into(),
-                            s.ca_pem.to_str().unwrap().to_string(),
-                        ),
-                    ],
-                )
-            }
-            _ => (kafka.bootstrap(), Vec::new()),
-        };
-        Target {
-            connect,
-            settings,
-            admin: kafka.bootstrap(),
-            pid: kafka.pid(0).expect("the Kafka broker runs"),
-            kafka: Some(kafka),
-            _tansu: None,
-        }
-    }
-
-    fn create_topic(&self, topic: &str, partitions: i32) {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        match self.kafka {
-            // Waits until every partition has a leader.
-            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, 1, &[])),
-            None => rt
-                .block_on(courier::admin::create_topic(
-                    &self.admin,
-                    topic,
-                    partitions,
-                    1,
-                ))
-                .expect("create topic"),
-        }
-    }
-
-    /// Kafka keeps its logs on disk: a run's topic is deleted once read.
-    fn done_with(&self, topic: &str) {
-        if let Some(kafka) = self.kafka {
-            kafka.delete_topic(topic);
-        }
-    }
-
-    fn cpu(&self) -> f64 {
-        cpu_of(self.pid)
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

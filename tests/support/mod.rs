@@ -115,6 +115,11 @@ impl Tansu {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The broker's process id (the benches read its CPU time from /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The broker's log so far, for failure messages.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

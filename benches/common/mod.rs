@@ -1,0 +1,240 @@
+//! What the benches that run each client in a child process share
+//! (`vs_rdkafka`, `curves`): the broker a workload runs on ([`Target`]:
+//! a fresh Tansu, or the tests' shared Apache Kafka broker), running a
+//! child and reading its CPU time from `wait4` ([`run_child`]), a child's
+//! own peak RSS ([`peak_rss_kib`]), the processor's name ([`cpu_model`]),
+//! and the statistics over runs ([`med_min_max`], [`percentiles`]).
+//!
+//! Included by each bench with `mod common;` (a directory module, so that
+//! Cargo does not take it for a bench target of its own).
+
+// Each bench uses a part of this module.
+#![allow(dead_code)]
+
+#[path = "../../tests/support/mod.rs"]
+pub mod support;
+
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+/// Where a workload runs.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum On {
+    /// A fresh Tansu (memory storage) for the workload.
+    Tansu,
+    /// The shared Apache Kafka broker's PLAINTEXT listener.
+    Kafka,
+    /// The same broker's SSL listener (server-authenticated TLS; the
+    /// certificate is for `localhost`, checked by both clients).
+    KafkaTls,
+}
+
+/// A workload's broker: where clients connect and with what settings, and
+/// the plaintext address the bench itself uses to create topics and read
+/// them back.
+pub struct Target {
+    /// The clients' bootstrap address.
+    pub connect: String,
+    /// Settings both clients get (`security.protocol`, `ssl.ca.location`).
+    pub settings: Vec<(String, String)>,
+    /// A plaintext address of the same broker.
+    pub admin: String,
+    /// The broker process, for its CPU time.
+    pub pid: u32,
+    /// The shared Kafka broker, for Kafka workloads.
+    kafka: Option<&'static support::kafka::KafkaCluster>,
+    /// A Tansu of this workload's own (`tests/support`), killed on drop.
+    _tansu: Option<support::Tansu>,
+}
+
+impl Target {
+    /// A fresh Tansu (memory storage: it keeps every record, so each
+    /// workload gets its own), or the shared Kafka broker, started once
+    /// with the tests' secured listeners (its JVM dies with this process).
+    pub fn start(on: On) -> Target {
+        if on == On::Tansu {
+            let tansu = support::Tansu::start();
+            return Target {
+                connect: tansu.bootstrap(),
+                settings: Vec::new(),
+                admin: tansu.bootstrap(),
+                pid: tansu.pid(),
+                kafka: None,
+                _tansu: Some(tansu),
+            };
+        }
+        let kafka = support::kafka::KafkaCluster::shared_secured();
+        let (connect, settings) = match on {
+            On::KafkaTls => {
+                let s = kafka.secured();
+                (
+                    format!("localhost:{}", s.ssl),
+                    vec![
+                        ("security.protocol".into(), "SSL".into()),
+                        (
+                            "ssl.ca.location".into(),
+                            s.ca_pem.to_str().unwrap().to_string(),
+                        ),
+                    ],
+                )
+            }
+            _ => (kafka.bootstrap(), Vec::new()),
+        };
+        Target {
+            connect,
+            settings,
+            admin: kafka.bootstrap(),
+            pid: kafka.pid(0).expect("the Kafka broker runs"),
+            kafka: Some(kafka),
+            _tansu: None,
+        }
+    }
+
+    /// Creates `topic` with `partitions` partitions (replication 1).
+    pub fn create_topic(&self, topic: &str, partitions: i32) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        match self.kafka {
+            // Waits until every partition has a leader.
+            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, 1, &[])),
+            None => rt
+                .block_on(courier::admin::create_topic(
+                    &self.admin,
+                    topic,
+                    partitions,
+                    1,
+                ))
+                .expect("create topic"),
+        }
+    }
+
+    /// Kafka keeps its logs on disk: a run's topic is deleted once read.
+    pub fn done_with(&self, topic: &str) {
+        if let Some(kafka) = self.kafka {
+            kafka.delete_topic(topic);
+        }
+    }
+
+    /// The broker's CPU seconds so far.
+    pub fn cpu(&self) -> f64 {
+        cpu_of(self.pid)
+    }
+}
+
+/// A process's CPU seconds so far (user + system), from /proc.
+pub fn cpu_of(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf reads a constant; no memory is involved.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// The processor's model name, from /proc/cpuinfo.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+/// Today's date, `YYYY-MM-DD`.
+pub fn today() -> String {
+    Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
+}
+
+/// This process's peak RSS since exec, in KiB (`VmHWM`). A child reports
+/// it at exit: `wait4`'s `ru_maxrss` is no good for that, since Linux
+/// carries the parent's peak across fork and exec, so every child would
+/// report the bench's own peak.
+pub fn peak_rss_kib() -> i64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|v| v.parse().ok()))
+        })
+        .unwrap_or(0)
+}
+
+/// A finished child process: its stdout, exit status, CPU and wall time.
+pub struct Finished {
+    /// Everything it wrote to stdout.
+    pub out: String,
+    /// `wait4`'s status word.
+    pub status: i32,
+    /// User + system seconds, its waited-for children's included.
+    pub cpu: f64,
+    /// Its `ru_maxrss` in KiB (see [`peak_rss_kib`] for when that is not
+    /// the process's own).
+    pub max_rss_kib: i64,
+    /// Seconds from spawn to exit.
+    pub wall: f64,
+}
+
+impl Finished {
+    /// Whether it exited with one of `codes`.
+    pub fn exited_with(&self, codes: &[i32]) -> bool {
+        libc::WIFEXITED(self.status) && codes.contains(&libc::WEXITSTATUS(self.status))
+    }
+}
+
+/// Runs `cmd` with its stdout piped, reads that to the end, and reaps the
+/// child with `wait4` for its rusage (CPU time is the whole process's,
+/// every thread's, user + system).
+// The child is reaped by `libc::wait4` (for its rusage), not `Child::wait`.
+#[allow(clippy::zombie_processes)]
+pub fn run_child(mut cmd: Command) -> Finished {
+    let started = Instant::now();
+    let child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let pid = child.id() as i32;
+    let mut out = String::new();
+    use std::io::Read;
+    child.stdout.unwrap().read_to_string(&mut out).unwrap();
+    let mut status = 0;
+    // SAFETY: rusage is plain old data, written by wait4.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child's pid, with valid pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid, "wait4");
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Finished {
+        out,
+        status,
+        cpu: tv(usage.ru_utime) + tv(usage.ru_stime),
+        max_rss_kib: usage.ru_maxrss,
+        wall: started.elapsed().as_secs_f64(),
+    }
+}
+
+/// The median, minimum and maximum of `v` (not empty); the median of an
+/// even count is the upper middle value.
+pub fn med_min_max(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+/// The `qs` quantiles of `v` (nearest rank); zeros when `v` is empty.
+pub fn percentiles<const N: usize>(mut v: Vec<u64>, qs: [f64; N]) -> [f64; N] {
+    if v.is_empty() {
+        return [0.0; N];
+    }
+    v.sort_unstable();
+    qs.map(|q| v[((v.len() - 1) as f64 * q).round() as usize] as f64)
+}

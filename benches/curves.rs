@@ -1,0 +1,1219 @@
+//! Cost as work grows (issue 15, item 4): Courier and rust-rdkafka
+//! (librdkafka) along four curves, each from 1 to large, on a Tansu broker
+//! this bench starts itself (a fresh one per point: its memory storage
+//! keeps every record).
+//!
+//! ```text
+//! cargo bench --bench curves -- --bench                # every curve, 3 runs per point
+//! cargo bench --bench curves -- --bench --only size    # one curve
+//! cargo bench --bench curves -- --bench --runs 5 --records 100000
+//! cargo bench --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
+//! ```
+//!
+//! The curves:
+//! - `partitions`: one topic of P partitions (1 → 10,000), keyed records
+//!   (a distinct key per record, so every partition gets some), 100 B;
+//! - `subscriptions`: S tasks (1 → 10,000), each producing its share of
+//!   the records and reading its own reports. Courier: a subscription per
+//!   task (`Producer::subscribe`). rdkafka has no report stream per
+//!   producer handle; its fair equivalent is one `ThreadedProducer` whose
+//!   delivery callback routes each report by its opaque (the task's
+//!   index) to that task's channel;
+//! - `web-service`: T tasks (1 → 10,000), each awaiting one send at a
+//!   time for a fixed time: Courier's `send().await` against
+//!   `FutureProducer::send().await`; also p50 and p99 of the awaited send;
+//! - `size`: record size 10 B → 1 MB (keyless, 6 partitions), a fixed
+//!   number of bytes per point (fewer records as they grow).
+//!
+//! Both clients run at their defaults except the swept parameter, with
+//! `linger.ms=5` and `acks=all` set alike (both are also both clients'
+//! defaults). Each client runs in a child process (this binary with
+//! `--child`): CPU is the whole client's user + sys time (`wait4`), RSS its
+//! own peak (`VmHWM`). Clients alternate A B A B over the runs; the tables
+//! show medians. Every client's delivered count comes from its success
+//! reports, and a client that lost records is flagged. A point that fails
+//! (a child that exits with an error, or runs past its time limit) is
+//! recorded with the reason, and the curve goes on with the next point.
+//!
+//! Results: `docs/benchmarks/curves.md` and an SVG chart per curve,
+//! `docs/benchmarks/curves-<curve>.svg` (drawn with plotters).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::{med_min_max, Target};
+
+/// The curves, in the order they run.
+const CURVES: [&str; 4] = ["partitions", "subscriptions", "web-service", "size"];
+
+/// The two clients, alternating in this order within each run.
+const CLIENTS: [&str; 2] = ["courier", "rdkafka"];
+
+/// `linger.ms` for both clients in every curve.
+const LINGER_MS: &str = "5";
+
+/// `acks` for both clients in every curve.
+const ACKS: &str = "all";
+
+/// A child that has not finished after this long is stopped and its point
+/// recorded as failed.
+const CHILD_LIMIT: Duration = Duration::from_secs(180);
+
+/// One point of a curve: what each of its client runs does.
+#[derive(Clone, Debug)]
+struct Point {
+    /// The curve's name (one of [`CURVES`]).
+    curve: &'static str,
+    /// The swept parameter's value (partitions, subscriptions, tasks, or
+    /// bytes per record).
+    x: usize,
+    /// Records per run (the `web-service` curve runs for `seconds` instead).
+    records: usize,
+    /// Bytes per record value.
+    size: usize,
+    /// The topic's partitions.
+    partitions: i32,
+    /// Seconds of load per `web-service` run.
+    seconds: f64,
+}
+
+/// The points of `curve`: log-spaced parameters, and records per run from
+/// `records` (`--records`).
+fn points(curve: &'static str, smoke: bool, records: usize, seconds: f64) -> Vec<Point> {
+    let counts: &[usize] = if smoke {
+        &[1, 10]
+    } else {
+        &[1, 10, 100, 1000, 10_000]
+    };
+    let base = Point {
+        curve,
+        x: 0,
+        records,
+        size: 100,
+        partitions: 6,
+        seconds,
+    };
+    match curve {
+        "partitions" => counts
+            .iter()
+            .map(|&p| Point {
+                x: p,
+                partitions: p as i32,
+                ..base.clone()
+            })
+            .collect(),
+        "subscriptions" | "web-service" => counts
+            .iter()
+            .map(|&x| Point { x, ..base.clone() })
+            .collect(),
+        "size" => {
+            let sizes: &[usize] = if smoke {
+                &[10, 1000]
+            } else {
+                &[10, 100, 1000, 10_000, 100_000, 1_000_000]
+            };
+            // At most `records` of them, and at most 100 such records' worth
+            // of 1 KB ones in bytes (200 MB at the default 200,000): the
+            // broker keeps every run's records.
+            let bytes = records * 1000;
+            sizes
+                .iter()
+                .map(|&size| Point {
+                    x: size,
+                    size,
+                    records: records.min(bytes / size).max(1),
+                    ..base.clone()
+                })
+                .collect()
+        }
+        other => panic!("unknown curve {other}"),
+    }
+}
+
+/// What one client run measured.
+#[derive(Clone, Debug, Default)]
+struct Sample {
+    /// Seconds of producing, from the first record to the last report.
+    wall: f64,
+    /// The client process's CPU seconds (user + sys), its start included.
+    cpu: f64,
+    /// Its peak RSS in KiB.
+    rss_kib: i64,
+    /// Records with a success report.
+    delivered: usize,
+    /// Records reported failed (or, in the web-service curve, sends that
+    /// returned an error).
+    failed: usize,
+    /// The awaited send's p50 in µs (web-service only).
+    p50_us: f64,
+    /// Its p99 in µs.
+    p99_us: f64,
+}
+
+/// A client's medians at one point.
+#[derive(Clone, Debug)]
+struct Stats {
+    /// Records a second (delivered ÷ wall).
+    rate: f64,
+    /// Client CPU µs per delivered record.
+    cpu_us: f64,
+    /// Peak RSS MiB.
+    rss_mib: f64,
+    /// Send latency p50, µs (web-service only).
+    p50_us: f64,
+    /// Send latency p99, µs.
+    p99_us: f64,
+    /// The most records any run lost (expected − delivered, or failed sends).
+    lost: usize,
+    /// Runs completed (fewer than asked when a later run failed).
+    runs: usize,
+}
+
+impl Stats {
+    /// The medians of a client's runs at `p`.
+    fn of(samples: &[Sample], p: &Point) -> Stats {
+        let pick = |f: &dyn Fn(&Sample) -> f64| med_min_max(samples.iter().map(f).collect()).0;
+        Stats {
+            rate: pick(&|s| s.delivered as f64 / s.wall),
+            cpu_us: pick(&|s| s.cpu * 1e6 / s.delivered.max(1) as f64),
+            rss_mib: pick(&|s| s.rss_kib as f64 / 1024.0),
+            p50_us: pick(&|s| s.p50_us),
+            p99_us: pick(&|s| s.p99_us),
+            lost: samples
+                .iter()
+                .map(|s| {
+                    if p.curve == "web-service" {
+                        s.failed
+                    } else {
+                        p.records.saturating_sub(s.delivered)
+                    }
+                })
+                .max()
+                .unwrap_or(0),
+            runs: samples.len(),
+        }
+    }
+}
+
+/// A point's outcome: each client's medians, and why a run failed if one
+/// did.
+struct Measured {
+    /// The point.
+    point: Point,
+    /// Each client's medians over its completed runs.
+    by_client: BTreeMap<&'static str, Stats>,
+    /// The failed run and why (no runs of the point were made after it).
+    failure: Option<String>,
+    /// The machine's 1-minute load average before and after the point's
+    /// runs (/proc/loadavg): above the bench's own ~2, something else ran.
+    load: (f64, f64),
+}
+
+/// The 1-minute load average.
+fn load_average() -> f64 {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The bench (`--bench`, else the smoke version), or a child (`--child`).
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--child") {
+        return child(&args[1..]);
+    }
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    let value = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    // `cargo bench` passes --bench; `cargo test --benches` runs this binary
+    // without it, and then only the smoke version runs.
+    let smoke = flag("--smoke") || !flag("--bench");
+    let runs: usize = value("--runs")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if smoke { 1 } else { 3 });
+    let records: usize = value("--records")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if smoke { 2_000 } else { 100_000 });
+    let seconds: f64 = value("--seconds")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if smoke { 0.3 } else { 3.0 });
+    let only = value("--only");
+    let started = Instant::now();
+
+    let mut results: Vec<Measured> = Vec::new();
+    for curve in CURVES {
+        if only.as_ref().is_some_and(|o| !curve.contains(o.as_str())) {
+            continue;
+        }
+        for point in points(curve, smoke, records, seconds) {
+            eprintln!(
+                "== {curve} {} ({} records of {} B, {} partition(s))",
+                point.x, point.records, point.size, point.partitions
+            );
+            results.push(measure(&point, runs));
+        }
+    }
+    let took = started.elapsed().as_secs_f64();
+
+    if smoke {
+        // Only that every client ran and none lost records: no timing claims.
+        for m in &results {
+            let p = &m.point;
+            assert!(m.failure.is_none(), "{} {}: {:?}", p.curve, p.x, m.failure);
+            for (client, s) in &m.by_client {
+                assert_eq!(s.lost, 0, "{client} lost records at {} {}", p.curve, p.x);
+                if p.curve == "web-service" {
+                    assert!(s.p50_us > 0.0, "{client}: no latencies measured");
+                }
+            }
+        }
+        // The charts are drawn (not written), so their code runs in CI too.
+        for curve in CURVES {
+            assert!(chart(curve, &results).contains("<svg"), "no {curve} chart");
+        }
+        println!(
+            "curves smoke: {} points, both clients delivered everything",
+            results.len()
+        );
+        return;
+    }
+    write_results(&results, runs, records, seconds, took, only.as_deref());
+}
+
+/// Runs both clients at `p`, alternating, on a fresh broker.
+fn measure(p: &Point, runs: usize) -> Measured {
+    let load_before = load_average();
+    let target = Target::start(common::On::Tansu);
+    let topic = format!("curve-{}-{}", p.curve, p.x);
+    let t = Instant::now();
+    target.create_topic(&topic, p.partitions);
+    if p.partitions > 100 {
+        eprintln!(
+            "  created {} partitions in {:.1} s",
+            p.partitions,
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
+    for run in 0..runs {
+        for client in CLIENTS {
+            match run_client(&target, &topic, client, p) {
+                Ok(s) => {
+                    eprintln!(
+                        "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  rss {:>6.1} MiB  delivered {}{}",
+                        s.delivered as f64 / s.wall,
+                        s.cpu * 1e6 / s.delivered.max(1) as f64,
+                        s.rss_kib as f64 / 1024.0,
+                        s.delivered,
+                        if p.curve == "web-service" {
+                            format!("  p50 {:.0} µs  p99 {:.0} µs  failed {}", s.p50_us, s.p99_us, s.failed)
+                        } else {
+                            format!("/{}", p.records)
+                        }
+                    );
+                    samples.entry(client).or_default().push(s);
+                }
+                Err(why) => {
+                    // The runs before it stand; no more runs of this point.
+                    eprintln!("  run {run} {client}: FAILED: {why}");
+                    return Measured {
+                        point: p.clone(),
+                        by_client: samples.iter().map(|(c, s)| (*c, Stats::of(s, p))).collect(),
+                        failure: Some(format!("{client}, run {run}: {why}")),
+                        load: (load_before, load_average()),
+                    };
+                }
+            }
+        }
+    }
+    Measured {
+        point: p.clone(),
+        by_client: samples.iter().map(|(c, s)| (*c, Stats::of(s, p))).collect(),
+        failure: None,
+        load: (load_before, load_average()),
+    }
+}
+
+/// One client run in a child process; an error says why it failed (its
+/// exit status and the end of its stderr).
+fn run_client(target: &Target, topic: &str, client: &str, p: &Point) -> Result<Sample, String> {
+    let stderr_path =
+        std::env::temp_dir().join(format!("courier-curves-{}.err", std::process::id()));
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--child", client, p.curve, &target.connect, topic])
+        .args([
+            p.x.to_string(),
+            p.records.to_string(),
+            p.size.to_string(),
+            p.seconds.to_string(),
+        ])
+        .stderr(std::fs::File::create(&stderr_path).unwrap());
+    let done = common::run_child(cmd);
+    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&stderr_path);
+    if !done.exited_with(&[0]) {
+        let tail: Vec<&str> = err.lines().rev().take(5).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        return Err(format!(
+            "exit status {:#x} after {:.1} s; stderr: {}",
+            done.status,
+            done.wall,
+            tail.join(" / ")
+        ));
+    }
+    let f: Vec<f64> = done
+        .out
+        .split_whitespace()
+        .map(|v| v.parse().unwrap_or(0.0))
+        .collect();
+    let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    Ok(Sample {
+        wall: field(0),
+        delivered: field(1) as usize,
+        failed: field(2) as usize,
+        rss_kib: field(3) as i64,
+        p50_us: field(4),
+        p99_us: field(5),
+        cpu: done.cpu,
+    })
+}
+
+/// What a child runs.
+struct Job {
+    /// `courier` or `rdkafka`.
+    client: String,
+    /// The curve (one of [`CURVES`]).
+    curve: String,
+    /// The broker's bootstrap address.
+    addr: String,
+    /// The point's topic.
+    topic: String,
+    /// The swept parameter ([`Point::x`]).
+    x: usize,
+    /// Records to produce ([`Point::records`]).
+    records: usize,
+    /// Bytes per value.
+    size: usize,
+    /// Seconds of load (web-service).
+    seconds: f64,
+}
+
+/// What a child measured.
+#[derive(Default)]
+struct Outcome {
+    /// Seconds from the first record to the last report.
+    wall: f64,
+    /// Success reports.
+    delivered: usize,
+    /// Failure reports, refused sends, failed awaits.
+    failed: usize,
+    /// Web-service: each awaited send's latency in µs.
+    latencies: Vec<u64>,
+}
+
+/// Child: run one client at one point; print
+/// "wall_seconds delivered failed peak_rss_kib p50_us p99_us".
+fn child(args: &[String]) {
+    let job = Job {
+        client: args[0].clone(),
+        curve: args[1].clone(),
+        addr: args[2].clone(),
+        topic: args[3].clone(),
+        x: args[4].parse().unwrap(),
+        records: args[5].parse().unwrap(),
+        size: args[6].parse().unwrap(),
+        seconds: args[7].parse().unwrap(),
+    };
+    std::thread::spawn(|| {
+        std::thread::sleep(CHILD_LIMIT);
+        eprintln!("timed out after {} s", CHILD_LIMIT.as_secs());
+        std::process::exit(3);
+    });
+    // Both clients' tasks run on one tokio worker thread; each client's
+    // own threads (Courier's actix system, librdkafka's) come on top.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = match (job.client.as_str(), job.curve.as_str()) {
+        ("courier", "partitions" | "size") => rt.block_on(courier_stream(&job)),
+        ("courier", "subscriptions") => rt.block_on(courier_subscriptions(&job)),
+        ("courier", "web-service") => rt.block_on(courier_web(&job)),
+        ("rdkafka", "partitions" | "size") => rdkafka_base(&job),
+        ("rdkafka", "subscriptions") => rt.block_on(rdkafka_routed(&job)),
+        ("rdkafka", "web-service") => rt.block_on(rdkafka_web(&job)),
+        (c, k) => panic!("unknown client {c} or curve {k}"),
+    };
+    let [p50, p99] = common::percentiles(out.latencies, [0.5, 0.99]);
+    println!(
+        "{} {} {} {} {p50} {p99}",
+        out.wall,
+        out.delivered,
+        out.failed,
+        common::peak_rss_kib()
+    );
+}
+
+/// Whether record `i` carries a key (the partitions curve's are keyed).
+fn keyed(job: &Job) -> bool {
+    job.curve == "partitions"
+}
+
+/// Record `i`'s key: distinct per record, so that keyed records spread
+/// over every partition.
+fn key_of(i: usize) -> String {
+    format!("k{i}")
+}
+
+/// A Courier producer at its defaults, with the bench's linger and acks.
+fn courier_producer(job: &Job) -> courier::Producer {
+    courier::Producer::builder()
+        .bootstrap(&job.addr)
+        .set("linger.ms", LINGER_MS)
+        .set("acks", ACKS)
+        .build()
+        .unwrap()
+}
+
+/// The record value, shared without a copy (as rdkafka's clients pass a
+/// borrowed slice that librdkafka copies).
+fn courier_value(job: &Job) -> bytes::Bytes {
+    bytes::Bytes::from_static(Box::leak(vec![b'x'; job.size].into_boxed_slice()))
+}
+
+/// A Courier record for `topic`.
+fn courier_record(
+    topic: courier::Topic,
+    value: &bytes::Bytes,
+    key: Option<String>,
+) -> courier::Record {
+    courier::Record {
+        topic,
+        partition: None,
+        key: key.map(bytes::Bytes::from),
+        value: Some(value.clone()),
+        headers: Vec::new(),
+        timestamp: None,
+        opaque: 0,
+    }
+}
+
+/// Topic metadata first, outside the timing (rdkafka's clients fetch it
+/// too): one record, sent and awaited.
+async fn courier_warm(producer: &courier::Producer, topic: courier::Topic) {
+    let _ = producer
+        .send(courier::Record::to(topic).value("warm"))
+        .await;
+}
+
+/// One subscription: every record produced with `Subscriber::produce`,
+/// every report read from its stream by another task.
+async fn courier_stream(job: &Job) -> Outcome {
+    use futures::StreamExt;
+    let producer = courier_producer(job);
+    let topic = courier::Topic::from(job.topic.as_str());
+    let value = courier_value(job);
+    courier_warm(&producer, topic).await;
+    let start = Instant::now();
+    let (sub, mut stream) = producer.subscribe(courier::ReportMode::All);
+    let reader = tokio::spawn(async move {
+        let (mut ok, mut failed) = (0, 0);
+        while let Some(r) = stream.next().await {
+            if r.is_delivered() {
+                ok += 1
+            } else {
+                failed += 1
+            }
+        }
+        (ok, failed)
+    });
+    for i in 0..job.records {
+        let key = keyed(job).then(|| key_of(i));
+        sub.produce(courier_record(topic, &value, key))
+            .await
+            .unwrap();
+    }
+    drop(sub);
+    let (delivered, failed) = reader.await.unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    producer.close().await;
+    Outcome {
+        wall,
+        delivered,
+        failed,
+        latencies: Vec::new(),
+    }
+}
+
+/// `job.x` tasks, each with a subscription of its own: it produces its
+/// share of the records and reads its own reports, both at once.
+async fn courier_subscriptions(job: &Job) -> Outcome {
+    use futures::StreamExt;
+    let producer = courier_producer(job);
+    let topic = courier::Topic::from(job.topic.as_str());
+    let value = courier_value(job);
+    courier_warm(&producer, topic).await;
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..job.x)
+        .map(|t| {
+            let (sub, mut stream) = producer.subscribe(courier::ReportMode::All);
+            let share = share(job.records, job.x, t);
+            let value = value.clone();
+            tokio::spawn(async move {
+                let produce = async move {
+                    for _ in 0..share {
+                        sub.produce(courier_record(topic, &value, None))
+                            .await
+                            .unwrap();
+                    }
+                };
+                let read = async move {
+                    let (mut ok, mut failed) = (0, 0);
+                    while let Some(r) = stream.next().await {
+                        if r.is_delivered() {
+                            ok += 1
+                        } else {
+                            failed += 1
+                        }
+                    }
+                    (ok, failed)
+                };
+                futures::join!(produce, read).1
+            })
+        })
+        .collect();
+    let (mut delivered, mut failed) = (0, 0);
+    for t in tasks {
+        let (ok, bad) = t.await.unwrap();
+        delivered += ok;
+        failed += bad;
+    }
+    let wall = start.elapsed().as_secs_f64();
+    producer.close().await;
+    Outcome {
+        wall,
+        delivered,
+        failed,
+        latencies: Vec::new(),
+    }
+}
+
+/// Task `t`'s share of `records` over `tasks` tasks.
+fn share(records: usize, tasks: usize, t: usize) -> usize {
+    records / tasks + usize::from(t < records % tasks)
+}
+
+/// `job.x` tasks, each awaiting one `send()` at a time until
+/// `job.seconds` have passed; each send's latency.
+async fn courier_web(job: &Job) -> Outcome {
+    let producer = courier_producer(job);
+    let topic = courier::Topic::from(job.topic.as_str());
+    let value = courier_value(job);
+    courier_warm(&producer, topic).await;
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(job.seconds);
+    let tasks: Vec<_> = (0..job.x)
+        .map(|_| {
+            let producer = producer.clone();
+            let value = value.clone();
+            tokio::spawn(async move {
+                let (mut lat, mut failed) = (Vec::new(), 0);
+                while Instant::now() < until {
+                    let t0 = Instant::now();
+                    match producer.send(courier_record(topic, &value, None)).await {
+                        Ok(_) => lat.push(t0.elapsed().as_micros() as u64),
+                        Err(_) => failed += 1,
+                    }
+                }
+                (lat, failed)
+            })
+        })
+        .collect();
+    web_outcome(tasks, start, || producer.close()).await
+}
+
+/// Gathers the web-service tasks' latencies and failures; `close` is
+/// awaited after the wall time is taken.
+async fn web_outcome<F: std::future::Future<Output = ()>>(
+    tasks: Vec<tokio::task::JoinHandle<(Vec<u64>, usize)>>,
+    start: Instant,
+    close: impl FnOnce() -> F,
+) -> Outcome {
+    let mut out = Outcome::default();
+    for t in tasks {
+        let (lat, failed) = t.await.unwrap();
+        out.latencies.extend(lat);
+        out.failed += failed;
+    }
+    out.wall = start.elapsed().as_secs_f64();
+    out.delivered = out.latencies.len();
+    close().await;
+    out
+}
+
+/// librdkafka at its defaults, with the bench's linger and acks, and
+/// the topic's metadata fetched.
+///
+/// librdkafka refuses a record whose size on the wire exceeds
+/// `message.max.bytes` (default 1,000,000, overhead included), so a
+/// 1,000,000-byte value needs it raised; it is, to Courier's
+/// `max.request.size` default (1,048,576), for records that large only.
+fn rdkafka_config(job: &Job) -> rdkafka::ClientConfig {
+    let mut c = rdkafka::ClientConfig::new();
+    c.set("bootstrap.servers", &job.addr)
+        .set("linger.ms", LINGER_MS)
+        .set("acks", ACKS);
+    if job.size + 1024 > 1_000_000 {
+        c.set("message.max.bytes", "1048576");
+    }
+    c
+}
+
+/// Fetches `topic`'s metadata (outside the timing, as Courier's warm-up).
+fn rdkafka_metadata<C: rdkafka::producer::ProducerContext, P: rdkafka::producer::Producer<C>>(
+    p: &P,
+    topic: &str,
+) {
+    let _ = p
+        .client()
+        .fetch_metadata(Some(topic), Duration::from_secs(30));
+}
+
+/// A counting delivery callback (successes, failures).
+#[derive(Default)]
+struct Count {
+    ok: std::sync::atomic::AtomicUsize,
+    failed: std::sync::atomic::AtomicUsize,
+}
+
+impl rdkafka::ClientContext for Count {}
+
+impl rdkafka::producer::ProducerContext for Count {
+    type DeliveryOpaque = ();
+    fn delivery(&self, r: &rdkafka::producer::DeliveryResult<'_>, _: ()) {
+        let c = if r.is_ok() { &self.ok } else { &self.failed };
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A `BaseProducer` with a counting callback, polled every 1,000 records
+/// and while its queue is full.
+fn rdkafka_base(job: &Job) -> Outcome {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use std::sync::atomic::Ordering::Relaxed;
+    let p: BaseProducer<Count> = rdkafka_config(job)
+        .create_with_context(Count::default())
+        .unwrap();
+    rdkafka_metadata(&p, &job.topic);
+    let payload = vec![b'x'; job.size];
+    let start = Instant::now();
+    let mut refused = 0;
+    for i in 0..job.records {
+        let key = keyed(job).then(|| key_of(i));
+        let mut rec = BaseRecord::<str, [u8]>::to(&job.topic).payload(&payload);
+        if let Some(k) = &key {
+            rec = rec.key(k.as_str());
+        }
+        loop {
+            match p.send(rec) {
+                Ok(()) => break,
+                Err((e, back)) if is_queue_full(&e) => {
+                    p.poll(Duration::from_millis(1));
+                    rec = back;
+                }
+                // Refused outright (too large, say): no report will come.
+                Err(_) => {
+                    refused += 1;
+                    break;
+                }
+            }
+        }
+        if i % 1000 == 0 {
+            p.poll(Duration::ZERO);
+        }
+    }
+    // Until every report is in, polling in 1 ms steps: `flush` would poll
+    // in 100 ms ones (rust-rdkafka's `poll` waits out its whole timeout),
+    // and charge rdkafka up to 100 ms for nothing.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let reported = || p.context().ok.load(Relaxed) + p.context().failed.load(Relaxed) + refused;
+    while reported() < job.records && Instant::now() < deadline {
+        p.poll(Duration::from_millis(1));
+    }
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered: p.context().ok.load(Relaxed),
+        failed: p.context().failed.load(Relaxed) + refused,
+        latencies: Vec::new(),
+    }
+}
+
+/// Whether a send was refused because librdkafka's queue is full (the
+/// one refusal worth waiting out).
+fn is_queue_full(e: &rdkafka::error::KafkaError) -> bool {
+    e.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::QueueFull)
+}
+
+/// A delivery callback that routes each report, by its opaque (a task's
+/// index), to that task's channel: rdkafka's equivalent of a report
+/// stream per task.
+struct Router {
+    tasks: Vec<tokio::sync::mpsc::UnboundedSender<bool>>,
+}
+
+impl rdkafka::ClientContext for Router {}
+
+impl rdkafka::producer::ProducerContext for Router {
+    type DeliveryOpaque = usize;
+    fn delivery(&self, r: &rdkafka::producer::DeliveryResult<'_>, task: usize) {
+        let _ = self.tasks[task].send(r.is_ok());
+    }
+}
+
+/// `job.x` tasks sharing one `ThreadedProducer` (its thread polls and
+/// runs the callback), each producing its share with its index as the
+/// opaque and reading its own reports from its channel.
+async fn rdkafka_routed(job: &Job) -> Outcome {
+    use rdkafka::producer::{BaseRecord, ThreadedProducer};
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..job.x)
+        .map(|_| tokio::sync::mpsc::unbounded_channel())
+        .unzip();
+    let p: Arc<ThreadedProducer<Router>> = Arc::new(
+        rdkafka_config(job)
+            .create_with_context(Router { tasks: senders })
+            .unwrap(),
+    );
+    rdkafka_metadata(p.as_ref(), &job.topic);
+    let payload: Arc<[u8]> = vec![b'x'; job.size].into();
+    let start = Instant::now();
+    let tasks: Vec<_> = receivers
+        .into_iter()
+        .enumerate()
+        .map(|(t, mut reports)| {
+            let share = share(job.records, job.x, t);
+            let (p, payload, topic) = (p.clone(), payload.clone(), job.topic.clone());
+            tokio::spawn(async move {
+                let mut refused = 0;
+                for _ in 0..share {
+                    let mut rec = BaseRecord::<str, [u8], usize>::with_opaque_to(&topic, t)
+                        .payload(&payload[..]);
+                    loop {
+                        match p.send(rec) {
+                            Ok(()) => break,
+                            Err((e, back)) if is_queue_full(&e) => {
+                                // Let the poll thread drain the queue.
+                                rec = back;
+                                tokio::time::sleep(Duration::from_millis(1)).await;
+                            }
+                            Err(_) => {
+                                refused += 1;
+                                break;
+                            }
+                        }
+                    }
+                }
+                let (mut ok, mut failed) = (0, refused);
+                for _ in 0..share - refused {
+                    match reports.recv().await {
+                        Some(true) => ok += 1,
+                        _ => failed += 1,
+                    }
+                }
+                (ok, failed)
+            })
+        })
+        .collect();
+    let (mut delivered, mut failed) = (0, 0);
+    for t in tasks {
+        let (ok, bad) = t.await.unwrap();
+        delivered += ok;
+        failed += bad;
+    }
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered,
+        failed,
+        latencies: Vec::new(),
+    }
+}
+
+/// `job.x` tasks, each awaiting one `FutureProducer::send` at a time
+/// until `job.seconds` have passed; each send's latency.
+async fn rdkafka_web(job: &Job) -> Outcome {
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let p: FutureProducer = rdkafka_config(job).create().unwrap();
+    rdkafka_metadata(&p, &job.topic);
+    let payload: Arc<[u8]> = vec![b'x'; job.size].into();
+    let start = Instant::now();
+    let until = start + Duration::from_secs_f64(job.seconds);
+    let tasks: Vec<_> = (0..job.x)
+        .map(|_| {
+            let (p, payload, topic) = (p.clone(), payload.clone(), job.topic.clone());
+            tokio::spawn(async move {
+                let (mut lat, mut failed) = (Vec::new(), 0);
+                while Instant::now() < until {
+                    let t0 = Instant::now();
+                    let rec = FutureRecord::<str, [u8]>::to(&topic).payload(&payload[..]);
+                    match p.send(rec, Duration::from_secs(60)).await {
+                        Ok(_) => lat.push(t0.elapsed().as_micros() as u64),
+                        Err(_) => failed += 1,
+                    }
+                }
+                (lat, failed)
+            })
+        })
+        .collect();
+    web_outcome(tasks, start, || async {}).await
+}
+
+/// The x axis's name for `curve`.
+fn x_name(curve: &str) -> &'static str {
+    match curve {
+        "partitions" => "partitions",
+        "subscriptions" => "subscriptions (tasks)",
+        "web-service" => "tasks T",
+        _ => "record size (B)",
+    }
+}
+
+/// One line per client: (x, y) for each point that ran.
+type Lines = Vec<(&'static str, Vec<(f64, f64)>)>;
+
+/// Each client's line of `y` along `curve`.
+fn lines(curve: &str, results: &[Measured], y: &dyn Fn(&Point, &Stats) -> f64) -> Lines {
+    CLIENTS
+        .iter()
+        .map(|&c| {
+            let pts = results
+                .iter()
+                .filter(|m| m.point.curve == curve)
+                .filter_map(|m| {
+                    let s = m.by_client.get(c)?;
+                    Some((m.point.x as f64, y(&m.point, s)))
+                })
+                .collect();
+            (c, pts)
+        })
+        .collect()
+}
+
+/// The curve's chart (plotters, SVG): a panel per measure, log–log, a
+/// line per client.
+fn chart(curve: &str, results: &[Measured]) -> String {
+    use plotters::prelude::*;
+    let mut panels: Vec<(&str, Lines)> = vec![
+        ("records/s", lines(curve, results, &|_, s| s.rate)),
+        (
+            "client CPU µs per record",
+            lines(curve, results, &|_, s| s.cpu_us),
+        ),
+        (
+            "client peak RSS MiB",
+            lines(curve, results, &|_, s| s.rss_mib),
+        ),
+    ];
+    match curve {
+        "web-service" => {
+            let mut l = lines(curve, results, &|_, s| s.p99_us);
+            for (c, pts) in lines(curve, results, &|_, s| s.p50_us) {
+                l.push((
+                    if c == "courier" {
+                        "courier p50"
+                    } else {
+                        "rdkafka p50"
+                    },
+                    pts,
+                ));
+            }
+            l[0].0 = "courier p99";
+            l[1].0 = "rdkafka p99";
+            panels.push(("awaited send µs (p99 solid, p50 thin)", l));
+        }
+        "size" => panels.push((
+            "MB/s",
+            lines(curve, results, &|p, s| s.rate * p.size as f64 / 1e6),
+        )),
+        _ => {}
+    }
+    let xs: Vec<f64> = results
+        .iter()
+        .filter(|m| m.point.curve == curve)
+        .map(|m| m.point.x as f64)
+        .collect();
+    let (x0, x1) = (
+        xs.iter().copied().fold(f64::MAX, f64::min).min(1.0),
+        xs.iter().copied().fold(1.0, f64::max).max(10.0),
+    );
+    let mut out = String::new();
+    {
+        let rows = panels.len().div_ceil(2);
+        let root =
+            SVGBackend::with_string(&mut out, (1000, 40 + 330 * rows as u32)).into_drawing_area();
+        root.fill(&WHITE).unwrap();
+        let root = root
+            .titled(
+                &format!("{curve}: Courier (blue) vs rust-rdkafka (orange), medians, log–log"),
+                ("sans-serif", 18),
+            )
+            .unwrap();
+        let areas = root.split_evenly((rows, 2));
+        let courier = RGBColor(0x2b, 0x6c, 0xb0);
+        let rdkafka = RGBColor(0xc0, 0x56, 0x21);
+        for (area, (title, lines)) in areas.iter().zip(&panels) {
+            let ys: Vec<f64> = lines
+                .iter()
+                .flat_map(|(_, p)| p.iter().map(|&(_, y)| y))
+                .filter(|y| *y > 0.0)
+                .collect();
+            let y0 = ys.iter().copied().fold(f64::MAX, f64::min).min(1.0) / 1.5;
+            let y1 = ys.iter().copied().fold(1.0, f64::max) * 1.5;
+            let mut c = ChartBuilder::on(area)
+                .caption(*title, ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(36)
+                .y_label_area_size(56)
+                .build_cartesian_2d((x0 / 1.5..x1 * 1.5).log_scale(), (y0..y1).log_scale())
+                .unwrap();
+            c.configure_mesh()
+                .x_desc(x_name(curve))
+                .x_label_formatter(&|v| short(*v))
+                .y_label_formatter(&|v| short(*v))
+                .draw()
+                .unwrap();
+            for (name, pts) in lines {
+                let color = if name.starts_with("courier") {
+                    courier
+                } else {
+                    rdkafka
+                };
+                let thin = name.ends_with("p50");
+                let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, y.max(y0))).collect();
+                c.draw_series(
+                    LineSeries::new(pts, color.stroke_width(if thin { 1 } else { 2 }))
+                        .point_size(if thin { 2 } else { 3 }),
+                )
+                .unwrap()
+                .label(*name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                });
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .unwrap();
+        }
+        root.present().unwrap();
+    }
+    out
+}
+
+/// A number for an axis label: 1k, 10k, 1M, or as is.
+fn short(v: f64) -> String {
+    if v >= 1e6 {
+        format!("{}M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{}k", v / 1e3)
+    } else if v >= 1.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// `a ÷ b`, or "–" when either is missing or zero.
+fn ratio(a: Option<f64>, b: Option<f64>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => format!("{:.2}", a / b),
+        _ => "–".into(),
+    }
+}
+
+/// Writes `docs/benchmarks/curves.md` (or `curves-<only>.md`) and the
+/// charts of the curves that ran.
+fn write_results(
+    results: &[Measured],
+    runs: usize,
+    records: usize,
+    seconds: f64,
+    took: f64,
+    only: Option<&str>,
+) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut md = String::new();
+    let cmd = match only {
+        Some(o) => format!("cargo bench --bench curves -- --bench --runs {runs} --only {o}"),
+        None => format!("cargo bench --bench curves -- --bench --runs {runs}"),
+    };
+    writeln!(
+        md,
+        "# Cost as work grows: Courier vs rust-rdkafka\n\n\
+         Run on {}: `{cmd}` ({runs} alternating runs per client and point, medians; the whole run took {:.0} s).\n\
+         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage), a fresh one per point, on the same machine; \
+         rdkafka 0.38 (librdkafka 2.12.1).\n\n\
+         Both clients at their defaults except the swept parameter, with `linger.ms=5` and `acks=all` set alike. \
+         CPU is the client process's user+sys time (its start and connection included) per delivered record; \
+         RSS its peak (`VmHWM`). Records/s is delivered records over the time from the first record to the last report. \
+         Every delivered count comes from success reports; `lost` is the most any run missed.\n\n\
+         Curves (charts: log–log, a panel per measure):\n\n\
+         - **partitions**: one topic of P partitions, {records} keyed records (a distinct key each) of 100 B. \
+         Courier: one subscription, `Subscriber::produce` per record, every report read from its `ReportStream`; \
+         rdkafka: a `BaseProducer` with a counting delivery callback, polled. ([chart](curves-partitions.svg))\n\
+         - **subscriptions**: S tasks, {records} records of 100 B in all (6 partitions, no keys), each task producing its share and reading its own reports. \
+         Courier: a subscription per task. rdkafka has no per-handle report stream; its fair equivalent here is one `ThreadedProducer` \
+         whose delivery callback routes each report by its opaque (the task's index) to that task's channel (tokio unbounded mpsc). \
+         ([chart](curves-subscriptions.svg))\n\
+         - **web-service**: T tasks, each awaiting one send at a time for {seconds} s (100 B, 6 partitions, no keys): \
+         Courier's `Producer::send().await` vs rdkafka's `FutureProducer::send().await`; p50/p99 of the awaited send. \
+         ([chart](curves-web-service.svg))\n\
+         - **size**: record size 10 B → 1 MB, 6 partitions, no keys, {records} records or {} MB per run, whichever is fewer. \
+         Clients as in `partitions`. At 1 MB only, rdkafka gets `message.max.bytes=1048576`: its default (1,000,000, overhead included) \
+         refuses a 1,000,000-byte value; Courier's `max.request.size` default is 1,048,576. ([chart](curves-size.svg))\n\n\
+         In every curve both clients' tasks run on one tokio worker thread; each library's own threads come on top. \
+         The last column of each table is the machine's 1-minute load average before and after the point's runs: \
+         the bench and its broker account for up to about 2 on this machine; more means something else was running too.",
+        common::today(),
+        took,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        common::cpu_model(),
+        records / 1000,
+    )
+    .unwrap();
+    for curve in CURVES {
+        let of: Vec<&Measured> = results.iter().filter(|m| m.point.curve == curve).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let web = curve == "web-service";
+        writeln!(md, "\n## {curve}\n").unwrap();
+        let mut head = format!(
+            "| {} | records/run | courier rec/s | rdkafka rec/s | ÷ |",
+            x_name(curve)
+        );
+        if curve == "size" {
+            head.push_str(" courier MB/s | rdkafka MB/s |");
+        }
+        head.push_str(" courier CPU µs/rec | rdkafka CPU µs/rec | ÷ | courier RSS MiB | rdkafka RSS MiB | ÷ |");
+        if web {
+            head.push_str(
+                " courier p50 µs | rdkafka p50 µs | courier p99 µs | rdkafka p99 µs | p99 ÷ |",
+            );
+        }
+        head.push_str(" lost (courier/rdkafka) | load avg before/after |");
+        let cols = head.matches('|').count() - 1;
+        writeln!(md, "{head}\n{}", "|---".repeat(cols) + "|").unwrap();
+        for m in &of {
+            let p = &m.point;
+            let recs = if web {
+                "–".to_string()
+            } else {
+                p.records.to_string()
+            };
+            let c = m.by_client.get("courier");
+            let r = m.by_client.get("rdkafka");
+            let f = |s: Option<&Stats>, g: &dyn Fn(&Stats) -> f64, digits: usize| {
+                s.map_or("–".into(), |s| format!("{:.*}", digits, g(s)))
+            };
+            let mut row = format!(
+                "| {} | {recs} | {} | {} | {} |",
+                p.x,
+                f(c, &|s| s.rate, 0),
+                f(r, &|s| s.rate, 0),
+                ratio(c.map(|s| s.rate), r.map(|s| s.rate))
+            );
+            if curve == "size" {
+                let mb = |s: &Stats| s.rate * p.size as f64 / 1e6;
+                write!(row, " {} | {} |", f(c, &mb, 1), f(r, &mb, 1)).unwrap();
+            }
+            write!(
+                row,
+                " {} | {} | {} | {} | {} | {} |",
+                f(c, &|s| s.cpu_us, 2),
+                f(r, &|s| s.cpu_us, 2),
+                ratio(c.map(|s| s.cpu_us), r.map(|s| s.cpu_us)),
+                f(c, &|s| s.rss_mib, 1),
+                f(r, &|s| s.rss_mib, 1),
+                ratio(c.map(|s| s.rss_mib), r.map(|s| s.rss_mib)),
+            )
+            .unwrap();
+            if web {
+                write!(
+                    row,
+                    " {} | {} | {} | {} | {} |",
+                    f(c, &|s| s.p50_us, 0),
+                    f(r, &|s| s.p50_us, 0),
+                    f(c, &|s| s.p99_us, 0),
+                    f(r, &|s| s.p99_us, 0),
+                    ratio(c.map(|s| s.p99_us), r.map(|s| s.p99_us)),
+                )
+                .unwrap();
+            }
+            let lost = |s: Option<&Stats>| {
+                s.map_or("–".into(), |s| {
+                    if s.lost == 0 {
+                        "0".to_string()
+                    } else {
+                        format!("**{}**", s.lost)
+                    }
+                })
+            };
+            writeln!(
+                row,
+                " {}/{} | {:.1}/{:.1} |",
+                lost(c),
+                lost(r),
+                m.load.0,
+                m.load.1
+            )
+            .unwrap();
+            md.push_str(&row);
+        }
+        for m in of.iter().filter(|m| m.failure.is_some()) {
+            let done: Vec<String> = m
+                .by_client
+                .iter()
+                .map(|(c, s)| format!("{c} {}", s.runs))
+                .collect();
+            writeln!(
+                md,
+                "\n**{} {}: a run failed**, and the point's later runs were not made: {}. \
+                 The row above has the medians of the runs completed before it ({}; of two runs, the higher).",
+                x_name(curve),
+                m.point.x,
+                m.failure.as_deref().unwrap_or_default(),
+                if done.is_empty() {
+                    "none".into()
+                } else {
+                    done.join(", ")
+                }
+            )
+            .unwrap();
+        }
+        if only.is_none() || only.is_some_and(|o| curve.contains(o)) {
+            let name = format!("curves-{curve}.svg");
+            std::fs::write(dir.join(&name), chart(curve, results)).unwrap();
+            eprintln!("wrote docs/benchmarks/{name}");
+        }
+    }
+    let name = match only {
+        Some(o) => format!("curves-{o}.md"),
+        None => "curves.md".into(),
+    };
+    std::fs::write(dir.join(&name), &md).unwrap();
+    println!("{md}");
+    eprintln!("wrote docs/benchmarks/{name}");
+}
