@@ -10,14 +10,13 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::actors::broker::state::InFlight;
+use crate::actors::broker::state::{InFlight, MyQueues};
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{AddPartitionsWanted, EnsureProducerId};
 use crate::batching::batch::SealedBatch;
 use crate::batching::queue::{PartitionQueue, QueueState};
 use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
-use crate::metadata::MetadataSnapshot;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 use crate::protocol::record_batch::{increment_sequence, ProducerStamp};
 use crate::protocol::versions::TRANSACTIONAL_PRODUCE_MAX;
@@ -406,13 +405,4 @@ fn topic_data(batches: &[SealedBatch]) -> Vec<TopicData<'_>> {
         }
     }
     topics
-}
-
-/// A connection actor's list of the queues its broker leads, and what it
-/// was taken from (`BrokerConnection::my_queues`).
-#[derive(Debug)]
-pub(super) struct MyQueues {
-    snapshot: Arc<MetadataSnapshot>,
-    created: u64,
-    queues: Vec<Arc<PartitionQueue>>,
 }

@@ -112,7 +112,7 @@ pub struct BrokerConnection {
     panic_in_response: bool,
     wake_at: Option<(Instant, SpawnHandle)>,
     /// The queues this broker leads, as of the metadata (`drain.rs`).
-    mine: Option<drain::MyQueues>,
+    mine: Option<state::MyQueues>,
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
     throttled_until: Option<Instant>,

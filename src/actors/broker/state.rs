@@ -5,10 +5,12 @@
 
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::batching::batch::SealedBatch;
+use crate::batching::queue::PartitionQueue;
+use crate::metadata::MetadataSnapshot;
 use crate::sync::lock;
 
 /// What a broker's connection actor holds that must outlive the actor: its
@@ -41,4 +43,15 @@ pub(super) struct InFlight {
     pub version: i16,
     pub sent_at: Instant,
     pub batches: Vec<SealedBatch>,
+}
+
+/// A connection actor's list of the queues its broker leads, and what it
+/// was taken from (`BrokerConnection::my_queues`, in drain.rs): the list
+/// holds while the metadata snapshot is the same one and no queue has
+/// been created since.
+#[derive(Debug)]
+pub(super) struct MyQueues {
+    pub snapshot: Arc<MetadataSnapshot>,
+    pub created: u64,
+    pub queues: Vec<Arc<PartitionQueue>>,
 }
