@@ -206,7 +206,12 @@ impl BatchBuilder {
                 put_headers(buf, headers);
             }
         } else {
-            self.buf.reserve(total);
+            // Out of room: grow to the batch's limit (at most
+            // MAX_INITIAL_CAPACITY) in one step, not by doubling, so that a
+            // batch that started small for a quiet partition is copied
+            // once when it turns out busy, instead of at every doubling.
+            let to_limit = self.limit.min(MAX_INITIAL_CAPACITY).saturating_sub(before);
+            self.buf.reserve(total.max(to_limit));
             let buf = &mut self.buf;
             put_varint(buf, body as i32);
             buf.push(0); // record attributes: unused in v2
