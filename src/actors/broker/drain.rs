@@ -54,7 +54,7 @@ impl BrokerConnection {
     /// The partition queues this broker leads: kept while the metadata
     /// snapshot and the number of queues stay the same, so a drain walks
     /// its own queues only, not every queue with a leader look-up each.
-    fn my_queues(&mut self) -> Vec<Arc<PartitionQueue>> {
+    fn my_queues(&mut self) -> Arc<[Arc<PartitionQueue>]> {
         let engine = &self.engine;
         let created = engine.acc.queues_created();
         let snapshot = engine.metadata.load_full();
@@ -63,7 +63,7 @@ impl BrokerConnection {
                 return mine.queues.clone();
             }
         }
-        let queues: Vec<_> = engine
+        let queues: Arc<[_]> = engine
             .acc
             .all_queues()
             .into_iter()
@@ -149,7 +149,7 @@ impl BrokerConnection {
             let now = Instant::now();
             let mut batches = Vec::new();
             let mut size = 0usize;
-            for q in &queues {
+            for q in queues.iter() {
                 let mut qi = lock(&q.state);
                 if strict_order && qi.in_flight > 0 {
                     continue;

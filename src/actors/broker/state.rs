@@ -53,5 +53,7 @@ pub(super) struct InFlight {
 pub(super) struct MyQueues {
     pub snapshot: Arc<MetadataSnapshot>,
     pub created: u64,
-    pub queues: Vec<Arc<PartitionQueue>>,
+    /// Shared, so a drain takes it with one reference count, not one per
+    /// queue.
+    pub queues: Arc<[Arc<PartitionQueue>]>,
 }
