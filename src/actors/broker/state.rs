@@ -1,5 +1,7 @@
 //! What a broker's connection actor keeps outside itself: the Produce
-//! requests in flight on its connection. The supervisor hands the same
+//! requests in flight on its connection, and when its drain timer fires
+//! (for producers deciding whether a new batch needs a wake; a new or
+//! restarted actor resets it). The supervisor hands the same
 //! `BrokerState` to every actor it starts for that broker, so a restarted
 //! actor finds (and retries) what its predecessor had in flight.
 
