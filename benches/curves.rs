@@ -224,20 +224,12 @@ fn load_average() -> f64 {
 
 /// The bench (`--bench`, else the smoke version), or a child (`--child`).
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        return child(&args[1..]);
+    let args = common::Args::from_env();
+    if args.0.first().map(String::as_str) == Some("--child") {
+        return child(&args.0[1..]);
     }
-    let flag = |name: &str| args.iter().any(|a| a == name);
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    // `cargo bench` passes --bench; `cargo test --benches` runs this binary
-    // without it, and then only the smoke version runs.
-    let smoke = flag("--smoke") || !flag("--bench");
+    let value = |name: &str| args.value(name);
+    let smoke = args.smoke();
     let runs: usize = value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 1 } else { 3 });
@@ -520,24 +512,13 @@ async fn courier_warm(producer: &courier::Producer, topic: courier::Topic) {
 /// One subscription: every record produced with `Subscriber::produce`,
 /// every report read from its stream by another task.
 async fn courier_stream(job: &Job) -> Outcome {
-    use futures::StreamExt;
     let producer = courier_producer(job);
     let topic = courier::Topic::from(job.topic.as_str());
     let value = courier_value(job);
     courier_warm(&producer, topic).await;
     let start = Instant::now();
-    let (sub, mut stream) = producer.subscribe(courier::ReportMode::All);
-    let reader = tokio::spawn(async move {
-        let (mut ok, mut failed) = (0, 0);
-        while let Some(r) = stream.next().await {
-            if r.is_delivered() {
-                ok += 1
-            } else {
-                failed += 1
-            }
-        }
-        (ok, failed)
-    });
+    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+    let reader = tokio::spawn(count_reports(stream));
     for i in 0..job.records {
         let key = keyed(job).then(|| key_of(i));
         sub.produce(courier_record(topic, &value, key))
@@ -559,7 +540,6 @@ async fn courier_stream(job: &Job) -> Outcome {
 /// `job.x` tasks, each with a subscription of its own: it produces its
 /// share of the records and reads its own reports, both at once.
 async fn courier_subscriptions(job: &Job) -> Outcome {
-    use futures::StreamExt;
     let producer = courier_producer(job);
     let topic = courier::Topic::from(job.topic.as_str());
     let value = courier_value(job);
@@ -567,7 +547,7 @@ async fn courier_subscriptions(job: &Job) -> Outcome {
     let start = Instant::now();
     let tasks: Vec<_> = (0..job.x)
         .map(|t| {
-            let (sub, mut stream) = producer.subscribe(courier::ReportMode::All);
+            let (sub, stream) = producer.subscribe(courier::ReportMode::All);
             let share = share(job.records, job.x, t);
             let value = value.clone();
             tokio::spawn(async move {
@@ -578,18 +558,7 @@ async fn courier_subscriptions(job: &Job) -> Outcome {
                             .unwrap();
                     }
                 };
-                let read = async move {
-                    let (mut ok, mut failed) = (0, 0);
-                    while let Some(r) = stream.next().await {
-                        if r.is_delivered() {
-                            ok += 1
-                        } else {
-                            failed += 1
-                        }
-                    }
-                    (ok, failed)
-                };
-                futures::join!(produce, read).1
+                futures::join!(produce, count_reports(stream)).1
             })
         })
         .collect();
@@ -1216,4 +1185,18 @@ fn write_results(
     std::fs::write(dir.join(&name), &md).unwrap();
     println!("{md}");
     eprintln!("wrote docs/benchmarks/{name}");
+}
+
+/// Reads `stream` to its end: (delivered, failed) reports.
+async fn count_reports(mut stream: courier::ReportStream) -> (usize, usize) {
+    use futures::StreamExt;
+    let (mut ok, mut failed) = (0, 0);
+    while let Some(r) = stream.next().await {
+        if r.is_delivered() {
+            ok += 1
+        } else {
+            failed += 1
+        }
+    }
+    (ok, failed)
 }

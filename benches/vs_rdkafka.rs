@@ -288,20 +288,13 @@ fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--child") {
-        return child(&args[1..]);
+    let args = common::Args::from_env();
+    if args.0.first().map(String::as_str) == Some("--child") {
+        return child(&args.0[1..]);
     }
-    let flag = |name: &str| args.iter().any(|a| a == name);
-    let value = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    // `cargo bench` passes --bench; `cargo test --all-targets` runs this
-    // binary without it, and then only the smoke version runs.
-    let smoke = flag("--smoke") || !flag("--bench");
+    let flag = |name: &str| args.flag(name);
+    let value = |name: &str| args.value(name);
+    let smoke = args.smoke();
     let runs: usize = value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 1 } else { 5 });

@@ -238,3 +238,34 @@ pub fn percentiles<const N: usize>(mut v: Vec<u64>, qs: [f64; N]) -> [f64; N] {
     v.sort_unstable();
     qs.map(|q| v[((v.len() - 1) as f64 * q).round() as usize] as f64)
 }
+
+/// The bench's own arguments (after `--`), as both benches read them:
+/// `--name` flags and `--name value` pairs.
+pub struct Args(pub Vec<String>);
+
+impl Args {
+    /// This process's arguments, without the program name.
+    pub fn from_env() -> Self {
+        Args(std::env::args().skip(1).collect())
+    }
+
+    /// Whether `name` was given.
+    pub fn flag(&self, name: &str) -> bool {
+        self.0.iter().any(|a| a == name)
+    }
+
+    /// The argument after `name`, if any.
+    pub fn value(&self, name: &str) -> Option<String> {
+        self.0
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| self.0.get(i + 1))
+            .cloned()
+    }
+
+    /// Whether this is the smoke version: `cargo bench` passes `--bench`;
+    /// `cargo test --benches` runs the binary without it.
+    pub fn smoke(&self) -> bool {
+        self.flag("--smoke") || !self.flag("--bench")
+    }
+}
