@@ -2,9 +2,10 @@
 //! from.
 //!
 //! A batch keeps one [`Owed`] ledger: an entry per record that owes a
-//! report (fire-and-forget records owe none), in fixed chunks that never
-//! regrow, so an entry is moved once when it is pushed and not again while
-//! the batch fills. A chunk whose records all report to one subscription
+//! report (fire-and-forget records owe none), in chunks that never regrow
+//! (the first small, each next twice the last up to a full chunk), so an
+//! entry is moved once when it is pushed and not again while the batch
+//! fills, and a batch holds room for about as many entries as it has. A chunk whose records all report to one subscription
 //! is later handed to that subscription's stream whole.
 
 use std::sync::Arc;
@@ -66,7 +67,12 @@ impl ReplyTo<'_> {
     }
 }
 
-/// The reports owed for one batch, in chunks of at most [`CHUNK`] records.
+/// Entries in a batch's first chunk, at most; later chunks double up to
+/// [`CHUNK`].
+const FIRST_CHUNK: usize = 16;
+
+/// The reports owed for one batch, in chunks of at most [`CHUNK`] records:
+/// the first of at most [`FIRST_CHUNK`], each next one twice the last.
 ///
 /// Owed reports are paid by `delivery::router::route`, which empties this.
 /// Dropping it with reports still owed is a bug; as a last line of defence
@@ -213,10 +219,13 @@ impl Owed {
         let chunk = match self.chunks.last_mut() {
             Some(c) if c.entries.len() < c.entries.capacity() => c,
             _ => {
-                let cap = if self.chunks.is_empty() {
-                    self.first_capacity.clamp(1, CHUNK)
-                } else {
-                    CHUNK
+                // Small first, then doubling up to a full chunk: a batch
+                // holds room for about as many entries as it has, so a
+                // producer with many open batches (many partitions) does
+                // not hold a full chunk's 45 KiB for each.
+                let cap = match self.chunks.last() {
+                    None => self.first_capacity.clamp(1, FIRST_CHUNK),
+                    Some(c) => (c.entries.capacity() * 2).clamp(FIRST_CHUNK, CHUNK),
                 };
                 self.chunks.push(Chunk {
                     entries: chunk_vec(cap),
@@ -262,6 +271,55 @@ impl Owed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch's entries take room about in proportion to their number:
+    /// a batch of one record holds a 16-entry chunk, not a 256-entry one
+    /// (45 KiB), which a producer with thousands of open batches (one per
+    /// partition) would hold for each.
+    #[test]
+    fn chunks_start_small_and_double_to_full_size() {
+        let shared = crate::delivery::subscription::SubscriptionShared::new(
+            crate::report::ReportMode::All,
+            10,
+            Default::default(),
+        );
+        let mut owed = Owed::default();
+        owed.first_capacity = 2_000;
+        for i in 0..1_000u32 {
+            let record = Record::to("t").opaque(u64::from(i));
+            owed.push(i, 1, Mono::now(), record, ReplyTo::Subscription(&shared));
+        }
+        let caps: Vec<usize> = owed.chunks.iter().map(|c| c.entries.capacity()).collect();
+        assert_eq!(caps, [16, 32, 64, 128, 256, 256, 256]);
+        let order: Vec<u64> = owed
+            .chunks
+            .iter()
+            .flat_map(|c| c.entries.iter().map(|p| p.record.opaque))
+            .collect();
+        assert_eq!(
+            order,
+            (0..1_000).collect::<Vec<u64>>(),
+            "every entry, in order"
+        );
+        assert!(owed.chunks.iter().all(|c| c.sole == Some(0)));
+        // A batch of one record: one small chunk.
+        let mut one = Owed::default();
+        one.first_capacity = 2_000;
+        one.push(
+            0,
+            1,
+            Mono::now(),
+            Record::to("t"),
+            ReplyTo::Subscription(&shared),
+        );
+        assert_eq!(one.chunks[0].entries.capacity(), FIRST_CHUNK);
+        // Paid (as the router would), so the drop has nothing owed.
+        for o in [&mut owed, &mut one] {
+            for c in &mut o.chunks {
+                c.entries.clear();
+            }
+        }
+    }
 
     #[test]
     fn dropping_owed_reports_pays_each_report_as_cancelled() {
