@@ -140,9 +140,17 @@ impl OpenBatch {
     ) -> OpenBatch {
         let mut open = OpenBatch {
             id,
-            // Room for what it reserved of buffer.memory; the buffer grows
-            // with the reservation (`try_add`).
-            builder: BatchBuilder::with_capacity(batch_size, memory.memory_bytes(), compression),
+            // Room for a few records like the first, within what it
+            // reserved of buffer.memory: with thousands of partitions most
+            // batches hold a handful. The buffer grows as records come
+            // (`BatchBuilder::try_append`), the reservation with it
+            // (`try_add`).
+            builder: BatchBuilder::with_capacity(
+                batch_size,
+                (RECORD_BATCH_OVERHEAD + 4 * encoded_upper_bound(&record))
+                    .min(memory.memory_bytes()),
+                compression,
+            ),
             owed: Owed::default(),
             created: Instant::now(),
             created_mono: Mono::now(),
@@ -422,6 +430,42 @@ mod tests {
     use super::*;
     use crate::protocol::record_batch::Compression;
     use crate::report::DeliveryReport;
+
+    /// A batch's buffer starts with room for a few records like its
+    /// first (thousands of partitions mostly hold a handful each), grows
+    /// to 4 KiB, then to batch.size in one step.
+    #[test]
+    fn a_batch_buffer_starts_small_and_grows_in_two_steps() {
+        let batch_size = 256 * 1024;
+        let pool = Arc::new(Semaphore::new(1 << 20));
+        let memory = pool.clone().try_acquire_many_owned(4 * 1024).unwrap();
+        let rec = || Record::to("t").value(vec![7u8; 100]);
+        let mut open = OpenBatch::start(
+            1 << 16,
+            batch_size,
+            10_000,
+            Compression::None.into(),
+            Reservation::memory_only(memory),
+            rec(),
+            None,
+            Mono::now(),
+        );
+        let first = open.builder.capacity();
+        assert!(first < 1024, "room for a few records: {first}");
+        let mut seen = vec![first];
+        for _ in 0..1_000 {
+            assert!(open.try_add(&rec(), 1000, 10_000));
+            let now = open.builder.capacity();
+            if now != *seen.last().unwrap() {
+                seen.push(now);
+            }
+        }
+        assert_eq!(
+            seen[1..],
+            [4 * 1024, batch_size],
+            "then 4 KiB, then batch.size"
+        );
+    }
 
     /// A batch takes buffer.memory as it fills, doubling from what it
     /// started with, never past batch.size, and is full (not over the

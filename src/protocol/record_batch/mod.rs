@@ -113,6 +113,10 @@ pub struct BatchBuilder {
 /// demand, so a huge `batch.size` does not pin memory for a near-empty batch.
 const MAX_INITIAL_CAPACITY: usize = 1 << 20;
 
+/// The first step of a buffer that started smaller: a quiet partition's
+/// batch of a few records stays about this small.
+const SMALL_BATCH: usize = 4 << 10;
+
 impl BatchBuilder {
     /// A builder whose batches stay within `limit` bytes (uncompressed),
     /// compressed with `compression` (a [`Compression`], or a [`Codec`]
@@ -206,12 +210,18 @@ impl BatchBuilder {
                 put_headers(buf, headers);
             }
         } else {
-            // Out of room: grow to the batch's limit (at most
+            // Out of room: a buffer smaller than SMALL_BATCH grows to it,
+            // a larger one to the batch's limit (at most
             // MAX_INITIAL_CAPACITY) in one step, not by doubling, so that a
             // batch that started small for a quiet partition is copied
-            // once when it turns out busy, instead of at every doubling.
-            let to_limit = self.limit.min(MAX_INITIAL_CAPACITY).saturating_sub(before);
-            self.buf.reserve(total.max(to_limit));
+            // about twice when it turns out busy, instead of at every
+            // doubling.
+            let target = if self.buf.capacity() < SMALL_BATCH {
+                SMALL_BATCH.min(self.limit)
+            } else {
+                self.limit.min(MAX_INITIAL_CAPACITY)
+            };
+            self.buf.reserve(total.max(target.saturating_sub(before)));
             let buf = &mut self.buf;
             put_varint(buf, body as i32);
             buf.push(0); // record attributes: unused in v2
@@ -230,6 +240,12 @@ impl BatchBuilder {
         }
         self.count += 1;
         Ok(())
+    }
+
+    /// Bytes the buffer has room for (tests of its growth).
+    #[cfg(test)]
+    pub(crate) fn capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Records appended so far.
