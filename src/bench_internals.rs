@@ -33,7 +33,14 @@ impl PreparedBatch {
     pub fn new(records: usize, subscribers: usize, run: usize) -> PreparedBatch {
         let closed = Arc::new(AtomicBool::new(false));
         let subs: Vec<_> = (0..subscribers)
-            .map(|_| SubscriptionShared::new(ReportMode::All, usize::MAX >> 4, closed.clone()))
+            .map(|_| {
+                SubscriptionShared::new(
+                    ReportMode::All,
+                    crate::delivery::subscription::Bound::Records,
+                    usize::MAX >> 4,
+                    closed.clone(),
+                )
+            })
             .collect();
         let streams = subs.iter().map(|s| ReportStream::new(s.clone())).collect();
         let topic = Topic::from("bench");
@@ -43,7 +50,7 @@ impl PreparedBatch {
         for i in 0..records {
             let record = Record::to(topic).value(value.clone());
             let s = &subs[(i / run.max(1)) % subscribers];
-            owed.push(i as u32, 0, now, record, ReplyTo::Subscription(s));
+            owed.push(i as u32, 0, now, record, ReplyTo::Subscription(s, 1));
         }
         // A producer's stats, publishing with the `metrics` feature; the
         // topic's handles resolved here (its batch was sealed), as a

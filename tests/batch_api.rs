@@ -46,8 +46,32 @@ fn index_of(r: &Record) -> Option<usize> {
     v.strip_prefix('v')?.parse().ok()
 }
 
+/// What a run's subscription bounds.
+#[derive(Clone, Copy)]
+enum Bound {
+    /// `subscribe_with_capacity`: records.
+    Records(usize),
+    /// `subscribe_with_memory`: bytes.
+    Memory(usize),
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriber_batches_report_every_record_once_in_partition_order() {
+    // A bound well under one call's records: produce_batch must wait for
+    // the reader part-way through each call.
+    batches_report_every_record_once(Bound::Records(500)).await;
+}
+
+/// The same with a bound in bytes: about 330 of these records (each
+/// weighs its key and value twice plus its owed entry), and the
+/// oversized record (2 MiB, refused) weighs the whole bound, so it is
+/// taken alone; every permit comes back, or the stream would not end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bound_reports_every_record_once_too() {
+    batches_report_every_record_once(Bound::Memory(64 << 10)).await;
+}
+
+async fn batches_report_every_record_once(bound: Bound) {
     let tansu = Tansu::start();
     support::create_topic(&tansu.bootstrap(), "batch-a", 6).await;
     support::create_topic(&tansu.bootstrap(), "batch-b", 3).await;
@@ -57,9 +81,10 @@ async fn subscriber_batches_report_every_record_once_in_partition_order() {
         .set("batch.size", "16384")
         .build()
         .unwrap();
-    // A bound well under one call's records: produce_batch must wait for
-    // the reader part-way through each call.
-    let (sub, mut reports) = producer.subscribe_with_capacity(ReportMode::All, 500);
+    let (sub, mut reports) = match bound {
+        Bound::Records(n) => producer.subscribe_with_capacity(ReportMode::All, n),
+        Bound::Memory(bytes) => producer.subscribe_with_memory(ReportMode::All, bytes),
+    };
     let produce = async move {
         for c in 0..CALLS {
             let batch = (c * PER_CALL..(c + 1) * PER_CALL).map(record).collect();
@@ -217,4 +242,96 @@ async fn a_batch_refused_part_way_hands_back_exactly_what_it_did_not_take() {
         .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
         .collect();
     assert_eq!(logged, ["v0", "v1", "v2"]);
+}
+
+/// A bound in bytes holds large records to what it has room for: with
+/// 1 MiB and records of 300 KB (weighing twice that), the second waits
+/// while the first's report is unread (a bound of 10,000 records would
+/// not have held it); with nobody left to read, the call hands back the
+/// two it did not take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bound_holds_large_records_until_their_reports_are_read() {
+    let tansu = Tansu::start();
+    support::create_topic(&tansu.bootstrap(), "batch-large", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&tansu.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, stream) = producer.subscribe_with_memory(ReportMode::All, 1 << 20);
+    let large = |i: usize| {
+        let mut v = format!("v{i}").into_bytes();
+        v.resize(300_000, b'.');
+        Record::to("batch-large").value(v)
+    };
+    let call = tokio::spawn(async move { sub.produce_batch((0..3).map(large).collect()).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "the second record waits for room");
+    drop(stream);
+    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the call ends once nobody can read")
+        .unwrap()
+        .expect_err("refused part-way");
+    assert_eq!(refused.accepted, 1);
+    let first_refused = refused.reason.record();
+    assert_eq!(
+        first_refused.value.as_ref().map(|v| &v[..2]),
+        Some(&b"v1"[..])
+    );
+    assert_eq!(refused.rest.len(), 1, "the third handed back too");
+    producer.close().await;
+    let log = read_all(&tansu.bootstrap(), "batch-large", 1, 1);
+    assert_eq!(log.len(), 1, "only the first was written");
+}
+
+/// One record at a time, the same bound: `try_produce` finds no room for
+/// a second large record while the first's report is unread, and room
+/// again once it is read; the stream ends after the last report (every
+/// permit given back: one too few or too many and it would not).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_bound_frees_room_as_reports_are_read() {
+    use futures::StreamExt;
+    let tansu = Tansu::start();
+    support::create_topic(&tansu.bootstrap(), "one-large", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&tansu.bootstrap())
+        .build()
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe_with_memory(ReportMode::All, 1 << 20);
+    // The topic's metadata first (try_produce does not wait for it).
+    sub.produce(Record::to("one-large").value("warm-up"))
+        .await
+        .unwrap();
+    assert!(stream.next().await.expect("a report").is_delivered());
+    let large = || Record::to("one-large").value(vec![b'.'; 300_000]);
+    for round in 0..3 {
+        if let Err(e) = sub.try_produce(large()) {
+            panic!("round {round}: no room for one: {e}");
+        }
+        match sub.try_produce(large()) {
+            Err(ProduceError::QueueFull(r)) => assert_eq!(r.value.unwrap().len(), 300_000),
+            Err(e) => panic!("round {round}: {e}"),
+            Ok(()) => panic!("round {round}: a second large record fit"),
+        }
+        let report = stream.next().await.expect("a report");
+        assert!(report.is_delivered(), "{report:?}");
+    }
+    // Small records after large ones: many fit at once.
+    for i in 0..1000 {
+        sub.try_produce(Record::to("one-large").value(format!("v{i}")))
+            .expect("small records fit");
+    }
+    drop(sub);
+    let rest = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        let mut rest = 0;
+        while let Some(r) = stream.next().await {
+            assert!(r.is_delivered(), "{r:?}");
+            rest += 1;
+        }
+        rest
+    })
+    .await
+    .expect("the stream ends: every permit came back");
+    assert_eq!(rest, 1000, "one report each, then the end");
+    producer.close().await;
 }

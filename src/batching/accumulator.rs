@@ -199,7 +199,14 @@ impl Accumulator {
             }
             let record = rest.next().expect("peeked above");
             if let Some(s) = sub {
-                open.owe(index, timestamp, accepted, record, ReplyTo::Subscription(s));
+                let weight = s.weigh.of(&record) as u32;
+                open.owe(
+                    index,
+                    timestamp,
+                    accepted,
+                    record,
+                    ReplyTo::Subscription(s, weight),
+                );
             }
             n += 1;
         }

@@ -42,6 +42,10 @@ pub(crate) struct Pending {
     pub accepted: Mono,
     pub record: Record,
     pub to: OwedTo,
+    /// The subscription permits its record holds (`Weigh::of`, taken
+    /// when it was produced; 0 for other targets), given back with its
+    /// report.
+    pub weight: u32,
 }
 
 /// Owed entries per chunk, at most (about 45 KiB of entries).

@@ -26,8 +26,9 @@ use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
 pub(crate) enum ReplyTo<'s> {
     /// `send().await`.
     Oneshot(oneshot::Sender<DeliveryReport>),
-    /// A subscription's stream.
-    Subscription(&'s Arc<SubscriptionShared>),
+    /// A subscription's stream, and the permits the record took from its
+    /// bound (`Weigh::of`).
+    Subscription(&'s Arc<SubscriptionShared>, u32),
     /// An actor (`Produce { reply_to }`).
     Actor(Recipient<DeliveryReport>),
     /// A record with a produce span (feature `opentelemetry`), and where
@@ -54,7 +55,7 @@ impl ReplyTo<'_> {
                 let _ = tx.send(report);
             }
             ReplyTo::Actor(r) => r.do_send(report),
-            ReplyTo::Subscription(s) => s.deliver(vec![report]),
+            ReplyTo::Subscription(s, _) => s.deliver(vec![report]),
             #[cfg(feature = "opentelemetry")]
             ReplyTo::Traced(t) => {
                 let TracedReply { reply, span } = *t;
@@ -200,10 +201,10 @@ impl Owed {
         record: Record,
         reply: ReplyTo,
     ) {
-        let (to, sub) = match reply {
-            ReplyTo::Oneshot(tx) => (OwedTo::Oneshot(tx), None),
-            ReplyTo::Actor(r) => (OwedTo::Actor(r), None),
-            ReplyTo::Subscription(s) => {
+        let (to, sub, weight) = match reply {
+            ReplyTo::Oneshot(tx) => (OwedTo::Oneshot(tx), None, 0),
+            ReplyTo::Actor(r) => (OwedTo::Actor(r), None, 0),
+            ReplyTo::Subscription(s, weight) => {
                 let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, s)) {
                     Some(i) => i,
                     None => {
@@ -211,7 +212,7 @@ impl Owed {
                         self.subscribers.len() - 1
                     }
                 } as u32;
-                (OwedTo::Subscription(i), Some(i))
+                (OwedTo::Subscription(i), Some(i), weight)
             }
             #[cfg(feature = "opentelemetry")]
             ReplyTo::Traced(t) => return self.push_traced(index, timestamp, accepted, record, *t),
@@ -245,6 +246,7 @@ impl Owed {
             accepted,
             record,
             to,
+            weight,
         });
     }
 }
@@ -280,6 +282,7 @@ mod tests {
     fn chunks_start_small_and_double_to_full_size() {
         let shared = crate::delivery::subscription::SubscriptionShared::new(
             crate::report::ReportMode::All,
+            crate::delivery::subscription::Bound::Records,
             10,
             Default::default(),
         );
@@ -287,7 +290,7 @@ mod tests {
         owed.first_capacity = 2_000;
         for i in 0..1_000u32 {
             let record = Record::to("t").opaque(u64::from(i));
-            owed.push(i, 1, Mono::now(), record, ReplyTo::Subscription(&shared));
+            owed.push(i, 1, Mono::now(), record, ReplyTo::Subscription(&shared, 1));
         }
         let caps: Vec<usize> = owed.chunks.iter().map(|c| c.entries.capacity()).collect();
         assert_eq!(caps, [16, 32, 64, 128, 256, 256, 256]);
@@ -310,7 +313,7 @@ mod tests {
             1,
             Mono::now(),
             Record::to("t"),
-            ReplyTo::Subscription(&shared),
+            ReplyTo::Subscription(&shared, 1),
         );
         assert_eq!(one.chunks[0].entries.capacity(), FIRST_CHUNK);
         // Paid (as the router would), so the drop has nothing owed.

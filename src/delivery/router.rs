@@ -8,7 +8,7 @@ use crate::clock::Mono;
 use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
 use crate::delivery::owed::{Owed, ReplyTo};
 use crate::delivery::settlement::{Outcome, Settlement};
-use crate::delivery::subscription::ReportChunk;
+use crate::delivery::subscription::{ReportChunk, Skipped};
 use crate::record::Topic;
 use crate::report::DeliveryReport;
 use crate::stats::{bucket_of, Stats, LATENCY_BUCKETS};
@@ -59,13 +59,18 @@ pub(crate) fn route(
     // over at the end under its own lock, one subscriber at a time (never
     // two locks at once), with one wake each. An errors-only subscriber's
     // successes are never built.
-    let mut per_sub: Vec<(Vec<ReportChunk>, usize)> =
-        subscribers.iter().map(|_| (Vec::new(), 0)).collect();
+    let mut per_sub: Vec<(Vec<ReportChunk>, Skipped)> = subscribers
+        .iter()
+        .map(|_| (Vec::new(), Skipped::default()))
+        .collect();
     let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
     let mut latencies = LatencyTally::default();
     let mut last: Option<(Mono, u64)> = None;
     for chunk in chunks {
+        // The permits the chunk's records hold, counted in the same pass.
+        let mut permits = 0;
         for p in &chunk.entries {
+            permits += p.weight as usize;
             // Records taken together share their instant: measure once.
             let micros = match last {
                 Some((at, us)) if at == p.accepted => us,
@@ -80,19 +85,25 @@ pub(crate) fn route(
         if let Some(i) = chunk.sole {
             let (queued, skipped) = &mut per_sub[i as usize];
             if takes(i) {
-                queued.push(ReportChunk::batch(settled.clone(), chunk.entries));
+                queued.push(ReportChunk::batch(settled.clone(), chunk.entries, permits));
             } else {
-                *skipped += chunk.entries.len();
+                skipped.records += chunk.entries.len();
+                skipped.permits += permits;
                 recycle_chunk(chunk.entries);
             }
             continue;
         }
         // Mixed targets: answer `send` and actors now, and gather each
         // subscription's entries into a chunk of its own.
-        let mut split: Vec<Vec<Pending>> = subscribers.iter().map(|_| Vec::new()).collect();
+        let mut split: Vec<(Vec<Pending>, usize)> =
+            subscribers.iter().map(|_| (Vec::new(), 0)).collect();
         for p in chunk.entries {
             match p.to {
-                OwedTo::Subscription(i) => split[i as usize].push(p),
+                OwedTo::Subscription(i) => {
+                    let (entries, permits) = &mut split[i as usize];
+                    *permits += p.weight as usize;
+                    entries.push(p);
+                }
                 OwedTo::Oneshot(_) | OwedTo::Actor(_) => {
                     let (report, to) = settled.report_and_target(p);
                     match to {
@@ -105,15 +116,16 @@ pub(crate) fn route(
                 }
             }
         }
-        for (i, entries) in split.into_iter().enumerate() {
+        for (i, (entries, permits)) in split.into_iter().enumerate() {
             if entries.is_empty() {
                 continue;
             }
             let (queued, skipped) = &mut per_sub[i];
             if takes(i as u32) {
-                queued.push(ReportChunk::batch(settled.clone(), entries));
+                queued.push(ReportChunk::batch(settled.clone(), entries, permits));
             } else {
-                *skipped += entries.len();
+                skipped.records += entries.len();
+                skipped.permits += permits;
             }
         }
     }
@@ -177,7 +189,7 @@ impl LatencyTally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::delivery::subscription::{ReportStream, SubscriptionShared};
+    use crate::delivery::subscription::{Bound, ReportStream, SubscriptionShared};
     use crate::record::Record;
     use crate::report::{ErrorKind, ReportMode};
     use futures::{FutureExt, StreamExt};
@@ -194,8 +206,13 @@ mod tests {
     #[test]
     fn mixed_and_sole_chunks_reach_exactly_their_targets() {
         let closed = Arc::new(AtomicBool::new(false));
-        let all = SubscriptionShared::new(ReportMode::All, 10_000, closed.clone());
-        let errors = SubscriptionShared::new(ReportMode::ErrorsOnly, 10_000, closed.clone());
+        let all = SubscriptionShared::new(ReportMode::All, Bound::Records, 10_000, closed.clone());
+        let errors = SubscriptionShared::new(
+            ReportMode::ErrorsOnly,
+            Bound::Records,
+            10_000,
+            closed.clone(),
+        );
         let mut all_stream = ReportStream::new(all.clone());
         let mut errors_stream = ReportStream::new(errors.clone());
         let stats = Stats::default();
@@ -204,11 +221,11 @@ mod tests {
             let mut owed = Owed::default();
             let now = Mono::now();
             let rec = |i: u32| Record::to("t").value(i.to_string());
-            owed.push(0, 7, now, rec(0), ReplyTo::Subscription(&all));
+            owed.push(0, 7, now, rec(0), ReplyTo::Subscription(&all, 1));
             owed.push(1, 7, now, rec(1), ReplyTo::Oneshot(tx));
-            owed.push(2, 7, now, rec(2), ReplyTo::Subscription(&errors));
+            owed.push(2, 7, now, rec(2), ReplyTo::Subscription(&errors, 1));
             for i in 3..700 {
-                owed.push(i, 7, now, rec(i), ReplyTo::Subscription(&all));
+                owed.push(i, 7, now, rec(i), ReplyTo::Subscription(&all, 1));
             }
             assert!(owed.chunks.len() >= 3, "several chunks");
             route(Topic::from("t"), 4, 700, 1, owed, outcome, &stats);

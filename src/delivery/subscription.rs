@@ -4,10 +4,11 @@
 //! report queue: each subscriber produces through its own `Subscriber` (the public face)
 //! handle and reads exactly its own reports from its [`ReportStream`].
 //!
-//! Memory is bounded: a subscription allows at most `capacity` reports that
-//! are produced but not yet read. Producing through the handle waits while
-//! that many are outstanding, so a subscriber that stops reading stops its
-//! own producing instead of growing memory; no report is ever dropped.
+//! Memory is bounded: a subscription allows at most `capacity` of
+//! outstanding reports (produced, not yet read), counted in records or in
+//! bytes ([`Bound`]). Producing through the handle waits while the bound
+//! is reached, so a subscriber that stops reading stops its own producing
+//! instead of growing memory; no report is ever dropped.
 //!
 //! Reports arrive per batch: the report router pushes a batch's owed
 //! entries for one subscription as whole chunks (`Vec`s moved, not their
@@ -28,8 +29,71 @@ use tokio::sync::Semaphore;
 use crate::clock::Mono;
 use crate::delivery::entry::{recycle_chunk, Pending};
 use crate::delivery::settlement::Settlement;
+use crate::record::Record;
 use crate::report::{DeliveryReport, ReportMode};
 use crate::sync::lock;
+
+/// What a subscription's bound counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Records: one permit each.
+    Records,
+    /// Bytes: a record weighs its key and value bytes twice (the record
+    /// handed back with its report, and its encoded copy in a batch) plus
+    /// its owed entry ([`ENTRY_BYTES`]): about what an outstanding record
+    /// holds in memory.
+    /// Headers are not counted: Courier may add one (`traceparent`) after
+    /// the weight is taken, and a record weighs the same when its permits
+    /// are taken and when they are given back.
+    Bytes,
+}
+
+/// What an outstanding record holds besides its key and value: its owed
+/// entry (`Pending`: the record's fields, its timestamps, its target).
+pub(crate) const ENTRY_BYTES: usize = std::mem::size_of::<Pending>();
+
+/// A subscription's permits for one record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Weigh {
+    bytes: bool,
+    /// No record takes more than this (the whole bound, and what one
+    /// semaphore call can take): a record larger than the bound goes alone.
+    max: usize,
+}
+
+impl Weigh {
+    /// `record`'s permits.
+    #[inline(always)]
+    pub(crate) fn of(self, record: &Record) -> usize {
+        if !self.bytes {
+            return 1;
+        }
+        let len = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, bytes::Bytes::len);
+        (2 * (len(&record.key) + len(&record.value)) + ENTRY_BYTES).min(self.max)
+    }
+
+    /// How many of `records`, from the first, fit in `available` permits,
+    /// and their permits: at least the first record (whose permits may be
+    /// more than `available`, to wait for), and never more permits than
+    /// one semaphore call takes.
+    pub(crate) fn fit(self, records: &[Record], available: usize) -> (usize, usize) {
+        let room = available.min(u32::MAX as usize);
+        if !self.bytes {
+            let n = room.min(records.len()).max(1);
+            return (n, n);
+        }
+        let (mut count, mut permits) = (0, 0);
+        for r in records {
+            let w = self.of(r);
+            if count > 0 && permits + w > room {
+                break;
+            }
+            count += 1;
+            permits += w;
+        }
+        (count, permits)
+    }
+}
 
 /// Reports queued for a stream: a run of one batch's owed entries (built
 /// into reports as they are read), or reports already built.
@@ -40,8 +104,13 @@ pub(crate) enum ReportChunk {
         entries: VecDeque<Pending>,
         /// The last latency measured, by accepted instant.
         last: Option<(Mono, std::time::Duration)>,
+        /// The subscription's permits its records hold.
+        permits: usize,
     },
-    Built(std::vec::IntoIter<DeliveryReport>),
+    Built {
+        reports: std::vec::IntoIter<DeliveryReport>,
+        permits: usize,
+    },
 }
 
 impl Drop for ReportChunk {
@@ -54,18 +123,32 @@ impl Drop for ReportChunk {
 }
 
 impl ReportChunk {
-    pub(crate) fn batch(settlement: Arc<Settlement>, entries: Vec<Pending>) -> ReportChunk {
+    /// `entries` of one batch, whose records hold `permits`.
+    pub(crate) fn batch(
+        settlement: Arc<Settlement>,
+        entries: Vec<Pending>,
+        permits: usize,
+    ) -> ReportChunk {
         ReportChunk::Batch {
             settlement,
             entries: VecDeque::from(entries),
             last: None,
+            permits,
         }
     }
 
     fn len(&self) -> usize {
         match self {
             ReportChunk::Batch { entries, .. } => entries.len(),
-            ReportChunk::Built(r) => r.len(),
+            ReportChunk::Built { reports, .. } => reports.len(),
+        }
+    }
+
+    /// The permits its records hold (all of them, read or not: a chunk's
+    /// permits go back when the stream takes it).
+    fn permits(&self) -> usize {
+        match self {
+            ReportChunk::Batch { permits, .. } | ReportChunk::Built { permits, .. } => *permits,
         }
     }
 
@@ -76,10 +159,19 @@ impl ReportChunk {
                 settlement,
                 entries,
                 last,
+                ..
             } => entries.pop_front().map(|p| settlement.report(p, last)),
-            ReportChunk::Built(r) => r.next(),
+            ReportChunk::Built { reports, .. } => reports.next(),
         }
     }
+}
+
+/// Reports of a batch a subscription does not take (successes, in
+/// errors-only mode): counted as routed, their permits given back.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Skipped {
+    pub records: usize,
+    pub permits: usize,
 }
 
 /// Shared between the handle, the stream and the report router.
@@ -88,9 +180,11 @@ pub(crate) struct SubscriptionShared {
     pub(crate) mode: ReportMode,
     queue: Mutex<VecDeque<ReportChunk>>,
     waker: AtomicWaker,
-    /// One permit per report that may still be outstanding.
+    /// Permits of reports that may still be outstanding (`weigh`).
     pub(crate) outstanding: Semaphore,
     capacity: usize,
+    /// A record's permits.
+    pub(crate) weigh: Weigh,
     /// Live produce-side handles; the stream ends when none are left and
     /// every report has been read.
     handles: AtomicUsize,
@@ -102,21 +196,34 @@ pub(crate) struct SubscriptionShared {
 }
 
 impl SubscriptionShared {
+    /// A subscription bounded at `capacity` (at least 1, at most what a
+    /// semaphore holds) of `bound`.
     pub(crate) fn new(
         mode: ReportMode,
+        bound: Bound,
         capacity: usize,
         producer_closed: Arc<AtomicBool>,
     ) -> Arc<Self> {
+        let capacity = capacity.clamp(1, Semaphore::MAX_PERMITS);
         Arc::new(SubscriptionShared {
             mode,
             queue: Mutex::new(VecDeque::new()),
             waker: AtomicWaker::new(),
             outstanding: Semaphore::new(capacity),
             capacity,
+            weigh: Weigh {
+                bytes: bound == Bound::Bytes,
+                max: capacity.min(u32::MAX as usize),
+            },
             handles: AtomicUsize::new(1),
             producer_closed,
             routed: AtomicU64::new(0),
         })
+    }
+
+    /// The permits of `records`.
+    pub(crate) fn weight_of(&self, records: &[Record]) -> usize {
+        records.iter().map(|r| self.weigh.of(r)).sum()
     }
 
     /// Takes one batch's reports for this subscription.
@@ -124,16 +231,23 @@ impl SubscriptionShared {
         if reports.is_empty() {
             return;
         }
-        let n = reports.len();
-        let kept: Vec<DeliveryReport> = match self.mode {
-            ReportMode::All => reports,
-            ReportMode::ErrorsOnly => reports.into_iter().filter(|r| !r.is_delivered()).collect(),
+        let weigh = |rs: &[DeliveryReport]| rs.iter().map(|r| self.weigh.of(r.record())).sum();
+        let (kept, skipped): (Vec<DeliveryReport>, Vec<DeliveryReport>) = match self.mode {
+            ReportMode::All => (reports, Vec::new()),
+            ReportMode::ErrorsOnly => reports.into_iter().partition(|r| !r.is_delivered()),
         };
-        let skipped = n - kept.len();
+        let skipped = Skipped {
+            records: skipped.len(),
+            permits: weigh(&skipped),
+        };
         let chunks = if kept.is_empty() {
             Vec::new()
         } else {
-            vec![ReportChunk::Built(kept.into_iter())]
+            let permits = weigh(&kept);
+            vec![ReportChunk::Built {
+                reports: kept.into_iter(),
+                permits,
+            }]
         };
         self.take(chunks, skipped);
     }
@@ -141,14 +255,14 @@ impl SubscriptionShared {
     /// Takes one batch's share of reports for this subscription: `chunks`
     /// to queue (one lock), and `skipped` reports it does not take
     /// (successes, errors-only), which are no longer outstanding; one wake.
-    pub(crate) fn take(&self, chunks: Vec<ReportChunk>, skipped: usize) {
-        let n = chunks.iter().map(ReportChunk::len).sum::<usize>() + skipped;
+    pub(crate) fn take(&self, chunks: Vec<ReportChunk>, skipped: Skipped) {
+        let n = chunks.iter().map(ReportChunk::len).sum::<usize>() + skipped.records;
         self.routed.fetch_add(n as u64, Ordering::AcqRel);
         if !chunks.is_empty() {
             lock(&self.queue).extend(chunks);
         }
-        if skipped > 0 {
-            self.outstanding.add_permits(skipped);
+        if skipped.permits > 0 {
+            self.outstanding.add_permits(skipped.permits);
         }
         self.waker.wake();
     }
@@ -229,7 +343,7 @@ impl ReportStream {
         }
         std::mem::swap(&mut *q, &mut self.local);
         drop(q);
-        let n = self.local.iter().map(ReportChunk::len).sum();
+        let n = self.local.iter().map(ReportChunk::permits).sum();
         self.shared.outstanding.add_permits(n);
         true
     }
@@ -327,5 +441,39 @@ impl Stream for ReportStream {
             Poll::Ready(false) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record's weight in bytes: its key and value twice plus its owed
+    /// entry (about 200 bytes, as the docs say), at most the whole bound;
+    /// in records, one. `fit` takes the longest run that fits, and at
+    /// least one record.
+    #[test]
+    fn records_weigh_their_bytes_and_runs_fit_the_room_left() {
+        assert!((150..=250).contains(&ENTRY_BYTES), "{ENTRY_BYTES}");
+        let bytes = Weigh {
+            bytes: true,
+            max: 10_000,
+        };
+        let r = Record::to("t").key("k").value(vec![0u8; 99]);
+        assert_eq!(bytes.of(&r), 200 + ENTRY_BYTES);
+        let huge = Record::to("t").value(vec![0u8; 1 << 20]);
+        assert_eq!(bytes.of(&huge), 10_000, "never more than the bound");
+        let run = vec![r.clone(); 10];
+        let w = 200 + ENTRY_BYTES;
+        assert_eq!(bytes.fit(&run, 3 * w + 1), (3, 3 * w));
+        assert_eq!(bytes.fit(&run, 0), (1, w), "the first, to wait for");
+        assert_eq!(bytes.fit(&run, usize::MAX), (10, 10 * w));
+        let records = Weigh {
+            bytes: false,
+            max: 10_000,
+        };
+        assert_eq!(records.of(&huge), 1);
+        assert_eq!(records.fit(&run, 4), (4, 4));
+        assert_eq!(records.fit(&run, 0), (1, 1));
     }
 }

@@ -336,7 +336,7 @@ impl Engine {
                 now = Mono::now();
                 since_clock = 0;
             }
-            let reply = sub.map(ReplyTo::Subscription);
+            let reply = sub.map(|s| ReplyTo::Subscription(s, s.weigh.of(&record) as u32));
             let tm = match &last {
                 Some((topic, tm)) if *topic == record.topic => Some(*tm),
                 _ => snapshot.topics.get(&record.topic).inspect(|tm| {

@@ -35,6 +35,16 @@ impl ProduceError {
         }
     }
 
+    /// The record, borrowed.
+    pub fn record(&self) -> &Record {
+        match self {
+            ProduceError::QueueFull(r)
+            | ProduceError::MetadataNotReady(r)
+            | ProduceError::Closed(r)
+            | ProduceError::NoTransaction(r) => r,
+        }
+    }
+
     /// The record, in place.
     #[cfg(feature = "opentelemetry")]
     pub(crate) fn record_mut(&mut self) -> &mut Record {

@@ -18,7 +18,7 @@ mod transactions;
 pub use blocking::BlockingSendError;
 pub use builder::ProducerBuilder;
 pub use handle::{DeliveryFuture, Producer};
-pub use subscriber::Subscriber;
+pub use subscriber::{Subscriber, DEFAULT_REPORT_MEMORY};
 pub use transaction_reports::{TransactionReport, TransactionReports};
 
 #[cfg(test)]

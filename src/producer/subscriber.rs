@@ -1,18 +1,24 @@
 //! [`Subscriber`]: produces into one subscription, whose reports go to
 //! that subscription's `ReportStream` and nowhere else. It holds the
-//! subscription's bound on outstanding reports: a permit per record until
-//! its report is read.
+//! subscription's bound on outstanding reports: a record takes its
+//! permits (one, or its weight in bytes) until its report is read.
 
 use std::sync::Arc;
 
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::subscription::ReportStream;
-use crate::delivery::subscription::SubscriptionShared;
+use crate::delivery::subscription::{Bound, SubscriptionShared};
 use crate::engine::enqueue::{Resume, RunEnd, SlowProduce};
 use crate::engine::error::{BatchRejected, ProduceError};
 use crate::producer::handle::Producer;
 use crate::record::Record;
 use crate::report::ReportMode;
+
+/// The bound of a subscription made with [`Producer::subscribe`]: 16 MiB
+/// of outstanding reports, weighed as
+/// [`Producer::subscribe_with_memory`] says (about 40,000 records of 100
+/// bytes; 8 of 1 MB).
+pub const DEFAULT_REPORT_MEMORY: usize = 16 << 20;
 
 /// Produces into one subscription. Clone it to share the subscription.
 #[derive(Debug)]
@@ -25,30 +31,59 @@ impl Producer {
     /// A new subscription: records produced through the returned
     /// [`Subscriber`] report to the returned stream, and only there.
     ///
-    /// The bound (10,000 here) counts records produced through the
-    /// subscription that still hold a permit: a record takes one when it is
-    /// produced and gives it back when its report is read, or, with
-    /// [`ReportMode::ErrorsOnly`], as soon as it is delivered (it has no
-    /// report). So with `ErrorsOnly` the bound is on records whose outcome
-    /// is not known yet plus unread failures: during an outage it fills
-    /// with records still in flight or queued, and producing waits although
-    /// no report is waiting to be read. Size it for as many records as may
-    /// be in flight at once.
+    /// Its bound is on the memory of outstanding reports:
+    /// [`DEFAULT_REPORT_MEMORY`] (16 MiB) of records produced through the
+    /// subscription whose reports are not read yet, weighed as
+    /// [`subscribe_with_memory`](Self::subscribe_with_memory) explains:
+    /// about 40,000 records of 100 bytes, or 8 of 1 MB.
     pub fn subscribe(&self, mode: ReportMode) -> (Subscriber, ReportStream) {
-        self.subscribe_with_capacity(mode, 10_000)
+        self.subscribe_with_memory(mode, DEFAULT_REPORT_MEMORY)
     }
 
-    /// [`subscribe`](Self::subscribe) with a chosen bound on outstanding
-    /// reports (at least 1; larger than tokio's semaphore can count is
-    /// clamped to `tokio::sync::Semaphore::MAX_PERMITS`).
+    /// A new subscription bounded by the memory its outstanding reports
+    /// hold: at most `bytes` of records produced through it whose reports
+    /// are not read yet. A record weighs its key and value bytes twice
+    /// (the record, handed back with its report, and its encoded copy in a
+    /// batch) plus its owed entry (about 200 bytes; headers are not
+    /// counted), from when it is produced until its report is read, or, with
+    /// [`ReportMode::ErrorsOnly`], until it is delivered (it has no
+    /// report). Producing waits while the bound is reached. A record
+    /// heavier than the whole bound is produced alone.
+    ///
+    /// The bound holds records in flight as well as reports not yet read:
+    /// records spread over many partitions need room for a batch's worth
+    /// in each (with `ErrorsOnly`, during an outage it fills with records
+    /// still queued, and producing waits although no report is waiting to
+    /// be read). librdkafka bounds the same span (a record from produce
+    /// until its delivery report is served) at 100,000 records and 1 GiB.
+    pub fn subscribe_with_memory(
+        &self,
+        mode: ReportMode,
+        bytes: usize,
+    ) -> (Subscriber, ReportStream) {
+        self.subscription(mode, Bound::Bytes, bytes)
+    }
+
+    /// A new subscription bounded at `capacity` outstanding reports,
+    /// counted in records whatever their size (at least 1; larger than
+    /// tokio's semaphore can count is clamped to
+    /// `tokio::sync::Semaphore::MAX_PERMITS`); otherwise as
+    /// [`subscribe_with_memory`](Self::subscribe_with_memory).
     pub fn subscribe_with_capacity(
         &self,
         mode: ReportMode,
         capacity: usize,
     ) -> (Subscriber, ReportStream) {
-        // tokio's semaphore holds at most MAX_PERMITS.
-        let capacity = capacity.clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
-        let shared = SubscriptionShared::new(mode, capacity, self.engine.closed.clone());
+        self.subscription(mode, Bound::Records, capacity)
+    }
+
+    fn subscription(
+        &self,
+        mode: ReportMode,
+        bound: Bound,
+        capacity: usize,
+    ) -> (Subscriber, ReportStream) {
+        let shared = SubscriptionShared::new(mode, bound, capacity, self.engine.closed.clone());
         self.engine.register_subscription(&shared);
         (
             Subscriber {
@@ -95,25 +130,30 @@ impl Subscriber {
     #[inline(always)]
     fn produce_first(&self, record: Record) -> Result<Result<(), ProduceError>, SlowProduce<'_>> {
         use tokio::sync::TryAcquireError;
-        match self.shared.outstanding.try_acquire() {
+        let weight = self.shared.weigh.of(&record);
+        match self.shared.outstanding.try_acquire_many(weight as u32) {
             Ok(p) => p.forget(),
             Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(record))),
             Err(TryAcquireError::NoPermits) => {
                 return Err(Box::pin(async move {
                     let engine = &self.producer.engine;
-                    match engine.starved(self.shared.outstanding.acquire()).await {
+                    let outstanding = &self.shared.outstanding;
+                    match engine
+                        .starved(outstanding.acquire_many(weight as u32))
+                        .await
+                    {
                         Ok(p) => p.forget(),
                         Err(_) => return Err(ProduceError::Closed(record)),
                     }
-                    self.produce_with_permit(record).await
+                    self.produce_with_permit(record, weight).await
                 }))
             }
         }
-        // Until the record is accepted, the permit is ours to give back,
+        // Until the record is accepted, the permits are ours to give back,
         // also if the future is dropped mid-way.
-        let permit = Permits::one(&self.shared);
+        let permit = Permits::of(&self.shared, weight);
         let engine = &self.producer.engine;
-        let reply = Some(ReplyTo::Subscription(&self.shared));
+        let reply = Some(ReplyTo::Subscription(&self.shared, weight as u32));
         match engine.enqueue_now(record, reply, true, &mut Resume::default()) {
             Ok(r) => Ok(permit.settle(r)),
             Err(slow) => Err(Box::pin(async move {
@@ -122,13 +162,18 @@ impl Subscriber {
         }
     }
 
-    /// Produces with an outstanding-report permit already taken.
-    async fn produce_with_permit(&self, record: Record) -> Result<(), ProduceError> {
-        let permit = Permits::one(&self.shared);
+    /// Produces with the record's `weight` of outstanding-report permits
+    /// already taken.
+    async fn produce_with_permit(&self, record: Record, weight: usize) -> Result<(), ProduceError> {
+        let permit = Permits::of(&self.shared, weight);
         let r = self
             .producer
             .engine
-            .enqueue(record, Some(ReplyTo::Subscription(&self.shared)), true)
+            .enqueue(
+                record,
+                Some(ReplyTo::Subscription(&self.shared, weight as u32)),
+                true,
+            )
             .await;
         permit.settle(r)
     }
@@ -161,60 +206,71 @@ impl Subscriber {
     /// ```
     pub async fn produce_batch(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
         let engine = &self.producer.engine;
-        let outstanding = &self.shared.outstanding;
+        let shared = &*self.shared;
+        let outstanding = &shared.outstanding;
+        let weigh = shared.weigh;
         let mut rest = records.into_iter();
         let mut taken = 0;
         while rest.len() > 0 {
-            // Permits for as many records as the bound allows now, or wait
-            // for one.
-            let want = outstanding
-                .available_permits()
-                .min(rest.len())
-                .clamp(1, u32::MAX as usize);
-            let got = match outstanding.try_acquire_many(want as u32) {
+            // Permits for as many of the next records as the bound allows
+            // now, or wait for the next one's.
+            let (count, permits) = weigh.fit(rest.as_slice(), outstanding.available_permits());
+            let (mut budget, permits) = match outstanding.try_acquire_many(permits as u32) {
                 Ok(p) => {
                     p.forget();
-                    want
+                    (count, permits)
                 }
                 Err(tokio::sync::TryAcquireError::Closed) => {
                     let first = rest.next().expect("not empty");
                     return Err(BatchRejected::new(taken, ProduceError::Closed(first), rest));
                 }
-                Err(tokio::sync::TryAcquireError::NoPermits) => match engine
-                    .starved(outstanding.acquire())
-                    .await
-                {
-                    Ok(p) => {
-                        p.forget();
-                        1
+                Err(tokio::sync::TryAcquireError::NoPermits) => {
+                    let w = weigh.of(&rest.as_slice()[0]);
+                    match engine.starved(outstanding.acquire_many(w as u32)).await {
+                        Ok(p) => {
+                            p.forget();
+                            (1, w)
+                        }
+                        Err(_) => {
+                            let first = rest.next().expect("not empty");
+                            return Err(BatchRejected::new(
+                                taken,
+                                ProduceError::Closed(first),
+                                rest,
+                            ));
+                        }
                     }
-                    Err(_) => {
-                        let first = rest.next().expect("not empty");
-                        return Err(BatchRejected::new(taken, ProduceError::Closed(first), rest));
-                    }
-                },
+                }
             };
             // Permits not used by a taken record go back when this drops.
             let mut held = Permits {
-                shared: &self.shared,
-                count: got,
+                shared,
+                count: permits,
             };
-            let slow = match engine.place_run(
-                &mut rest,
-                Some(&self.shared),
-                &mut held.count,
-                &mut taken,
-            ) {
-                RunEnd::Done => continue,
+            let end = engine.place_run(&mut rest, Some(&self.shared), &mut budget, &mut taken);
+            // The run's records not taken, `budget` of them (the one a
+            // failure or a wait holds, then the front of `rest`), keep
+            // their permits in `held`; the taken ones' reports return theirs.
+            let front = |n: usize, rest: &std::vec::IntoIter<Record>| {
+                shared.weight_of(&rest.as_slice()[..n.min(rest.len())])
+            };
+            let slow = match end {
+                RunEnd::Done => {
+                    held.count = front(budget, &rest);
+                    continue;
+                }
                 RunEnd::Failed(reason) => {
+                    held.count = weigh.of(reason.record()) + front(budget - 1, &rest);
                     drop(held);
                     return Err(BatchRejected::new(taken, reason, rest));
                 }
-                RunEnd::Wait(slow) => engine.enqueue_slow(slow),
+                RunEnd::Wait(slow) => slow,
             };
-            match slow.await {
+            let w = weigh.of(slow.record());
+            held.count = w + front(budget - 1, &rest);
+            match engine.enqueue_slow(slow).await {
                 Ok(()) => {
-                    held.count -= 1;
+                    held.count -= w;
                     taken += 1;
                 }
                 Err(reason) => {
@@ -230,12 +286,13 @@ impl Subscriber {
     /// the subscription's bound, `buffer.memory` or
     /// `queue.buffering.max.messages` is reached.
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
-        let Ok(permit) = self.shared.outstanding.try_acquire() else {
+        let weight = self.shared.weigh.of(&record);
+        let Ok(permit) = self.shared.outstanding.try_acquire_many(weight as u32) else {
             return Err(ProduceError::QueueFull(record));
         };
         permit.forget();
-        let permit = Permits::one(&self.shared);
-        let reply = Some(ReplyTo::Subscription(&self.shared));
+        let permit = Permits::of(&self.shared, weight);
+        let reply = Some(ReplyTo::Subscription(&self.shared, weight as u32));
         permit.settle(self.producer.engine.try_enqueue(record, reply))
     }
 
@@ -253,16 +310,19 @@ struct Permits<'a> {
 }
 
 impl<'a> Permits<'a> {
-    /// The permit of one record.
-    fn one(shared: &'a SubscriptionShared) -> Self {
-        Permits { shared, count: 1 }
+    /// The permits of one record, `weight` of them.
+    fn of(shared: &'a SubscriptionShared, weight: usize) -> Self {
+        Permits {
+            shared,
+            count: weight,
+        }
     }
 
-    /// The one record's outcome: accepted keeps the permit (its report
-    /// will return it), refused gives it back.
+    /// The one record's outcome: accepted keeps the permits (its report
+    /// will return them), refused gives them back.
     fn settle(mut self, r: Result<(), ProduceError>) -> Result<(), ProduceError> {
         if r.is_ok() {
-            self.count -= 1;
+            self.count = 0;
         }
         r
     }
