@@ -219,15 +219,7 @@ async fn a_batch_refused_part_way_hands_back_exactly_what_it_did_not_take() {
     let batch: Vec<Record> = (0..5)
         .map(|i| Record::to("batch-part").value(format!("v{i}")))
         .collect();
-    let call = tokio::spawn(async move { sub.produce_batch(batch).await });
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(!call.is_finished(), "the fourth record waits for room");
-    drop(stream);
-    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), call)
-        .await
-        .expect("the call ends once nobody can read")
-        .unwrap()
-        .expect_err("refused part-way");
+    let refused = refused_once_nobody_reads(sub, stream, batch, "the fourth record").await;
     assert_eq!(refused.accepted, 3);
     let ProduceError::Closed(fourth) = &refused.reason else {
         panic!("{:?}", refused.reason)
@@ -242,6 +234,27 @@ async fn a_batch_refused_part_way_hands_back_exactly_what_it_did_not_take() {
         .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
         .collect();
     assert_eq!(logged, ["v0", "v1", "v2"]);
+}
+
+/// Produces `batch` through `sub` with nobody reading `stream`: the call
+/// must still be waiting for room (`waiting`, which record) after half a
+/// second; then the stream is dropped, and the call must end, refused
+/// part-way.
+async fn refused_once_nobody_reads(
+    sub: courier::Subscriber,
+    stream: courier::ReportStream,
+    batch: Vec<Record>,
+    waiting: &str,
+) -> courier::BatchRejected {
+    let call = tokio::spawn(async move { sub.produce_batch(batch).await });
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert!(!call.is_finished(), "{waiting} waits for room");
+    drop(stream);
+    tokio::time::timeout(std::time::Duration::from_secs(10), call)
+        .await
+        .expect("the call ends once nobody can read")
+        .unwrap()
+        .expect_err("refused part-way")
 }
 
 /// A bound in bytes holds large records to what it has room for: with
@@ -263,15 +276,8 @@ async fn a_memory_bound_holds_large_records_until_their_reports_are_read() {
         v.resize(300_000, b'.');
         Record::to("batch-large").value(v)
     };
-    let call = tokio::spawn(async move { sub.produce_batch((0..3).map(large).collect()).await });
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    assert!(!call.is_finished(), "the second record waits for room");
-    drop(stream);
-    let refused = tokio::time::timeout(std::time::Duration::from_secs(10), call)
-        .await
-        .expect("the call ends once nobody can read")
-        .unwrap()
-        .expect_err("refused part-way");
+    let batch = (0..3).map(large).collect();
+    let refused = refused_once_nobody_reads(sub, stream, batch, "the second record").await;
     assert_eq!(refused.accepted, 1);
     let first_refused = refused.reason.record();
     assert_eq!(

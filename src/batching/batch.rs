@@ -431,6 +431,21 @@ mod tests {
     use crate::protocol::record_batch::Compression;
     use crate::report::DeliveryReport;
 
+    /// A batch of up to `batch_size` bytes holding `first`, owing no
+    /// reports, with `memory` of buffer.memory reserved.
+    fn unreported(batch_size: usize, memory: OwnedSemaphorePermit, first: Record) -> OpenBatch {
+        OpenBatch::start(
+            1 << 16,
+            batch_size,
+            10_000,
+            Compression::None.into(),
+            Reservation::memory_only(memory),
+            first,
+            None,
+            Mono::now(),
+        )
+    }
+
     /// A batch's buffer starts with room for a few records like its
     /// first (thousands of partitions mostly hold a handful each), grows
     /// to 4 KiB, then to batch.size in one step.
@@ -440,16 +455,7 @@ mod tests {
         let pool = Arc::new(Semaphore::new(1 << 20));
         let memory = pool.clone().try_acquire_many_owned(4 * 1024).unwrap();
         let rec = || Record::to("t").value(vec![7u8; 100]);
-        let mut open = OpenBatch::start(
-            1 << 16,
-            batch_size,
-            10_000,
-            Compression::None.into(),
-            Reservation::memory_only(memory),
-            rec(),
-            None,
-            Mono::now(),
-        );
+        let mut open = unreported(batch_size, memory, rec());
         let first = open.builder.capacity();
         assert!(first < 1024, "room for a few records: {first}");
         let mut seen = vec![first];
@@ -478,16 +484,7 @@ mod tests {
         let memory = pool.clone().try_acquire_many_owned(16 * 1024).unwrap();
         let value = vec![7u8; 1000];
         let rec = || Record::to("t").value(value.clone());
-        let mut open = OpenBatch::start(
-            1 << 16,
-            batch_size,
-            10_000,
-            Compression::None.into(),
-            Reservation::memory_only(memory),
-            rec(),
-            None,
-            Mono::now(),
-        );
+        let mut open = unreported(batch_size, memory, rec());
         let mut held = vec![open.memory.memory_bytes()];
         while open.try_add(&rec(), 1000, 10_000) {
             let now = open.memory.memory_bytes();

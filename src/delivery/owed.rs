@@ -55,7 +55,7 @@ impl ReplyTo<'_> {
                 let _ = tx.send(report);
             }
             ReplyTo::Actor(r) => r.do_send(report),
-            ReplyTo::Subscription(s, _) => s.deliver(vec![report]),
+            ReplyTo::Subscription(s, weight) => s.deliver(vec![(report, weight)]),
             #[cfg(feature = "opentelemetry")]
             ReplyTo::Traced(t) => {
                 let TracedReply { reply, span } = *t;
@@ -111,7 +111,7 @@ impl Drop for Owed {
             records = self.len(),
             "batch dropped with reports owed; reporting them Cancelled"
         );
-        let mut per_sub: Vec<Vec<DeliveryReport>> =
+        let mut per_sub: Vec<Vec<(DeliveryReport, u32)>> =
             self.subscribers.iter().map(|_| Vec::new()).collect();
         let (attempts, message) = if self.sent {
             (
@@ -137,7 +137,7 @@ impl Drop for Owed {
                     let _ = tx.send(report);
                 }
                 OwedTo::Actor(r) => r.do_send(report),
-                OwedTo::Subscription(i) => per_sub[i as usize].push(report),
+                OwedTo::Subscription(i) => per_sub[i as usize].push((report, p.weight)),
             }
         }
         for (s, reports) in self.subscribers.iter().zip(per_sub) {
@@ -322,6 +322,41 @@ mod tests {
                 c.entries.clear();
             }
         }
+    }
+
+    /// A dropped batch's reports to a subscription give back exactly the
+    /// permits their records took (carried in their entries), so the
+    /// bound is whole again once they are read.
+    #[test]
+    fn dropped_reports_give_a_subscription_its_permits_back() {
+        use crate::delivery::subscription::{Bound, ReportStream, SubscriptionShared};
+        use futures::{FutureExt, StreamExt};
+        let shared = SubscriptionShared::new(
+            crate::report::ReportMode::All,
+            Bound::Bytes,
+            10_000,
+            Default::default(),
+        );
+        let mut stream = ReportStream::new(shared.clone());
+        let mut owed = Owed::default();
+        for (i, w) in [300u32, 1_200].into_iter().enumerate() {
+            shared.outstanding.try_acquire_many(w).unwrap().forget();
+            let record = Record::to("t").value("v");
+            owed.push(
+                i as u32,
+                1,
+                Mono::now(),
+                record,
+                ReplyTo::Subscription(&shared, w),
+            );
+        }
+        assert_eq!(shared.outstanding.available_permits(), 8_500);
+        drop(owed);
+        for _ in 0..2 {
+            let report = stream.next().now_or_never().flatten().expect("a report");
+            assert!(!report.is_delivered());
+        }
+        assert_eq!(shared.outstanding.available_permits(), 10_000);
     }
 
     #[test]

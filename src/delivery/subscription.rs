@@ -226,24 +226,29 @@ impl SubscriptionShared {
         records.iter().map(|r| self.weigh.of(r)).sum()
     }
 
-    /// Takes one batch's reports for this subscription.
-    pub(crate) fn deliver(&self, reports: Vec<DeliveryReport>) {
+    /// Takes reports built outside a batch's routing (a record refused
+    /// before it reached a batch, a dropped batch's), each with the
+    /// permits its record took (`ReplyTo::Subscription`'s weight, or its
+    /// owed entry's).
+    pub(crate) fn deliver(&self, reports: Vec<(DeliveryReport, u32)>) {
         if reports.is_empty() {
             return;
         }
-        let weigh = |rs: &[DeliveryReport]| rs.iter().map(|r| self.weigh.of(r.record())).sum();
-        let (kept, skipped): (Vec<DeliveryReport>, Vec<DeliveryReport>) = match self.mode {
-            ReportMode::All => (reports, Vec::new()),
-            ReportMode::ErrorsOnly => reports.into_iter().partition(|r| !r.is_delivered()),
-        };
-        let skipped = Skipped {
-            records: skipped.len(),
-            permits: weigh(&skipped),
-        };
+        let mut kept = Vec::with_capacity(reports.len());
+        let mut permits = 0;
+        let mut skipped = Skipped::default();
+        for (report, weight) in reports {
+            if self.mode == ReportMode::ErrorsOnly && report.is_delivered() {
+                skipped.records += 1;
+                skipped.permits += weight as usize;
+            } else {
+                permits += weight as usize;
+                kept.push(report);
+            }
+        }
         let chunks = if kept.is_empty() {
             Vec::new()
         } else {
-            let permits = weigh(&kept);
             vec![ReportChunk::Built {
                 reports: kept.into_iter(),
                 permits,
