@@ -19,17 +19,18 @@ cargo clippy --all-targets --locked -- -D warnings
 # The targets above build the library with the `metrics` feature (the
 # dev-dependency on itself turns it on); lint it as applications get it.
 cargo clippy --lib --bins --locked -- -D warnings
-# The instruction-count benchmark is a package of its own (benches/instructions).
-cargo clippy -p courier-instructions --all-targets --locked -- -D warnings
+# The instruction-count benchmark and the side-by-side benches are packages
+# of their own (benches/instructions, benches/side-by-side).
+cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings
 echo "== cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
 echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together (cargo's
 # temporary registry stands in for crates.io; the instruction-count
-# benchmark package, never published, is left out; offline: the steps above
+# and side-by-side benchmark packages, never published, are left out; offline: the steps above
 # fetched every dependency). The verify build, a rebuild of a third of the
 # dependency graph, is run before a release, not here.
-cargo package --workspace --exclude courier-instructions --locked --offline --allow-dirty --no-verify
+cargo package --workspace --exclude courier-instructions --exclude courier-side-by-side --locked --offline --allow-dirty --no-verify
 # Licences, bans (duplicate versions warn) and sources, as deny.toml says.
 # Not advisories: the RustSec database is on GitHub, out of reach here.
 "$PWD/.tools/bin/cargo-deny" --locked check licenses bans sources
@@ -56,6 +57,11 @@ cargo build --examples --locked
 # Every target but the examples, which have no tests of their own (built
 # above as programs; --all-targets would build them again as harnesses).
 cargo test --lib --bins --tests --benches --locked --no-run
+# The side-by-side benches (vs_rdkafka, curves) in their smoke mode, from
+# their own package: Courier at its default features. A cargo command of
+# their own, never with -p courier: one command unifies features across
+# its packages, and the root's dev-dependency would turn its features on.
+cargo test -p courier-side-by-side --benches --locked --no-run
 # The slowest Kafka test binaries spend their minutes waiting on brokers
 # (kafka_faults kills, pauses and restarts them; about half a core busy),
 # so they run beside the others instead of after them: this stage took
@@ -73,6 +79,7 @@ beside_log="target/tests-beside.log"
   for name in "${beside[@]}"; do
     cargo test --locked --test "$name" || status=$?
   done
+  cargo test --locked -p courier-side-by-side --benches || status=$?
   exit "$status"
 ) >"$beside_log" 2>&1 &
 beside_pid=$!
@@ -80,7 +87,7 @@ rest_status=0
 cargo test --lib --bins --benches "${rest[@]}" --locked --no-fail-fast || rest_status=$?
 beside_status=0
 wait "$beside_pid" || beside_status=$?
-echo "== cargo test (run beside the others): ${beside[*]}"
+echo "== cargo test (run beside the others): ${beside[*]}, the side-by-side benches"
 cat "$beside_log"
 if (( rest_status != 0 || beside_status != 0 )); then
   echo "cargo test failed (others: exit $rest_status; ${beside[*]}: exit $beside_status)" >&2

@@ -82,7 +82,7 @@ const LOG_TAIL_LINES: usize = 80;
 pub fn libs_dir() -> PathBuf {
     let dir = std::env::var_os("COURIER_KAFKA_LIBS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/kafka/libs"));
+        .unwrap_or_else(|| super::repo_root().join(".tools/kafka/libs"));
     let has_kafka = std::fs::read_dir(&dir).is_ok_and(|entries| {
         entries.flatten().any(|e| {
             let name = e.file_name();

@@ -177,7 +177,18 @@ fn spawn_tansu(listener: &str, advertised: &str, log: &std::path::Path) -> Child
 fn tansu_bin() -> PathBuf {
     std::env::var_os("COURIER_TANSU")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/tansu"))
+        .unwrap_or_else(|| repo_root().join(".tools/bin/tansu"))
+}
+
+/// The repository's root (where `.tools` and `docs` are), whichever of the
+/// workspace's packages includes this module: the root package's tests,
+/// or the side-by-side benches' own package in `benches/side-by-side`.
+pub fn repo_root() -> PathBuf {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .find(|dir| dir.join("tests/support/mod.rs").is_file())
+        .unwrap_or(here)
+        .to_path_buf()
 }
 
 /// A port nobody listens on right now.

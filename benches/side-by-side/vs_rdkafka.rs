@@ -5,16 +5,21 @@
 //! rustls).
 //!
 //! ```text
-//! cargo bench --bench vs_rdkafka                     # everything: the workload matrix, then latency
-//! cargo bench --bench vs_rdkafka -- --runs 3 --records 200000
-//! cargo bench --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
-//! cargo bench --bench vs_rdkafka -- --only kafka --no-latency --out tls
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka                     # everything: the workload matrix, then latency
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --runs 3 --records 200000
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only kafka --no-latency --out tls
 //!                                                    # Apache Kafka, plaintext and TLS, to docs/benchmarks/tls.md
-//! cargo bench --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
 //!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
-//! cargo bench --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
+//!
+//! The bench is a package of its own (`benches/side-by-side`), so the
+//! Courier it measures, in its clients and in `courier perf`, is built at
+//! its default features as an application gets it, not with the features
+//! the root package's dev-dependency on itself turns on for its tests.
 //!
 //! Each client runs in a child process (this binary with `--child`), so
 //! CPU time is the whole client's (user + sys, from `wait4`'s rusage) and
@@ -525,7 +530,7 @@ fn write_results(
     runs: usize,
     out: Option<&str>,
 ) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
+    let dir = common::support::repo_root().join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
     let date = Command::new("date")
@@ -534,11 +539,12 @@ fn write_results(
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     md.push_str(&format!(
-        "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
-         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring).\n\
+        "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench -p courier-side-by-side --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
+         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
+         Courier is built at its default features, as an application gets it (the bench is a package of its own, `benches/side-by-side`).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
          In workloads marked \"each client at its defaults\" (`--defaults`) every client runs at its own defaults with only linger.ms, acks and compression.type set alike \
-         (and rdkafka's `partitioner=murmur2_random`); there `courier-cli` is `courier perf` (the release binary, every report read) and `java-perf` the Java client's \
+         (and rdkafka's `partitioner=murmur2_random`); there `courier-cli` is `courier perf` (the optimised binary, every report read) and `java-perf` the Java client's \
          `ProducerPerformance` from kafka-tools 4.1.1 (`-Xmx512m`; its CPU includes the JVM's start and JIT). Elsewhere \
          Courier runs with `batch.size=1000000` (librdkafka's default) and `buffer.memory=8388608` (256 MiB for `courier-send`, whose million futures all wait at once); rdkafka with its defaults plus \
          `queue.buffering.max.messages=2000000`, `queue.buffering.max.kbytes=1048576` and `partitioner=murmur2_random` (Java-compatible keys).\n\n\
@@ -958,7 +964,7 @@ fn courier_tool_props(job: &Job, cmd: &mut Command) {
 
 /// `courier perf` for the job.
 fn courier_perf_command(job: &Job) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_courier-at-defaults"));
     c.args(["perf", "-q", "--json", "-b", &job.addr, "-t", &job.topic])
         .args(["--num-records", &job.n.to_string()])
         .args(["--record-size", &job.size.to_string()]);
@@ -980,7 +986,7 @@ fn cli_produce(job: &Job) -> Outcome {
         }
         w.flush().unwrap();
     }
-    let mut c = Command::new(env!("CARGO_BIN_EXE_courier"));
+    let mut c = Command::new(env!("CARGO_BIN_EXE_courier-at-defaults"));
     c.args(["produce", "-q", "--reports", "errors"])
         .args(["-b", &job.addr, "-t", &job.topic]);
     courier_tool_props(job, &mut c);
@@ -1011,8 +1017,8 @@ fn run_tool(job: &Job, mut cmd: Command, ok: &[i32]) -> (String, f64) {
 /// The Java client's `ProducerPerformance` for the job, at the Java
 /// client's defaults, with a bounded heap.
 fn java_perf_command(job: &Job) -> Command {
-    let libs = std::env::var("COURIER_KAFKA_LIBS")
-        .unwrap_or_else(|_| format!("{}/.tools/kafka/libs", env!("CARGO_MANIFEST_DIR")));
+    let libs = common::support::kafka::libs_dir();
+    let libs = libs.display();
     let mut c = Command::new("java");
     c.args(["-Xms64m", "-Xmx512m", "-cp", &format!("{libs}/*")])
         .arg("org.apache.kafka.tools.ProducerPerformance")

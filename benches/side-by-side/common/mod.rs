@@ -11,7 +11,7 @@
 // Each bench uses a part of this module.
 #![allow(dead_code)]
 
-#[path = "../../tests/support/mod.rs"]
+#[path = "../../../tests/support/mod.rs"]
 pub mod support;
 
 use std::process::{Command, Stdio};

@@ -4,10 +4,10 @@
 //! keeps every record).
 //!
 //! ```text
-//! cargo bench --bench curves -- --bench                # every curve, 3 runs per point
-//! cargo bench --bench curves -- --bench --only size    # one curve
-//! cargo bench --bench curves -- --bench --runs 5 --records 100000
-//! cargo bench --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
+//! cargo bench -p courier-side-by-side --bench curves -- --bench                # every curve, 3 runs per point
+//! cargo bench -p courier-side-by-side --bench curves -- --bench --only size    # one curve
+//! cargo bench -p courier-side-by-side --bench curves -- --bench --runs 5 --records 100000
+//! cargo bench -p courier-side-by-side --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
 //! ```
 //!
 //! The curves:
@@ -24,6 +24,9 @@
 //!   `FutureProducer::send().await`; also p50 and p99 of the awaited send;
 //! - `size`: record size 10 B → 1 MB (keyless, 6 partitions), a fixed
 //!   number of bytes per point (fewer records as they grow).
+//!
+//! The bench is a package of its own (`benches/side-by-side`) so that
+//! Courier is built at its default features, as an application gets it.
 //!
 //! Both clients run at their defaults except the swept parameter, with
 //! `linger.ms=5` and `acks=all` set alike (both are also both clients'
@@ -1021,19 +1024,19 @@ fn write_results(
     took: f64,
     only: Option<&str>,
 ) {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/benchmarks");
+    let dir = common::support::repo_root().join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
     let cmd = match only {
-        Some(o) => format!("cargo bench --bench curves -- --bench --runs {runs} --only {o}"),
-        None => format!("cargo bench --bench curves -- --bench --runs {runs}"),
+        Some(o) => format!("cargo bench -p courier-side-by-side --bench curves -- --bench --runs {runs} --only {o}"),
+        None => format!("cargo bench -p courier-side-by-side --bench curves -- --bench --runs {runs}"),
     };
     writeln!(
         md,
         "# Cost as work grows: Courier vs rust-rdkafka\n\n\
          Run on {}: `{cmd}` ({runs} alternating runs per client and point, medians; the whole run took {:.0} s).\n\
          Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage), a fresh one per point, on the same machine; \
-         rdkafka 0.38 (librdkafka 2.12.1).\n\n\
+         rdkafka 0.38 (librdkafka 2.12.1); Courier at its default features.\n\n\
          Both clients at their defaults except the swept parameter, with `linger.ms=5` and `acks=all` set alike. \
          CPU is the client process's user+sys time (its start and connection included) per delivered record; \
          RSS its peak (`VmHWM`). Records/s is delivered records over the time from the first record to the last report. \
