@@ -26,9 +26,9 @@ echo "== cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
 echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together (cargo's
-# temporary registry stands in for crates.io; the instruction-count
-# and side-by-side benchmark packages, never published, are left out; offline: the steps above
-# fetched every dependency). The verify build, a rebuild of a third of the
+# temporary registry stands in for crates.io; the instruction-count and
+# side-by-side benchmark packages, never published, are left out; offline:
+# the steps above fetched every dependency). The verify build, a rebuild of a third of the
 # dependency graph, is run before a release, not here.
 cargo package --workspace --exclude courier-instructions --exclude courier-side-by-side --locked --offline --allow-dirty --no-verify
 # Licences, bans (duplicate versions warn) and sources, as deny.toml says.
@@ -90,7 +90,7 @@ wait "$beside_pid" || beside_status=$?
 echo "== cargo test (run beside the others): ${beside[*]}, the side-by-side benches"
 cat "$beside_log"
 if (( rest_status != 0 || beside_status != 0 )); then
-  echo "cargo test failed (others: exit $rest_status; ${beside[*]}: exit $beside_status)" >&2
+  echo "cargo test failed (others: exit $rest_status; ${beside[*]} and the side-by-side benches: exit $beside_status)" >&2
   exit 1
 fi
 cargo test --doc --locked

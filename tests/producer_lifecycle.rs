@@ -38,8 +38,8 @@ async fn memory_released(producer: &Producer) {
 /// record of a fresh producer is still delivered, idempotent or not; had
 /// anything on the way waited for a tick or a retry (a metadata request
 /// refused because the socket was not up yet, a producer id asked for at
-/// the first tick), it would hang. (`benches/side-by-side/vs_rdkafka.rs` measures the
-/// time: `--only first-report`.)
+/// the first tick), it would hang. (`benches/first_report.rs` measures the
+/// time.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_record_waits_for_no_tick_or_retry() {
     let broker = broker_with_topic("first-record", 1).await;
