@@ -63,9 +63,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 delivered += 1;
                 println!(
                     "delivered {}/{} at {:?} after {attempts} attempt(s)",
-                    d.topic(),
-                    d.partition,
-                    d.offset
+                    d.topic, d.partition, d.offset
                 );
             }
             RetryOutcome::DeadLettered {
@@ -77,9 +75,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 dead_lettered += 1;
                 println!(
                     "dead-lettered to {}/{} at {:?} after {attempts} attempt(s): {error}",
-                    dead_letter.topic(),
-                    dead_letter.partition,
-                    dead_letter.offset
+                    dead_letter.topic, dead_letter.partition, dead_letter.offset
                 );
             }
             RetryOutcome::Failed { error, reason, .. } => {

@@ -50,7 +50,7 @@ impl PreparedBatch {
         for i in 0..records {
             let record = Record::to(topic).value(value.clone());
             let s = &subs[(i / run.max(1)) % subscribers];
-            owed.push(i as u32, 0, now, record, ReplyTo::Subscription(s, 1));
+            owed.push(i as u32, 0, now, &record, ReplyTo::Subscription(s, 1));
         }
         // A producer's stats, publishing with the `metrics` feature; the
         // topic's handles resolved here (its batch was sealed), as a
@@ -79,6 +79,7 @@ impl PreparedBatch {
                 base_offset: Some(0),
                 log_append_time: None,
             },
+            None,
             &self.stats,
         );
         self.streams

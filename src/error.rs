@@ -93,7 +93,7 @@ impl Error {
         match self {
             Error::Produce(e) => Some(e.into_record()),
             Error::Delivery(e) | Error::BlockingSend(BlockingSendError::Failed(e)) => {
-                Some(e.record)
+                Some(*e.record)
             }
             Error::BlockingSend(BlockingSendError::Rejected(e)) => Some(e.into_record()),
             Error::BlockingSend(BlockingSendError::OnActorThread(r)) => Some(r),
@@ -114,7 +114,7 @@ mod tests {
             message: "refused".into(),
             partition: Some(0),
             attempts: 1,
-            record: Record::to("t").value("v"),
+            record: Box::new(Record::to("t").value("v")),
         };
         let e: Error = refused.into();
         assert_eq!(

@@ -184,8 +184,9 @@ pub struct Record {
     /// taken when the record is appended to a batch.
     pub timestamp: Option<i64>,
     /// The application's own tag for this record (librdkafka's
-    /// `msg_opaque`): never written to Kafka, handed back with the record
-    /// in its delivery report, so a report can be matched to the
+    /// `msg_opaque`): never written to Kafka, carried to its delivery
+    /// report (a success report does not carry the record; a failure hands
+    /// it back, tag and all), so a report can be matched to the
     /// application's context (a line number, a request id, an index into
     /// its own table) without keeping the record's content around or one
     /// future per record. 0 unless set.
@@ -253,7 +254,8 @@ impl Record {
     }
 
     /// Sets the application's tag ([`Record::opaque`]), which comes back
-    /// with the record in its delivery report and is never sent.
+    /// in its delivery report (`Delivered::opaque`, or with the record
+    /// handed back in a failure) and is never sent.
     ///
     /// ```
     /// use courier::record::Record;

@@ -9,9 +9,16 @@ use crate::kafka_error::{BrokerError, ResponseError};
 
 use crate::record::{Record, Topic};
 
-/// A record the broker has (or, with `acks=0`, that was sent).
+/// A record the broker has (or, with `acks=0`, that was sent): where it
+/// was written, as the Java client's `RecordMetadata`. The record itself is
+/// not handed back on success (only a failure hands it back), so a
+/// producer keeps no copy of a record besides its encoded one in a batch;
+/// [`Delivered::opaque`] carries the application's own tag to match the
+/// report to its context.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Delivered {
+    /// The topic it was written to.
+    pub topic: Topic,
     /// The partition it was written to.
     pub partition: i32,
     /// Its offset; `None` with `acks=0`, where the broker does not say.
@@ -23,15 +30,8 @@ pub struct Delivered {
     pub attempts: u32,
     /// Time from being accepted by the producer to this report.
     pub latency: Duration,
-    /// The record itself, handed back.
-    pub record: Record,
-}
-
-impl Delivered {
-    /// The topic it was written to (the record's own).
-    pub fn topic(&self) -> &Topic {
-        &self.record.topic
-    }
+    /// The record's [`Record::opaque`] tag.
+    pub opaque: u64,
 }
 
 /// Why a record could not be delivered.
@@ -110,7 +110,8 @@ pub struct DeliveryError {
     pub attempts: u32,
     /// The record, handed back unchanged (with the `opentelemetry`
     /// feature, with the `traceparent` header Courier gave it, if any).
-    pub record: Record,
+    /// Boxed, so that a report, success or failure, stays small to move.
+    pub record: Box<Record>,
 }
 
 impl DeliveryError {
@@ -154,11 +155,27 @@ impl DeliveryReport {
         matches!(self, DeliveryReport::Delivered(_))
     }
 
-    /// The record this report is about.
-    pub fn record(&self) -> &Record {
+    /// The record, when this report hands it back (a failure).
+    pub fn failed_record(&self) -> Option<&Record> {
         match self {
-            DeliveryReport::Delivered(d) => &d.record,
-            DeliveryReport::Failed(e) => &e.record,
+            DeliveryReport::Delivered(_) => None,
+            DeliveryReport::Failed(e) => Some(&e.record),
+        }
+    }
+
+    /// The record's topic.
+    pub fn topic(&self) -> Topic {
+        match self {
+            DeliveryReport::Delivered(d) => d.topic,
+            DeliveryReport::Failed(e) => e.record.topic,
+        }
+    }
+
+    /// The record's [`Record::opaque`] tag.
+    pub fn opaque(&self) -> u64 {
+        match self {
+            DeliveryReport::Delivered(d) => d.opaque,
+            DeliveryReport::Failed(e) => e.record.opaque,
         }
     }
 

@@ -587,7 +587,7 @@ impl RetryActor {
         let record = tracked.error.record.clone();
         self.sending.insert(id, tracked.error.clone());
         let producer = self.producer.clone();
-        let fut = async move { producer.send(record).await };
+        let fut = async move { producer.send(*record).await };
         ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
             act.sending.remove(&id);
             let tracked = Tracked {

@@ -33,11 +33,21 @@ fn mock(topic: &str) -> Mock {
     m
 }
 
+/// The number a record was produced with: its value, and its tag. A
+/// success report carries the tag; a failure hands the record back, whose
+/// value must still be its number.
 fn value_of(r: &DeliveryReport) -> usize {
-    std::str::from_utf8(r.record().value.as_ref().unwrap())
-        .unwrap()
-        .parse()
-        .unwrap()
+    if let Some(record) = r.failed_record() {
+        let v: u64 = std::str::from_utf8(record.value.as_ref().unwrap())
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            v, record.opaque,
+            "the record handed back is the one produced"
+        );
+    }
+    r.opaque() as usize
 }
 
 /// Produces `n` keyed records through one subscription, calling `fault(i)`
@@ -60,6 +70,7 @@ async fn produce_with_fault(
     for i in 0..n {
         fault(i);
         let r = Record::to(topic)
+            .opaque(i as u64)
             .key(format!("key-{}", i % 97))
             .value(i.to_string());
         sub.produce(r).await.expect("accepted");
@@ -720,9 +731,14 @@ async fn a_refused_first_batch_is_not_overtaken() {
 async fn produce_n(p: &Producer, topic: &str, from: usize, n: usize) -> Vec<DeliveryReport> {
     let (sub, stream) = p.subscribe(ReportMode::All);
     for i in from..from + n {
-        sub.produce(Record::to(topic).key("k").value(i.to_string()))
-            .await
-            .expect("accepted");
+        sub.produce(
+            Record::to(topic)
+                .key("k")
+                .value(i.to_string())
+                .opaque(i as u64),
+        )
+        .await
+        .expect("accepted");
     }
     drop(sub);
     tokio::time::timeout(Duration::from_secs(20), stream.collect::<Vec<_>>())
@@ -820,9 +836,14 @@ async fn close_timeout_bounds_close_and_reports_everything() {
     // 50-byte keys: about eight records a batch, so five requests in
     // flight leave most batches queued.
     for i in 0..200 {
-        sub.produce(Record::to(topic).key("k".repeat(50)).value(i.to_string()))
-            .await
-            .unwrap();
+        sub.produce(
+            Record::to(topic)
+                .key("k".repeat(50))
+                .value(i.to_string())
+                .opaque(i as u64),
+        )
+        .await
+        .unwrap();
     }
     drop(sub);
     tokio::time::sleep(Duration::from_millis(100)).await;

@@ -226,7 +226,7 @@ async fn stream_through(
             let now = Instant::now();
             let fault = *fault_at.lock().unwrap();
             for report in batch {
-                let i = index_of(report.record());
+                let i = index_of(&report);
                 let slot = &mut slots[i];
                 slot.reports = slot.reports.saturating_add(1);
                 match report {
@@ -273,7 +273,8 @@ async fn stream_through(
         }
         let r = Record::to(topic_name.as_str())
             .key(format!("k{:02}", i % KEYS))
-            .value(i.to_string());
+            .value(i.to_string())
+            .opaque(i as u64);
         sub.produce(r).await.expect("produce");
     }
     // Faults wait for progress; let a stopped stream's fault finish.
@@ -353,11 +354,21 @@ async fn stream_through(
 }
 
 /// The index a record of the stream carries as its value.
-fn index_of(r: &Record) -> usize {
-    std::str::from_utf8(r.value.as_deref().expect("a value"))
-        .expect("utf-8")
-        .parse()
-        .expect("an index")
+/// The index a record was produced with: its tag, and its value. A
+/// success report carries the tag; a failure hands the record back, whose
+/// value must still be its index.
+fn index_of(r: &DeliveryReport) -> usize {
+    if let Some(record) = r.failed_record() {
+        let v: u64 = std::str::from_utf8(record.value.as_deref().expect("a value"))
+            .expect("utf-8")
+            .parse()
+            .expect("an index");
+        assert_eq!(
+            v, record.opaque,
+            "the record handed back is the one produced"
+        );
+    }
+    r.opaque() as usize
 }
 
 /// The partition count `topic` has now.

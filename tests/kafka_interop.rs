@@ -69,7 +69,21 @@ fn now_ms() -> i64 {
 
 /// Produces `records` through one subscription and returns every report
 /// that subscription received (the stream ends once all are in).
-async fn produce_all(producer: &Producer, records: Vec<Record>) -> Vec<DeliveryReport> {
+/// Produces `records` through one subscription and returns every report,
+/// with the records as produced, each tagged (`Record::opaque`) with its
+/// place among them: a success report carries the tag (not the record),
+/// so `produced[d.opaque]` is the record a report is about. A failure
+/// hands its record back, which must be the one produced.
+async fn produce_all(
+    producer: &Producer,
+    records: Vec<Record>,
+) -> (Vec<DeliveryReport>, Vec<Record>) {
+    let records: Vec<Record> = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| r.opaque(i as u64))
+        .collect();
+    let produced = records.clone();
     let (sub, mut stream) = producer.subscribe(ReportMode::All);
     let produce = async move {
         for r in records {
@@ -84,7 +98,15 @@ async fn produce_all(producer: &Producer, records: Vec<Record>) -> Vec<DeliveryR
         got
     };
     let ((), got) = tokio::join!(produce, collect);
-    got
+    for r in &got {
+        if let Some(back) = r.failed_record() {
+            assert_eq!(
+                back, &produced[back.opaque as usize],
+                "handed back as produced"
+            );
+        }
+    }
+    (got, produced)
 }
 
 fn text(b: Option<&bytes::Bytes>) -> Option<String> {
@@ -123,9 +145,12 @@ async fn every_codec_is_decoded_by_java() {
                     .value(value)
             })
             .collect();
-        let got = produce_all(&producer, records).await;
+        let (got, produced) = produce_all(&producer, records).await;
         assert_eq!(got.len(), PER_CODEC, "{codec}: one report per record");
-        reports.extend(got);
+        reports.extend(got.into_iter().map(|r| {
+            let record = produced[r.opaque() as usize].clone();
+            (r, record)
+        }));
         producer.close().await;
     }
 
@@ -139,11 +164,11 @@ async fn every_codec_is_decoded_by_java() {
             "a record twice in the log: {r:?}"
         );
     }
-    for report in &reports {
+    for (report, record) in &reports {
         let DeliveryReport::Delivered(d) = report else {
             panic!("failed: {report:?}")
         };
-        let value = text(d.record.value.as_ref()).unwrap();
+        let value = text(record.value.as_ref()).unwrap();
         let codec = value.split('-').next().unwrap();
         let j = by_value
             .get(&value)
@@ -153,7 +178,7 @@ async fn every_codec_is_decoded_by_java() {
             (d.partition, d.offset),
             "{codec}: where the report says"
         );
-        assert_eq!(j.key, text(d.record.key.as_ref()), "{codec}: key");
+        assert_eq!(j.key, text(record.key.as_ref()), "{codec}: key");
         assert_eq!(j.timestamp_type, "CreateTime", "{codec}");
         assert_eq!(j.timestamp, d.timestamp, "{codec}: create time");
         assert!(j.headers.is_empty(), "{codec}: no headers");
@@ -198,7 +223,7 @@ async fn log_append_time_reports_the_brokers_time() {
         })
         .collect();
     let before = now_ms();
-    let reports = produce_all(&producer, records).await;
+    let (reports, produced) = produce_all(&producer, records).await;
     let after = now_ms();
     producer.close().await;
     assert_eq!(reports.len(), N);
@@ -207,9 +232,10 @@ async fn log_append_time_reports_the_brokers_time() {
     let at: HashMap<i64, &JavaRecord> = java.iter().map(|r| (r.offset, r)).collect();
     for report in reports {
         let d = report.into_result().expect("delivered");
-        let create = d.record.timestamp.expect("create time set");
+        let record = &produced[d.opaque as usize];
+        let create = record.timestamp.expect("create time set");
         let j = at[&d.offset.expect("an offset")];
-        assert_eq!(j.value, text(d.record.value.as_ref()));
+        assert_eq!(j.value, text(record.value.as_ref()));
         assert_eq!(j.timestamp_type, "LogAppendTime");
         assert_eq!(
             d.timestamp, j.timestamp,
@@ -257,14 +283,14 @@ async fn produce_around_a_big_record(
     for i in 4..8 {
         records.push(Record::to(topic.as_str()).value(format!("small-{i}")));
     }
-    let reports = produce_all(&producer, records).await;
+    let (reports, produced) = produce_all(&producer, records).await;
     producer.close().await;
     assert_eq!(reports.len(), 9, "one report per record");
 
     let mut delivered = BTreeMap::new();
     let mut failed = Vec::new();
     for r in reports {
-        let value = text(r.record().value.as_ref()).unwrap();
+        let value = text(produced[r.opaque() as usize].value.as_ref()).unwrap();
         match r {
             DeliveryReport::Delivered(d) => {
                 delivered.insert(d.offset.unwrap(), value);
@@ -351,7 +377,7 @@ async fn acks_zero_one_and_all_each_write_every_record_once() {
                     .value(format!("acks{acks}-{i}"))
             })
             .collect();
-        let reports = produce_all(&producer, records).await;
+        let (reports, produced) = produce_all(&producer, records).await;
         producer.close().await;
         assert_eq!(reports.len(), N, "acks={acks}: one report per record");
 
@@ -372,14 +398,15 @@ async fn acks_zero_one_and_all_each_write_every_record_once() {
         assert_eq!(values.len(), N, "acks={acks}: every value once");
         for report in reports {
             let d = report.into_result().expect("delivered");
-            let value = d.record.value.as_ref().unwrap().to_vec();
+            let record = &produced[d.opaque as usize];
+            let value = record.value.as_ref().unwrap().to_vec();
             assert!(
                 values.contains(&value),
                 "acks={acks}: {value:?} is in the log"
             );
             assert_eq!(
                 d.partition,
-                partition_for_key(d.record.key.as_ref().unwrap(), PARTITIONS)
+                partition_for_key(record.key.as_ref().unwrap(), PARTITIONS)
             );
             match (acks, d.offset) {
                 ("0", None) => {}
@@ -432,7 +459,7 @@ async fn headers_nulls_and_explicit_partitions_read_back_by_rdkafka() {
             r
         })
         .collect();
-    let reports = produce_all(&producer, records).await;
+    let (reports, produced) = produce_all(&producer, records).await;
     producer.close().await;
     assert_eq!(reports.len(), N);
 
@@ -449,21 +476,21 @@ async fn headers_nulls_and_explicit_partitions_read_back_by_rdkafka() {
     let mut seen = HashSet::new();
     for report in reports {
         let d = report.into_result().expect("delivered");
-        let i: usize = std::str::from_utf8(d.record.headers[0].value.as_ref().unwrap())
+        let record = &produced[d.opaque as usize];
+        let i: usize = std::str::from_utf8(record.headers[0].value.as_ref().unwrap())
             .unwrap()
             .parse()
             .unwrap();
         assert!(seen.insert(i), "one report for record {i}");
         assert_eq!(d.partition, (i % 3) as i32, "the explicit partition");
         let stored = at[&(d.partition, d.offset.unwrap())];
-        assert_eq!(stored.key, d.record.key.as_ref().map(|k| k.to_vec()), "{i}");
+        assert_eq!(stored.key, record.key.as_ref().map(|k| k.to_vec()), "{i}");
         assert_eq!(
             stored.value,
-            d.record.value.as_ref().map(|v| v.to_vec()),
+            record.value.as_ref().map(|v| v.to_vec()),
             "{i}"
         );
-        let want: Vec<(String, Option<Vec<u8>>)> = d
-            .record
+        let want: Vec<(String, Option<Vec<u8>>)> = record
             .headers
             .iter()
             .map(|h| (h.key.clone(), h.value.as_ref().map(|v| v.to_vec())))
@@ -506,7 +533,7 @@ async fn keyed_records_land_where_javas_producer_puts_them() {
                 .value(format!("v-{i}"))
         })
         .collect();
-    let reports = produce_all(&producer, records).await;
+    let (reports, produced) = produce_all(&producer, records).await;
     producer.close().await;
     let java_input: Vec<(String, String)> = keys
         .iter()
@@ -534,7 +561,7 @@ async fn keyed_records_land_where_javas_producer_puts_them() {
     let mut spread = HashSet::new();
     for report in reports {
         let d = report.into_result().expect("delivered");
-        let key = text(d.record.key.as_ref()).unwrap();
+        let key = text(produced[d.opaque as usize].key.as_ref()).unwrap();
         assert_eq!(
             stored_ours[&key], d.partition,
             "{key:?}: stored where reported"
@@ -577,7 +604,7 @@ async fn idempotent_producer_writes_each_record_once_in_order_on_three_replicas(
                 .value(format!("key-{k} {}", i / KEYS))
         })
         .collect();
-    let reports = produce_all(&producer, records).await;
+    let (reports, produced) = produce_all(&producer, records).await;
     let (producer_id, epoch) = producer.producer_id().expect("idempotent by default");
     producer.close().await;
     assert_eq!(reports.len(), N, "one report per record");
@@ -593,7 +620,10 @@ async fn idempotent_producer_writes_each_record_once_in_order_on_three_replicas(
         };
         let pos = (d.partition, d.offset.unwrap());
         assert!(reported.insert(pos), "two reports name {pos:?}");
-        assert_eq!(at[&pos].value.as_deref(), d.record.value.as_deref());
+        assert_eq!(
+            at[&pos].value.as_deref(),
+            produced[d.opaque as usize].value.as_deref()
+        );
     }
     // Per key, the log holds 0, 1, 2, ... in offset order.
     let mut next: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -675,7 +705,7 @@ async fn records_reach_the_new_leader_after_the_old_one_is_killed() {
     let records = (0..N)
         .map(|i| Record::to(topic.as_str()).value(format!("after-{i}")))
         .collect();
-    let reports = produce_all(&producer, records).await;
+    let (reports, _) = produce_all(&producer, records).await;
     producer.close().await;
     let failed: Vec<String> = reports
         .iter()
@@ -865,7 +895,8 @@ async fn records_for_partitions_gone_with_a_recreated_topic_fail_at_once() {
             sub.produce(
                 Record::to(topic.as_str())
                     .partition(p)
-                    .value(format!("{p}-{i}")),
+                    .value(format!("{p}-{i}"))
+                    .opaque(p as u64),
             )
             .await
             .expect("accepted");
@@ -884,8 +915,9 @@ async fn records_for_partitions_gone_with_a_recreated_topic_fail_at_once() {
         .expect("every report well within delivery.timeout.ms");
     assert_eq!(reports.len(), 60, "one report per record");
     for r in &reports {
-        let value = text(r.record().value.as_ref()).unwrap();
-        let p: i32 = value.split('-').next().unwrap().parse().unwrap();
+        // The tag is the partition the record named.
+        let p = r.opaque() as i32;
+        let value = format!("{r:?}");
         match r {
             DeliveryReport::Delivered(d) if p < 4 => assert_eq!(d.partition, p),
             DeliveryReport::Failed(e) if p >= 4 => {
@@ -924,7 +956,7 @@ async fn a_batch_size_over_max_request_size_is_capped_to_fit() {
     let records = (0..N)
         .map(|i| Record::to(topic.as_str()).value(format!("{i:06}{value}")))
         .collect();
-    let reports = produce_all(&producer, records).await;
+    let (reports, _) = produce_all(&producer, records).await;
     producer.close().await;
     assert_eq!(reports.len(), N);
     for r in &reports {

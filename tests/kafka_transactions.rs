@@ -50,7 +50,7 @@ fn values(kafka: &KafkaCluster, topic: &str, partitions: i32, isolation: &str) -
 }
 
 fn value_of(r: &DeliveryReport) -> String {
-    String::from_utf8(r.record().value.clone().unwrap().to_vec()).unwrap()
+    support::tagged_value(r)
 }
 
 /// Three transactions, the middle one aborted, interleaved with a plain
@@ -72,7 +72,7 @@ async fn committed_records_are_seen_once_and_aborted_ones_never() {
         .bootstrap(&kafka.bootstrap())
         .build()
         .unwrap();
-    let rec = |v: String| Record::to(topic.as_str()).key(v.clone()).value(v);
+    let rec = |v: String| support::tagged_record(&topic, &v, true);
 
     // 1: send().await, committed.
     txn.begin_transaction().unwrap();
@@ -472,7 +472,7 @@ async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
     kafka.create_topic(&topic, 3, 3, &[]).await;
     let p = transactional(kafka, &unique("txn-rep")).build().unwrap();
     let (sub, mut reports) = p.subscribe_transactional().unwrap();
-    let rec = |v: String| Record::to(topic.as_str()).key(v.clone()).value(v);
+    let rec = |v: String| support::tagged_record(&topic, &v, true);
 
     for (name, n, commit) in [
         ("one", 200, true),
@@ -502,13 +502,15 @@ async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
                 .expect("released at the end")
                 .expect("a report");
             let value = match (&r, commit) {
-                (TransactionReport::Committed(d), true) => d.record.value.clone(),
-                (TransactionReport::Aborted(DeliveryReport::Delivered(d)), false) => {
-                    d.record.value.clone()
+                (TransactionReport::Committed(d), true) => {
+                    value_of(&DeliveryReport::Delivered(d.clone()))
+                }
+                (TransactionReport::Aborted(r @ DeliveryReport::Delivered(_)), false) => {
+                    value_of(r)
                 }
                 other => panic!("{name}: {other:?}"),
             };
-            seen.insert(String::from_utf8(value.unwrap().to_vec()).unwrap());
+            seen.insert(value);
         }
         let want: BTreeSet<String> = (0..n).map(|i| format!("{name}-{i}")).collect();
         assert_eq!(seen, want, "{name}: one report per record");

@@ -26,14 +26,31 @@ fn mock(topics: &[&str]) -> Mock {
     m
 }
 
+/// The value of the record an outcome is about: a failure hands the
+/// record back; a success carries its tag, which the tests set to the
+/// number in the value (prefixed by the topic's letter for orders and
+/// payments).
 fn value(o: &RetryOutcome) -> String {
     let r = match o {
-        RetryOutcome::Delivered { delivered, .. } => &delivered.record,
+        RetryOutcome::Delivered { delivered, .. } => {
+            let prefix = match &*delivered.topic {
+                "orders" => "o",
+                "payments" => "p",
+                _ => "",
+            };
+            return format!("{prefix}{}", delivered.opaque);
+        }
         RetryOutcome::DeadLettered { error, .. } | RetryOutcome::Failed { error, .. } => {
             &error.record
         }
     };
-    String::from_utf8(r.value.as_ref().unwrap().to_vec()).unwrap()
+    let v = String::from_utf8(r.value.as_ref().unwrap().to_vec()).unwrap();
+    assert!(
+        v.ends_with(&r.opaque.to_string()),
+        "{v} is tagged {}",
+        r.opaque
+    );
+    v
 }
 
 fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> Producer {
@@ -87,7 +104,8 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
             .produce(
                 Record::to("orders")
                     .key(format!("o{i}"))
-                    .value(format!("o{i}")),
+                    .value(format!("o{i}"))
+                    .opaque(i as u64),
             )
             .await
             .unwrap();
@@ -95,7 +113,8 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
             .produce(
                 Record::to("payments")
                     .key(format!("p{i}"))
-                    .value(format!("p{i}")),
+                    .value(format!("p{i}"))
+                    .opaque(i as u64),
             )
             .await
             .unwrap();
@@ -148,7 +167,7 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
                 ..
             } => {
                 assert_eq!(*reason, GiveUp::AttemptsExhausted);
-                assert_eq!(dead_letter.topic().as_str(), "payments.dlq");
+                assert_eq!(dead_letter.topic.as_str(), "payments.dlq");
                 dead.insert(value(o));
             }
             other => panic!("{other:?}"),
@@ -243,7 +262,8 @@ async fn an_outage_longer_than_the_delivery_timeout_is_ridden_out() {
             .produce(
                 Record::to("outage")
                     .key(format!("{i}"))
-                    .value(format!("{i}")),
+                    .value(format!("{i}"))
+                    .opaque(i as u64),
             )
             .await
             .unwrap();
@@ -315,7 +335,11 @@ async fn a_slow_subscriber_bounds_memory_and_loses_nothing() {
         tokio::spawn(async move {
             for i in 0..n {
                 retry
-                    .produce(Record::to("slow-reader").value(format!("{i}")))
+                    .produce(
+                        Record::to("slow-reader")
+                            .value(format!("{i}"))
+                            .opaque(i as u64),
+                    )
                     .await
                     .unwrap();
             }
@@ -371,7 +395,7 @@ async fn stopping_the_retry_actor_reports_every_record_it_holds() {
     let n = 100;
     for i in 0..n {
         retry
-            .produce(Record::to("stopped").value(format!("{i}")))
+            .produce(Record::to("stopped").value(format!("{i}")).opaque(i as u64))
             .await
             .unwrap();
     }
@@ -420,7 +444,7 @@ async fn a_dropped_outcome_stream_stops_producing_instead_of_hanging() {
     for i in 0..2 {
         let r = tokio::time::timeout(
             Duration::from_secs(5),
-            retry.produce(Record::to("unread").value(format!("{i}"))),
+            retry.produce(Record::to("unread").value(format!("{i}")).opaque(i as u64)),
         )
         .await
         .expect("produce must not hang");
@@ -472,7 +496,7 @@ async fn stopping_under_traffic_gives_every_record_its_outcome() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         retry
-            .produce(Record::to(topic).value(format!("{i}")))
+            .produce(Record::to(topic).value(format!("{i}")).opaque(i as u64))
             .await
             .unwrap();
     }
@@ -631,7 +655,8 @@ async fn failures_forwarded_from_an_actor_handler_are_retried_once_each() {
                     .produce_to(
                         Record::to("forwarded")
                             .key(format!("{i}"))
-                            .value(format!("{i}")),
+                            .value(format!("{i}"))
+                            .opaque(i as u64),
                         me.clone().recipient(),
                     )
                     .await

@@ -8,6 +8,8 @@
 //! produced. And the retry actor of `examples/actor_subscriber.rs`, run
 //! against the double with every record's first attempt refused.
 
+mod support;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -140,7 +142,7 @@ fn check_reports(
     assert_eq!(reports.len(), n, "{path}: one report per record");
     let mut seen = HashSet::new();
     for r in reports {
-        let value = text(r.record().value.as_ref());
+        let value = support::tagged_value(&r);
         assert!(value.starts_with(path), "{path} got {value}'s report");
         assert!(
             seen.insert(value.clone()),
@@ -178,9 +180,7 @@ async fn every_report_path_gets_one_report_per_record_with_its_scripted_outcome(
         .unwrap();
     let n = 40;
     let rec = |path: &str, i: usize| {
-        Record::to("t")
-            .key(format!("k{}", i % 7))
-            .value(format!("{path}-{i}"))
+        support::tagged_record("t", &format!("{path}-{i}"), false).key(format!("k{}", i % 7))
     };
 
     // send and submit
@@ -237,7 +237,7 @@ async fn every_report_path_gets_one_report_per_record_with_its_scripted_outcome(
     let stream_reports: Vec<DeliveryReport> = stream.collect().await;
     let mut by_path: HashMap<String, Vec<DeliveryReport>> = HashMap::new();
     for r in stream_reports {
-        let value = text(r.record().value.as_ref());
+        let value = support::tagged_value(&r);
         by_path
             .entry(value.split('-').next().unwrap().into())
             .or_default()
@@ -247,7 +247,7 @@ async fn every_report_path_gets_one_report_per_record_with_its_scripted_outcome(
     // may come after.
     let mut actor_paths: HashMap<String, Vec<DeliveryReport>> = HashMap::new();
     for r in take(&actor_reports, 2 * n) {
-        let value = text(r.record().value.as_ref());
+        let value = support::tagged_value(&r);
         actor_paths
             .entry(value.split('-').next().unwrap().into())
             .or_default()
@@ -561,6 +561,73 @@ async fn a_missing_topic_fails_unknown_topic_or_waits_for_its_creation() {
         .unwrap_err();
     assert!(err.to_string().contains("transactions"), "{err}");
     producer.close().await;
+}
+
+/// A failure hands its record back as it was produced, although the
+/// producer keeps only the batch's encoded (here compressed) copy: key,
+/// value, headers and tag read back from the batch, the partition and
+/// timestamp only where the record named them. Records of every shape,
+/// through every report path, each refused by the broker.
+#[tokio::test]
+async fn a_refused_record_comes_back_as_it_was_produced() {
+    let broker = MockBroker::new().topic("t", 3);
+    broker.script_always(|_| true, Verdict::Fail(BrokerError::InvalidRecord));
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("compression.type", "lz4")
+                .set("linger.ms", "20"),
+        )
+        .unwrap();
+    let shape = |i: u64| {
+        let mut r = Record::to("t").opaque(i);
+        if i % 2 == 0 {
+            r = r.key(format!("key-{i}"));
+        }
+        if i % 3 != 0 {
+            // Repetitive, so lz4 shrinks the batch (kept compressed).
+            r = r.value(format!("value-{i} {}", "abc".repeat(40)));
+        }
+        if i % 4 == 0 {
+            r = r.header("h", format!("{i}")).header("empty", "");
+            r.headers.push(courier::Header {
+                key: "null".into(),
+                value: None,
+            });
+        }
+        if i % 5 == 0 {
+            r = r.partition((i % 3) as i32);
+        }
+        if i % 7 == 0 {
+            r = r.timestamp(1_700_000_000_000 + i as i64);
+        }
+        r
+    };
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce_batch((0..60).map(shape).collect())
+        .await
+        .unwrap();
+    for i in 60..80 {
+        sub.produce(shape(i)).await.unwrap();
+    }
+    drop(sub);
+    let sends = futures::future::join_all((80..90).map(|i| producer.send(shape(i)))).await;
+    producer.close().await;
+    let mut reports: Vec<DeliveryReport> = stream.collect().await;
+    reports.extend(sends.into_iter().map(|r| match r {
+        Ok(d) => DeliveryReport::Delivered(d),
+        Err(e) => DeliveryReport::Failed(e),
+    }));
+    assert_eq!(reports.len(), 90, "one report per record");
+    let mut seen = HashSet::new();
+    for r in reports {
+        let DeliveryReport::Failed(e) = r else {
+            panic!("delivered against a broker refusing everything: {r:?}")
+        };
+        assert_eq!(e.kind, ErrorKind::Broker(BrokerError::InvalidRecord), "{e}");
+        assert!(seen.insert(e.record.opaque), "one report each");
+        assert_eq!(*e.record, shape(e.record.opaque), "handed back as produced");
+    }
 }
 
 /// A batch refused MESSAGE_TOO_LARGE as a whole is split by the producer

@@ -1300,7 +1300,14 @@ async fn courier_open_loop(job: &Job) -> Outcome {
     let topic = Topic::from(job.topic.as_str());
     let _ = producer.send(Record::to(topic).value("warm")).await;
     let start = Instant::now();
-    let record = |i: usize| Record::to(topic).value(due_value(due(start, i, job.rate), job.size));
+    // The due instant rides in the value (for rdkafka's reports, which
+    // hand the payload back) and in the tag (Courier's success reports
+    // carry the tag, as an application matches reports to its context).
+    let record = |i: usize| {
+        let value = due_value(due(start, i, job.rate), job.size);
+        let tag = u64::from_le_bytes(value[..8].try_into().expect("8 bytes"));
+        Record::to(topic).value(value).opaque(tag)
+    };
     let pace = |i: usize| pace(due(start, i, job.rate));
     let latencies = match job.client.as_str() {
         "courier-stream" => {
@@ -1309,7 +1316,7 @@ async fn courier_open_loop(job: &Job) -> Outcome {
                 let mut lat = Vec::new();
                 while let Some(r) = stream.next().await {
                     if let Ok(d) = r.into_result() {
-                        lat.extend(latency_of(d.record.value.as_deref()));
+                        lat.extend(latency_of(Some(&d.opaque.to_le_bytes())));
                     }
                 }
                 lat
@@ -1331,7 +1338,7 @@ async fn courier_open_loop(job: &Job) -> Outcome {
                     p.send(r)
                         .await
                         .ok()
-                        .and_then(|d| latency_of(d.record.value.as_deref()))
+                        .and_then(|d| latency_of(Some(&d.opaque.to_le_bytes())))
                 }));
             }
             let mut lat = Vec::with_capacity(job.n);

@@ -519,7 +519,7 @@ impl Handler<Produce> for ProducerSupervisor {
                 message,
                 partition: None,
                 attempts: 0,
-                record: e.into_record(),
+                record: Box::new(e.into_record()),
             }));
         };
         // Most records are taken here at once, with no task.

@@ -28,10 +28,10 @@ use crate::clock::Mono;
 use crate::config::INITIAL_RESERVATION;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route;
-use crate::delivery::settlement::Outcome;
+use crate::delivery::settlement::{Outcome, Readback};
 use crate::delivery::subscription::SubscriptionShared;
 use crate::metric_handles::Metrics;
-use crate::protocol::record_batch::{single_record_batch_size, Codec};
+use crate::protocol::record_batch::{single_record_batch_size, Codec, EncodedBatch};
 use crate::record::{Record, Topic, TopicHasher};
 use crate::report::ErrorKind;
 use crate::stats::Stats;
@@ -197,17 +197,18 @@ impl Accumulator {
             if !open.try_add(next, timestamp, self.batch_records) {
                 break;
             }
-            let record = rest.next().expect("peeked above");
             if let Some(s) = sub {
-                let weight = s.weigh.of(&record) as u32;
+                let weight = s.weigh.of(next) as u32;
                 open.owe(
                     index,
                     timestamp,
                     accepted,
-                    record,
+                    next,
                     ReplyTo::Subscription(s, weight),
                 );
             }
+            // Written: the batch holds the record now.
+            rest.next();
             n += 1;
         }
         q.appended += n as u64;
@@ -375,7 +376,7 @@ impl Accumulator {
                 .unwrap_or_else(|| open.timestamp_at(accepted));
             if open.try_add(&record, timestamp, self.batch_records) {
                 if let Some(reply) = reply {
-                    open.owe(index, timestamp, accepted, record, reply);
+                    open.owe(index, timestamp, accepted, &record, reply);
                 }
                 q.appended += 1;
                 return Ok(Appended::ToOpenBatch);
@@ -461,9 +462,7 @@ impl Accumulator {
             );
             return Err((batch, why));
         }
-        // Decompressed, a batch is at most about batch.size (or one
-        // record), which max.request.size bounds.
-        let max_size = self.batch_size.max(self.max_request_size) * 2;
+        let max_size = self.readback(&batch.encoded).max_size;
         let id = batch.id;
         let parts = batch.split(id, max_size)?;
         let mut incomplete = lock(&self.incomplete);
@@ -484,7 +483,7 @@ impl Accumulator {
     /// bump that repairs the partition would never come.
     pub fn fail_unsent(
         &self,
-        batch: Result<SealedBatch, SealFailure>,
+        mut batch: Result<SealedBatch, SealFailure>,
         kind: ErrorKind,
         message: impl FnOnce(u32) -> String,
         stats: &Stats,
@@ -495,8 +494,8 @@ impl Accumulator {
                 lock(&q.state).unacked.remove(&b.id);
             }
         }
-        let (id, topic, partition, count, attempts, owed) = match batch {
-            Ok(mut b) => {
+        let (id, topic, partition, count, attempts, owed, encoded) = match &mut batch {
+            Ok(b) => {
                 b.ledger.settle();
                 (
                     b.id,
@@ -504,10 +503,19 @@ impl Accumulator {
                     b.partition,
                     b.record_count,
                     b.attempts,
-                    b.owed,
+                    std::mem::take(&mut b.owed),
+                    &b.encoded,
                 )
             }
-            Err(f) => (f.id, f.topic, f.partition, f.record_count, 0, f.owed),
+            Err(f) => (
+                f.id,
+                f.topic,
+                f.partition,
+                f.record_count,
+                0,
+                std::mem::take(&mut f.owed),
+                &f.uncompressed,
+            ),
         };
         let message = message(attempts);
         route(
@@ -517,9 +525,20 @@ impl Accumulator {
             attempts,
             owed,
             Outcome::Failed { kind, message },
+            Some(self.readback(encoded)),
             stats,
         );
         self.batch_done(id);
+    }
+
+    /// Where a failed batch's records are read back from (to hand them
+    /// back with their reports): its bytes, decompressed to at most about
+    /// `batch.size` (or one record, which `max.request.size` bounds).
+    pub fn readback<'a>(&self, encoded: &'a EncodedBatch) -> Readback<'a> {
+        Readback {
+            bytes: encoded.bytes(),
+            max_size: self.batch_size.max(self.max_request_size) * 2,
+        }
     }
 
     /// Records appended to any partition so far.

@@ -14,6 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::batching::reservation::Reservation;
 use crate::clock::Mono;
 use crate::delivery::owed::{Owed, ReplyTo};
+use crate::delivery::settlement::Readback;
 use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::{
     increment_sequence, BatchBuilder, Codec, EncodedBatch, ProducerStamp, RECORD_BATCH_OVERHEAD,
@@ -172,7 +173,7 @@ impl OpenBatch {
             // batch does not reserve a whole chunk.
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
             open.owed.first_capacity = (batch_size / per_record).min(max_records as usize);
-            open.owed.push(0, timestamp, accepted, record, reply);
+            open.owed.push(0, timestamp, accepted, &record, reply);
         }
         open
     }
@@ -227,7 +228,7 @@ impl OpenBatch {
         index: u32,
         timestamp: i64,
         accepted: Mono,
-        record: Record,
+        record: &Record,
         reply: ReplyTo<'_>,
     ) {
         self.owed.push(index, timestamp, accepted, record, reply);
@@ -257,7 +258,7 @@ impl OpenBatch {
         let record_count = self.builder.record_count();
         let mut memory = self.memory;
         memory.trim(record_count);
-        match self.builder.finish(ProducerStamp::NONE) {
+        match self.builder.finish_or_uncompressed(ProducerStamp::NONE) {
             Ok(encoded) => Ok(SealedBatch {
                 id: self.id,
                 topic,
@@ -271,13 +272,14 @@ impl OpenBatch {
                 _memory: Some(memory),
                 ledger: Ledger::new(graveyard.clone(), topic, partition, self.id),
             }),
-            Err(e) => Err(SealFailure {
+            Err((e, uncompressed)) => Err(SealFailure {
                 id: self.id,
                 topic,
                 partition,
                 owed: self.owed,
                 record_count,
                 reason: e.to_string(),
+                uncompressed,
             }),
         }
     }
@@ -309,6 +311,25 @@ pub(crate) struct SealedBatch {
     /// Last: dropped after `owed` has paid the reports of an unsettled
     /// batch.
     pub ledger: Ledger,
+}
+
+/// A sealed batch dropped with reports still owed (a panic while a
+/// connection actor held it; see [`Graveyard`]): each is paid `Cancelled`
+/// here, its record read back from the batch, before the fields drop (the
+/// ledger last).
+impl Drop for SealedBatch {
+    fn drop(&mut self) {
+        if self.owed.len() == 0 {
+            return;
+        }
+        let readback = Readback {
+            bytes: self.encoded.bytes(),
+            // Our own batch: decompressed, at most about batch.size or one
+            // record; the bound only guards a bug.
+            max_size: 1 << 30,
+        };
+        self.owed.pay_dropped(Some(self.partition), Some(readback));
+    }
 }
 
 /// An unsettled batch dropped: its partition and the flush bookkeeping are
@@ -419,6 +440,9 @@ pub(crate) struct SealFailure {
     pub owed: Owed,
     pub record_count: i32,
     pub reason: String,
+    /// The batch encoded without compression: where its failed records
+    /// are read back from.
+    pub uncompressed: EncodedBatch,
 }
 
 #[cfg(test)]
@@ -540,7 +564,7 @@ mod tests {
                 i as u32,
                 1000 + i as i64,
                 Mono::now(),
-                r,
+                &r,
                 ReplyTo::Oneshot(tx),
             );
         }
@@ -574,16 +598,32 @@ mod tests {
             assert_eq!(read[0].value.as_deref(), Some(format!("v{j}").as_bytes()));
             assert_eq!(p.owed.len(), usize::from(j != 2));
         }
-        // Each part pays its own record's report; dropping the parts
-        // unpaid pays them Cancelled (the last line of defence), one each.
-        drop(parts);
+        // Each part pays its own record's report: failed, each hands back
+        // its own record, read back from the part.
+        for mut p in parts {
+            p.ledger.settle();
+            crate::delivery::router::route(
+                p.topic,
+                p.partition,
+                p.record_count,
+                1,
+                std::mem::take(&mut p.owed),
+                crate::delivery::settlement::Outcome::Failed {
+                    kind: crate::report::ErrorKind::Timeout,
+                    message: "late".into(),
+                },
+                Some(crate::delivery::settlement::Readback {
+                    bytes: p.encoded.bytes(),
+                    max_size: 1 << 20,
+                }),
+                &crate::stats::Stats::default(),
+            );
+        }
         assert_eq!(pool.available_permits(), 1 << 20, "memory released");
         for (j, rx) in receivers.into_iter().enumerate() {
             let Some(mut rx) = rx else { continue };
             match rx.try_recv().expect("one report") {
-                DeliveryReport::Failed(e) => {
-                    assert_eq!(e.record.value.as_deref(), Some(format!("v{j}").as_bytes()))
-                }
+                DeliveryReport::Failed(e) => assert_eq!(*e.record, rec(j)),
                 other => panic!("{other:?}"),
             }
         }

@@ -468,7 +468,7 @@ async fn print_reports(mut reports: courier::ReportStream, topic: String) -> boo
     while let Some(batch) = reports.next_batch().await {
         for report in batch {
             failed |= !report.is_delivered();
-            let seq = report.record().opaque;
+            let seq = report.opaque();
             let _ = writeln!(out, "{}", report_line(seq, &topic, &report));
         }
         // Written as they arrive, not held until the input ends.
@@ -605,7 +605,7 @@ async fn produce_transactional(a: Args, producer: Producer, topic: &str, n: u64)
                     message: e.to_string(),
                     partition: None,
                     attempts: 0,
-                    record: e.into_record(),
+                    record: Box::new(e.into_record()),
                 });
                 failed = true;
                 let _ = writeln!(out, "{}", report_line(seq, topic, &report));
@@ -673,7 +673,9 @@ async fn end_transaction(
                 message: why.clone(),
                 partition: Some(d.partition),
                 attempts: 1,
-                record: d.record,
+                // A success report does not hand its record back; the line
+                // printed names its sequence number, not its content.
+                record: Box::new(courier::Record::to(d.topic).opaque(d.opaque)),
             }),
             (Err(e), _) => DeliveryReport::Failed(e),
         };

@@ -1,5 +1,6 @@
-//! One owed report: the record a batch holds until its outcome is known,
-//! and where its report goes. Also the pool that recycles the fixed-size
+//! One owed report: what a batch keeps of a record until its outcome is
+//! known (not the record: its encoded copy in the batch is read back if
+//! it fails), and where its report goes. Also the pool that recycles the fixed-size
 //! vectors these entries travel in.
 //!
 //! These are the smallest parts of the report path, so every other
@@ -32,32 +33,61 @@ pub(crate) enum OwedTo {
 }
 
 /// A record waiting for its report. Fire-and-forget records have none.
+///
+/// The record itself is not kept: a success report does not carry it, and
+/// a failure reads its key, value and headers back from the batch
+/// (`Settlement`), so an outstanding record costs its encoded bytes and
+/// this entry, not a second copy of its content.
 #[derive(Debug)]
 pub(crate) struct Pending {
     /// Offset delta within the batch.
     pub index: u32,
-    /// The create time written into the batch.
-    pub timestamp: i64,
-    /// When the producer took the record (start of its latency).
-    pub accepted: Mono,
-    pub record: Record,
-    pub to: OwedTo,
     /// The subscription permits its record holds (`Weigh::of`, taken
     /// when it was produced; 0 for other targets), given back with its
     /// report.
     pub weight: u32,
+    /// The create time written into the batch.
+    pub timestamp: i64,
+    /// When the producer took the record (start of its latency).
+    pub accepted: Mono,
+    /// The record's `opaque` tag.
+    pub opaque: u64,
+    pub to: OwedTo,
+    /// What the record left to the producer: its partition
+    /// ([`EXPLICIT_PARTITION`]) and its timestamp ([`GIVEN_TIMESTAMP`]),
+    /// so that a record handed back is the record as it was produced.
+    pub flags: u8,
 }
 
-/// Owed entries per chunk, at most (about 45 KiB of entries).
+/// `Pending::flags`: the record named its partition.
+pub(crate) const EXPLICIT_PARTITION: u8 = 1;
+/// `Pending::flags`: the record had its own timestamp.
+pub(crate) const GIVEN_TIMESTAMP: u8 = 2;
+
+/// `Pending::flags` for `record`.
+#[inline(always)]
+pub(crate) fn flags_of(record: &Record) -> u8 {
+    (if record.partition.is_some() {
+        EXPLICIT_PARTITION
+    } else {
+        0
+    }) | (if record.timestamp.is_some() {
+        GIVEN_TIMESTAMP
+    } else {
+        0
+    })
+}
+
+/// Owed entries per chunk, at most (16 KiB of entries).
 pub(crate) const CHUNK: usize = 256;
 
 /// Full-size chunk vectors that report streams have emptied, for new
 /// batches to fill again: a busy producer then does not allocate (and
-/// fault in) a fresh 45 KiB vector for every 256 records, and the reader's
+/// fault in) a fresh 16 KiB vector for every 256 records, and the reader's
 /// thread does not free memory the producer's thread allocated.
 static SPARE_CHUNKS: Mutex<Vec<Vec<Pending>>> = Mutex::new(Vec::new());
 
-/// Spare chunk vectors kept at most (about 3 MiB).
+/// Spare chunk vectors kept at most (1 MiB).
 const MAX_SPARE_CHUNKS: usize = 64;
 
 /// An empty vector for `n` owed entries: a recycled one when `n` is a

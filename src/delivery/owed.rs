@@ -14,10 +14,11 @@ use actix::Recipient;
 use tokio::sync::oneshot;
 
 use crate::clock::Mono;
-use crate::delivery::entry::{chunk_vec, OwedTo, Pending, CHUNK};
+use crate::delivery::entry::{chunk_vec, flags_of, OwedTo, Pending, CHUNK};
+use crate::delivery::settlement::{Outcome, Readback, Settlement};
 use crate::delivery::subscription::SubscriptionShared;
-use crate::record::Record;
-use crate::report::{DeliveryError, DeliveryReport, ErrorKind};
+use crate::record::{Record, Topic};
+use crate::report::{DeliveryReport, ErrorKind};
 
 /// Where one record's report goes, as the produce call gives it. A
 /// subscription is borrowed: the batch clones its `Arc` only when the
@@ -77,10 +78,15 @@ const FIRST_CHUNK: usize = 16;
 ///
 /// Owed reports are paid by `delivery::router::route`, which empties this.
 /// Dropping it with reports still owed is a bug; as a last line of defence
-/// the drop pays each one as a `Cancelled` failure (with the record), so a
-/// bug can never turn into a silently lost report or a hung `send`.
+/// the drop pays each one as a `Cancelled` failure (with what the entry
+/// keeps of the record: its topic, tag, and partition and timestamp if it
+/// named them; the content is in the batch, which the ledger does not
+/// hold), so a bug can never turn into a silently lost report or a hung
+/// `send`.
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
+    /// The batch's topic (set with its first entry).
+    pub topic: Option<Topic>,
     pub subscribers: Vec<Arc<SubscriptionShared>>,
     pub chunks: Vec<Chunk>,
     /// Capacity of the first chunk (sized from the batch's first record,
@@ -104,6 +110,17 @@ pub(crate) struct Chunk {
 
 impl Drop for Owed {
     fn drop(&mut self) {
+        self.pay_dropped(None, None);
+    }
+}
+
+impl Owed {
+    /// Pays every report still owed as `Cancelled`: the batch is being
+    /// dropped unreported (a bug, or a panic while a connection actor held
+    /// it). With `readback` (the batch's bytes, when its holder still has
+    /// them) each record is handed back whole; without, with what its
+    /// entry keeps (topic, tag, its own timestamp) and a message saying so.
+    pub(crate) fn pay_dropped(&mut self, partition: Option<i32>, readback: Option<Readback<'_>>) {
         if self.chunks.iter().all(|c| c.entries.is_empty()) {
             return;
         }
@@ -111,8 +128,6 @@ impl Drop for Owed {
             records = self.len(),
             "batch dropped with reports owed; reporting them Cancelled"
         );
-        let mut per_sub: Vec<Vec<(DeliveryReport, u32)>> =
-            self.subscribers.iter().map(|_| Vec::new()).collect();
         let (attempts, message) = if self.sent {
             (
                 1,
@@ -124,20 +139,34 @@ impl Drop for Owed {
                 "internal error: the batch was dropped before it was reported; it was never sent",
             )
         };
-        for p in self.chunks.drain(..).flat_map(|c| c.entries) {
-            let report = DeliveryReport::Failed(DeliveryError {
+        let topic = self.topic.unwrap_or_else(|| Topic::from(""));
+        let settled = Settlement::new(
+            topic,
+            partition.unwrap_or(-1),
+            attempts,
+            Outcome::Failed {
                 kind: ErrorKind::Cancelled,
                 message: message.into(),
-                partition: None,
-                attempts,
-                record: p.record,
-            });
-            match p.to {
+            },
+            readback,
+        );
+        let mut per_sub: Vec<Vec<(DeliveryReport, u32)>> =
+            self.subscribers.iter().map(|_| Vec::new()).collect();
+        for p in self.chunks.drain(..).flat_map(|c| c.entries) {
+            let weight = p.weight;
+            let (mut report, to) = settled.report_and_target(p);
+            if partition.is_none() {
+                if let DeliveryReport::Failed(e) = &mut report {
+                    e.partition = None;
+                    e.record.partition = None;
+                }
+            }
+            match to {
                 OwedTo::Oneshot(tx) => {
                     let _ = tx.send(report);
                 }
                 OwedTo::Actor(r) => r.do_send(report),
-                OwedTo::Subscription(i) => per_sub[i as usize].push((report, p.weight)),
+                OwedTo::Subscription(i) => per_sub[i as usize].push((report, weight)),
             }
         }
         for (s, reports) in self.subscribers.iter().zip(per_sub) {
@@ -162,6 +191,7 @@ impl Owed {
             for mut p in chunk.entries {
                 let index = std::mem::replace(&mut p.index, 0);
                 let mut single = Owed::default();
+                single.topic = self.topic;
                 let sole = match p.to {
                     OwedTo::Subscription(i) => {
                         single.subscribers.push(subscribers[i as usize].clone());
@@ -183,7 +213,9 @@ impl Owed {
             let at = out
                 .binary_search_by_key(&index, |(i, _)| *i)
                 .unwrap_or_else(|at| {
-                    out.insert(at, (index, Owed::default()));
+                    let mut single = Owed::default();
+                    single.topic = self.topic;
+                    out.insert(at, (index, single));
                     at
                 });
             out[at].1.traced.push(0, span);
@@ -191,14 +223,14 @@ impl Owed {
         out
     }
 
-    /// Owes a report for the record at `index` to `reply`.
+    /// Owes a report for `record`, at `index`, to `reply`.
     #[inline(always)]
     pub(crate) fn push(
         &mut self,
         index: u32,
         timestamp: i64,
         accepted: Mono,
-        record: Record,
+        record: &Record,
         reply: ReplyTo,
     ) {
         let (to, sub, weight) = match reply {
@@ -242,12 +274,16 @@ impl Owed {
         }
         chunk.entries.push(Pending {
             index,
+            weight,
             timestamp,
             accepted,
-            record,
+            opaque: record.opaque,
             to,
-            weight,
+            flags: flags_of(record),
         });
+        if self.topic.is_none() {
+            self.topic = Some(record.topic);
+        }
     }
 }
 
@@ -260,7 +296,7 @@ impl Owed {
         index: u32,
         timestamp: i64,
         accepted: Mono,
-        record: Record,
+        record: &Record,
         traced: TracedReply,
     ) {
         self.traced.push(index, traced.span);
@@ -290,14 +326,20 @@ mod tests {
         owed.first_capacity = 2_000;
         for i in 0..1_000u32 {
             let record = Record::to("t").opaque(u64::from(i));
-            owed.push(i, 1, Mono::now(), record, ReplyTo::Subscription(&shared, 1));
+            owed.push(
+                i,
+                1,
+                Mono::now(),
+                &record,
+                ReplyTo::Subscription(&shared, 1),
+            );
         }
         let caps: Vec<usize> = owed.chunks.iter().map(|c| c.entries.capacity()).collect();
         assert_eq!(caps, [16, 32, 64, 128, 256, 256, 256]);
         let order: Vec<u64> = owed
             .chunks
             .iter()
-            .flat_map(|c| c.entries.iter().map(|p| p.record.opaque))
+            .flat_map(|c| c.entries.iter().map(|p| p.opaque))
             .collect();
         assert_eq!(
             order,
@@ -312,7 +354,7 @@ mod tests {
             0,
             1,
             Mono::now(),
-            Record::to("t"),
+            &Record::to("t"),
             ReplyTo::Subscription(&shared, 1),
         );
         assert_eq!(one.chunks[0].entries.capacity(), FIRST_CHUNK);
@@ -346,7 +388,7 @@ mod tests {
                 i as u32,
                 1,
                 Mono::now(),
-                record,
+                &record,
                 ReplyTo::Subscription(&shared, w),
             );
         }
@@ -365,16 +407,22 @@ mod tests {
         let mut owed = Owed::default();
         owed.push(
             0,
-            1,
+            5,
             Mono::now(),
-            Record::to("t").value("v"),
+            &Record::to("t").value("v").opaque(7).timestamp(5),
             ReplyTo::Oneshot(tx),
         );
         drop(owed);
         match rx.try_recv().expect("a report, not a dropped sender") {
             DeliveryReport::Failed(e) => {
                 assert_eq!(e.kind, ErrorKind::Cancelled);
-                assert_eq!(e.record.value.as_deref(), Some(&b"v"[..]));
+                // The ledger alone keeps the record's topic, tag and its
+                // own timestamp; its content is in the batch.
+                let r = &e.record;
+                assert_eq!(
+                    (&*r.topic, r.opaque, r.timestamp, r.partition),
+                    ("t", 7, Some(5), None)
+                );
             }
             other => panic!("{other:?}"),
         }

@@ -7,18 +7,20 @@ use std::sync::Arc;
 use crate::clock::Mono;
 use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
 use crate::delivery::owed::{Owed, ReplyTo};
-use crate::delivery::settlement::{Outcome, Settlement};
+use crate::delivery::settlement::{Outcome, Readback, Settlement};
 use crate::delivery::subscription::{ReportChunk, Skipped};
 use crate::record::Topic;
 use crate::report::DeliveryReport;
 use crate::stats::{bucket_of, Stats, LATENCY_BUCKETS};
 
 /// Sends every report `owed` for a batch of `record_count` records of
-/// `topic`.
+/// `topic`. A failed batch's records are read back from `readback`, to be
+/// handed back with their reports.
 ///
 /// A chunk whose records all report to one subscription goes to that
 /// subscription whole (its reports are built as the stream is read); only
 /// `send` and actor targets, and chunks mixing targets, are split here.
+#[allow(clippy::too_many_arguments)] // a batch's parts, taken apart by its callers
 pub(crate) fn route(
     topic: Topic,
     partition: i32,
@@ -26,6 +28,7 @@ pub(crate) fn route(
     attempts: u32,
     mut owed: Owed,
     outcome: Outcome,
+    readback: Option<Readback<'_>>,
     stats: &Stats,
 ) {
     let failed_kind = match &outcome {
@@ -37,12 +40,11 @@ pub(crate) fn route(
         .settled(topic, failed_kind, record_count as u64);
     #[cfg(feature = "opentelemetry")]
     owed.traced.settle(partition, &outcome);
-    let settled = Arc::new(Settlement {
-        partition,
-        attempts,
-        reported_at: Mono::now(),
-        outcome,
-    });
+    // Nothing owed (fire-and-forget records): nothing to read back.
+    let readback = readback.filter(|_| owed.chunks.iter().any(|c| !c.entries.is_empty()));
+    let settled = Arc::new(Settlement::new(
+        topic, partition, attempts, outcome, readback,
+    ));
     let delivered = settled.delivered();
     if delivered {
         stats
@@ -216,19 +218,47 @@ mod tests {
         let mut all_stream = ReportStream::new(all.clone());
         let mut errors_stream = ReportStream::new(errors.clone());
         let stats = Stats::default();
+        let rec = |i: u32| Record::to("t").value(i.to_string()).opaque(u64::from(i));
+        // The batch the records are in (a failure's records are read back
+        // from it).
+        let mut builder = crate::protocol::record_batch::BatchBuilder::new(
+            1 << 20,
+            crate::protocol::record_batch::Codec::default(),
+        );
+        for i in 0..700 {
+            let r = rec(i);
+            builder
+                .try_append(7, None, r.value.as_deref(), &[])
+                .unwrap();
+        }
+        let batch = builder
+            .finish(crate::protocol::record_batch::ProducerStamp::NONE)
+            .unwrap();
         let route_batch = |outcome: Outcome| {
             let (tx, mut rx) = tokio::sync::oneshot::channel();
             let mut owed = Owed::default();
             let now = Mono::now();
-            let rec = |i: u32| Record::to("t").value(i.to_string());
-            owed.push(0, 7, now, rec(0), ReplyTo::Subscription(&all, 1));
-            owed.push(1, 7, now, rec(1), ReplyTo::Oneshot(tx));
-            owed.push(2, 7, now, rec(2), ReplyTo::Subscription(&errors, 1));
+            owed.push(0, 7, now, &rec(0), ReplyTo::Subscription(&all, 1));
+            owed.push(1, 7, now, &rec(1), ReplyTo::Oneshot(tx));
+            owed.push(2, 7, now, &rec(2), ReplyTo::Subscription(&errors, 1));
             for i in 3..700 {
-                owed.push(i, 7, now, rec(i), ReplyTo::Subscription(&all, 1));
+                owed.push(i, 7, now, &rec(i), ReplyTo::Subscription(&all, 1));
             }
             assert!(owed.chunks.len() >= 3, "several chunks");
-            route(Topic::from("t"), 4, 700, 1, owed, outcome, &stats);
+            let readback = Readback {
+                bytes: batch.bytes(),
+                max_size: 1 << 20,
+            };
+            route(
+                Topic::from("t"),
+                4,
+                700,
+                1,
+                owed,
+                outcome,
+                Some(readback),
+                &stats,
+            );
             rx.try_recv().expect("the send got its report")
         };
         let before = errors.outstanding.available_permits();
@@ -239,20 +269,14 @@ mod tests {
         let DeliveryReport::Delivered(d) = sent else {
             panic!("{sent:?}")
         };
-        assert_eq!(
-            (d.offset, d.record.value.as_deref()),
-            (Some(101), Some(&b"1"[..]))
-        );
+        assert_eq!((d.offset, d.opaque, &*d.topic), (Some(101), 1, "t"));
         let got = drain(&mut all_stream);
         assert_eq!(got.len(), 698);
         for r in &got {
             let DeliveryReport::Delivered(d) = r else {
                 panic!("{r:?}")
             };
-            let i: i64 = std::str::from_utf8(d.record.value.as_deref().unwrap())
-                .unwrap()
-                .parse()
-                .unwrap();
+            let i = d.opaque as i64;
             assert_ne!(i, 1);
             assert_ne!(i, 2);
             assert_eq!(d.offset, Some(100 + i));
@@ -274,7 +298,8 @@ mod tests {
         match &errs[0] {
             DeliveryReport::Failed(e) => {
                 assert_eq!(e.kind, ErrorKind::Timeout);
-                assert_eq!(e.record.value.as_deref(), Some(&b"2"[..]));
+                // Handed back as produced: read back from its batch.
+                assert_eq!(*e.record, rec(2));
             }
             other => panic!("{other:?}"),
         }
@@ -314,12 +339,12 @@ mod tests {
                 ReplyTo::Oneshot(tx)
             });
             match (i, reply) {
-                (3, Some(r)) => owed.push(i, 7, now, record, r),
+                (3, Some(r)) => owed.push(i, 7, now, &record, r),
                 (_, reply) => owed.push(
                     i,
                     7,
                     now,
-                    record,
+                    &record,
                     ReplyTo::Traced(Box::new(TracedReply { reply, span })),
                 ),
             }
@@ -340,6 +365,7 @@ mod tests {
                         base_offset: Some(i as i64),
                         log_append_time: None,
                     },
+                    None,
                     &Stats::default(),
                 );
                 (i, at.into_iter().map(|(j, _)| j).collect(), n)

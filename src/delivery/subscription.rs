@@ -38,10 +38,9 @@ use crate::sync::lock;
 pub(crate) enum Bound {
     /// Records: one permit each.
     Records,
-    /// Bytes: a record weighs its key and value bytes twice (the record
-    /// handed back with its report, and its encoded copy in a batch) plus
-    /// its owed entry ([`ENTRY_BYTES`]): about what an outstanding record
-    /// holds in memory.
+    /// Bytes: a record weighs its key and value bytes (its encoded copy
+    /// in a batch: the producer keeps no other) plus its owed entry
+    /// ([`ENTRY_BYTES`]): about what an outstanding record holds in memory.
     /// Headers are not counted: Courier may add one (`traceparent`) after
     /// the weight is taken, and a record weighs the same when its permits
     /// are taken and when they are given back.
@@ -49,7 +48,7 @@ pub(crate) enum Bound {
 }
 
 /// What an outstanding record holds besides its key and value: its owed
-/// entry (`Pending`: the record's fields, its timestamps, its target).
+/// entry (`Pending`: its tag, its timestamps, its target).
 pub(crate) const ENTRY_BYTES: usize = std::mem::size_of::<Pending>();
 
 /// A subscription's permits for one record.
@@ -69,7 +68,7 @@ impl Weigh {
             return 1;
         }
         let len = |b: &Option<bytes::Bytes>| b.as_ref().map_or(0, bytes::Bytes::len);
-        (2 * (len(&record.key) + len(&record.value)) + ENTRY_BYTES).min(self.max)
+        (len(&record.key) + len(&record.value) + ENTRY_BYTES).min(self.max)
     }
 
     /// How many of `records`, from the first, fit in `available` permits,
@@ -453,23 +452,26 @@ impl Stream for ReportStream {
 mod tests {
     use super::*;
 
-    /// A record's weight in bytes: its key and value twice plus its owed
-    /// entry (about 200 bytes, as the docs say), at most the whole bound;
+    /// A record's weight in bytes: its key and value plus its owed entry
+    /// (64 bytes, as the docs say), at most the whole bound;
     /// in records, one. `fit` takes the longest run that fits, and at
     /// least one record.
     #[test]
     fn records_weigh_their_bytes_and_runs_fit_the_room_left() {
-        assert!((150..=250).contains(&ENTRY_BYTES), "{ENTRY_BYTES}");
+        assert_eq!(
+            ENTRY_BYTES, 64,
+            "an owed entry is small: it holds no record"
+        );
         let bytes = Weigh {
             bytes: true,
             max: 10_000,
         };
         let r = Record::to("t").key("k").value(vec![0u8; 99]);
-        assert_eq!(bytes.of(&r), 200 + ENTRY_BYTES);
+        assert_eq!(bytes.of(&r), 100 + ENTRY_BYTES);
         let huge = Record::to("t").value(vec![0u8; 1 << 20]);
         assert_eq!(bytes.of(&huge), 10_000, "never more than the bound");
         let run = vec![r.clone(); 10];
-        let w = 200 + ENTRY_BYTES;
+        let w = 100 + ENTRY_BYTES;
         assert_eq!(bytes.fit(&run, 3 * w + 1), (3, 3 * w));
         assert_eq!(bytes.fit(&run, 0), (1, w), "the first, to wait for");
         assert_eq!(bytes.fit(&run, usize::MAX), (10, 10 * w));

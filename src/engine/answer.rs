@@ -229,13 +229,15 @@ impl Engine {
             let q = self.acc.queue(&batch.topic, batch.partition);
             lock(&q.state).unacked.remove(&batch.id);
         }
+        let owed = std::mem::take(&mut batch.owed);
         route(
             batch.topic,
             batch.partition,
             batch.record_count,
             batch.attempts,
-            batch.owed,
+            owed,
             outcome,
+            Some(self.acc.readback(&batch.encoded)),
             &self.stats,
         );
         self.acc.batch_done(batch.id);

@@ -100,7 +100,7 @@ impl Engine {
                     message,
                     partition,
                     attempts: 0,
-                    record,
+                    record: Box::new(record),
                 }),
                 reply,
                 &self.stats,

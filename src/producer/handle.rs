@@ -135,7 +135,7 @@ impl Producer {
             message: e.to_string(),
             partition: None,
             attempts: 0,
-            record: e.into_record(),
+            record: Box::new(e.into_record()),
         };
         // Only a 16-byte box is held across the await, not the first try's
         // result (which holds a record).

@@ -651,3 +651,40 @@ pub fn read_all(bootstrap: &str, topic: &str, partitions: i32, at_least: usize) 
     out.sort_by_key(|r| (r.partition, r.offset));
     out
 }
+
+/// Values tagged so far: a tag is its value's index here.
+static TAGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A record of `topic` whose value (and key, when `keyed`) is `value`,
+/// tagged (`Record::opaque`) so that its report names it: a success report
+/// carries the record's tag, not the record.
+pub fn tagged_record(topic: &str, value: &str, keyed: bool) -> courier::Record {
+    let tag = {
+        let mut tags = TAGS.lock().unwrap();
+        tags.push(value.to_string());
+        tags.len() as u64 - 1
+    };
+    let r = courier::Record::to(topic)
+        .value(value.to_string())
+        .opaque(tag);
+    if keyed {
+        r.key(value.to_string())
+    } else {
+        r
+    }
+}
+
+/// The value of the record a report is about (one made by
+/// `tagged_record`): found by its tag, and for a failure, which hands
+/// the record back, checked against the value handed back.
+pub fn tagged_value(r: &courier::DeliveryReport) -> String {
+    let value = TAGS.lock().unwrap()[r.opaque() as usize].clone();
+    if let Some(record) = r.failed_record() {
+        assert_eq!(
+            record.value.as_deref(),
+            Some(value.as_bytes()),
+            "the record handed back is the one produced"
+        );
+    }
+    value
+}

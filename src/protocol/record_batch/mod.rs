@@ -277,6 +277,16 @@ impl BatchBuilder {
     /// Compresses the records, fills in the header and checksum, and returns
     /// the encoded batch.
     pub fn finish(self, stamp: ProducerStamp) -> Result<EncodedBatch, CompressionError> {
+        self.finish_or_uncompressed(stamp).map_err(|(e, _)| e)
+    }
+
+    /// As [`BatchBuilder::finish`], but a compression failure also hands
+    /// back the batch encoded without compression (so that its records can
+    /// still be read back, to hand them to whoever produced them).
+    pub fn finish_or_uncompressed(
+        self,
+        stamp: ProducerStamp,
+    ) -> Result<EncodedBatch, (CompressionError, EncodedBatch)> {
         let BatchBuilder {
             mut buf,
             count,
@@ -286,16 +296,20 @@ impl BatchBuilder {
             ..
         } = self;
         let mut codec = Compression::None;
+        let mut failed = None;
         if compression.compression != Compression::None && count > 0 {
             let records = &buf[RECORD_BATCH_OVERHEAD..];
             let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2);
             out.resize(RECORD_BATCH_OVERHEAD, 0);
-            compression::compress(compression, records, &mut out)?;
-            // Keep the compressed form only when it is smaller: a batch never
-            // grows past its uncompressed size.
-            if out.len() < buf.len() {
-                buf = out;
-                codec = compression.compression;
+            match compression::compress(compression, records, &mut out) {
+                // Keep the compressed form only when it is smaller: a batch
+                // never grows past its uncompressed size.
+                Ok(()) if out.len() < buf.len() => {
+                    buf = out;
+                    codec = compression.compression;
+                }
+                Ok(()) => {}
+                Err(e) => failed = Some(e),
             }
         }
         let batch_length = (buf.len() - LENGTH_COUNTED_FROM) as i32;
@@ -310,11 +324,15 @@ impl BatchBuilder {
         header[35..43].copy_from_slice(&max_timestamp.to_be_bytes());
         header[57..61].copy_from_slice(&count.to_be_bytes());
         write_stamp(&mut buf, stamp);
-        Ok(EncodedBatch {
+        let batch = EncodedBatch {
             bytes: Bytes::from(buf),
             record_count: count,
             compression: codec,
-        })
+        };
+        match failed {
+            None => Ok(batch),
+            Some(e) => Err((e, batch)),
+        }
     }
 }
 
