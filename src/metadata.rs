@@ -205,7 +205,7 @@ mod tests {
             &response(&[(2, 7), (0, 5), (1, -1)]),
             &MetadataSnapshot::default(),
         );
-        let t = &s.topics["t"];
+        let t = &s.topics[&Topic::from("t")];
         assert_eq!(t.partition_count, 3);
         assert_eq!(t.leaders, vec![5, -1, 7]);
         assert_eq!(t.available, vec![0, 2]);
@@ -228,7 +228,11 @@ mod tests {
             vec![(0, 1), (2, 1)],
         ] {
             let s = MetadataSnapshot::from_response(&response(&hostile), &before);
-            assert_eq!(s.topics["t"], before.topics["t"], "{hostile:?}");
+            assert_eq!(
+                s.topics[&Topic::from("t")],
+                before.topics[&Topic::from("t")],
+                "{hostile:?}"
+            );
         }
     }
     /// The sticky slot stays while the topic does (same id), the cache
@@ -246,17 +250,17 @@ mod tests {
             &with_id(&[(0, 1), (1, 1)], 7),
             &MetadataSnapshot::default(),
         );
-        let a = first.topics["t"].clone();
+        let a = first.topics[&Topic::from("t")].clone();
         a.cache.0.set(Arc::new(1u8)).unwrap();
         let moved = MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 2)], 7), &first);
-        let b = &moved.topics["t"];
+        let b = &moved.topics[&Topic::from("t")];
         assert!(Arc::ptr_eq(&a.sticky.0, &b.sticky.0));
         assert!(
             Arc::ptr_eq(&a.cache.0, &b.cache.0),
             "a leader move keeps the cache"
         );
         let grown = MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 1), (2, 1)], 7), &moved);
-        let c = &grown.topics["t"];
+        let c = &grown.topics[&Topic::from("t")];
         assert!(Arc::ptr_eq(&a.sticky.0, &c.sticky.0));
         assert!(
             c.cache.0.get().is_none(),
@@ -265,7 +269,7 @@ mod tests {
         c.cache.0.set(Arc::new(2u8)).unwrap();
         let recreated =
             MetadataSnapshot::from_response(&with_id(&[(0, 1), (1, 1), (2, 1)], 8), &grown);
-        let d = &recreated.topics["t"];
+        let d = &recreated.topics[&Topic::from("t")];
         assert!(
             !Arc::ptr_eq(&a.sticky.0, &d.sticky.0),
             "a new topic id: a new slot"

@@ -168,7 +168,7 @@ impl MockBroker {
 
     /// The partition count of `topic`, if the broker has it.
     pub fn partitions(&self, topic: &str) -> Option<i32> {
-        self.script.topics().get(topic).copied()
+        self.script.topics().get(&Topic::from(topic)).copied()
     }
 
     /// Records `matches` accepts get `verdicts`, one per arrival, in order;

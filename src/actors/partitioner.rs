@@ -164,7 +164,7 @@ impl PartitionerActor {
         self.vanished.retain(|topic, (id, count)| {
             snapshot
                 .topics
-                .get(topic.as_str())
+                .get(topic)
                 .is_some_and(|t| t.topic_id == *id)
                 && engine.fail_vanished(topic.as_str(), *count)
         });
@@ -179,7 +179,7 @@ impl PartitionerActor {
         self.waiters.retain(|topic, waiters| {
             let ready = snapshot
                 .topics
-                .get(topic.as_str())
+                .get(topic)
                 .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
             // Not allowed to see the topic: no wait can change that (the
             // Java client fails such a send at once too).
@@ -217,7 +217,7 @@ impl PartitionerActor {
                     kept.push((deadline, w));
                     continue;
                 }
-                let why = match (&unreachable, snapshot.missing.get(topic.as_str())) {
+                let why = match (&unreachable, snapshot.missing.get(topic)) {
                     // No answer at all: that is the cause, and the topic
                     // may well exist (retriable: Timeout).
                     (Some(why), _) => (ErrorKind::Timeout, why.clone()),
@@ -263,7 +263,7 @@ impl PartitionerActor {
 /// The answer for a topic the metadata says we may not describe
 /// (TOPIC_AUTHORIZATION_FAILED), if so.
 fn forbidden(snapshot: &MetadataSnapshot, topic: Topic) -> Option<(ErrorKind, String)> {
-    let code = snapshot.missing.get(topic.as_str()).copied();
+    let code = snapshot.missing.get(&topic).copied();
     (code == Some(ResponseError::TopicAuthorizationFailed.code())).then(|| {
         (
             ErrorKind::Broker(ResponseError::TopicAuthorizationFailed.into()),
@@ -298,7 +298,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
             .metadata
             .load()
             .topics
-            .get(msg.topic.as_str())
+            .get(&msg.topic)
             .is_some_and(|t| t.partition_count > 0 && !t.available.is_empty());
         if ready {
             return Box::pin(async { Some(Ok(())) });

@@ -368,7 +368,7 @@ impl ProducerSupervisor {
                 if qi.open.is_some() || !qi.ready.is_empty() {
                     let leader = snapshot
                         .topics
-                        .get(q.topic.as_str())
+                        .get(&q.topic)
                         .and_then(|t| t.leader(q.partition));
                     leaderless |=
                         leader.is_none_or(|l| !self.addresses.connections.contains_key(&l));
@@ -389,7 +389,7 @@ impl ProducerSupervisor {
                 let partition = b.as_ref().map_or_else(|f| f.partition, |b| b.partition);
                 let leader = snapshot
                     .topics
-                    .get(q.topic.as_str())
+                    .get(&q.topic)
                     .and_then(|t| t.leader(partition));
                 let timeout_ms = self.engine.config.delivery_timeout.as_millis();
                 // Say why nothing could be sent when the cluster told us.

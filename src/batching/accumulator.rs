@@ -220,17 +220,13 @@ impl Accumulator {
         let p = partition.max(0) as usize;
         if let Some(q) = self
             .topics
-            .get(topic.as_str())
+            .get(topic)
             .and_then(|t| t.partitions.get(p).cloned())
         {
             return q;
         }
         self.grow(topic, p + 1);
-        self.topics
-            .get(topic.as_str())
-            .expect("just grown")
-            .partitions[p]
-            .clone()
+        self.topics.get(topic).expect("just grown").partitions[p].clone()
     }
 
     /// An empty slot for each of `count` partitions of a topic, for a

@@ -70,7 +70,7 @@ impl BrokerConnection {
             .filter(|q| {
                 snapshot
                     .topics
-                    .get(q.topic.as_str())
+                    .get(&q.topic)
                     .and_then(|t| t.leader(q.partition))
                     == Some(self.node_id)
             })

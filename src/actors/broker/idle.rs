@@ -73,7 +73,7 @@ impl BrokerConnection {
         self.engine.acc.all_queues().iter().any(|q| {
             snapshot
                 .topics
-                .get(q.topic.as_str())
+                .get(&q.topic)
                 .and_then(|t| t.leader(q.partition))
                 == Some(self.node_id)
                 && {
