@@ -1037,10 +1037,16 @@ async fn an_errors_only_bound_counts_records_whose_outcome_is_unknown() {
         tokio::spawn(async move { sub.produce(Record::to("errors-bound").value("5")).await })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(
-        !sixth.is_finished(),
-        "the bound is full of records in flight, with no report to read"
-    );
+    if sixth.is_finished() {
+        // Say how it ended (it failed once under a loaded machine, not
+        // reproduced since): a refusal, or room that came back early.
+        panic!(
+            "the bound is full of records in flight, with no report to read, \
+             yet the sixth produce ended: {:?}; stats {:?}",
+            sixth.await,
+            producer.stats()
+        );
+    }
     broker.resume();
     tokio::time::timeout(Duration::from_secs(30), sixth)
         .await

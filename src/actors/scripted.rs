@@ -523,7 +523,8 @@ impl Script {
                     engine.wake_all();
                 }
                 // The producer is gone: dropping the batch pays its
-                // reports Cancelled (`Owed`'s drop).
+                // reports Cancelled (`SealedBatch`'s drop, each record
+                // read back from the batch).
                 None => drop(h),
             }
         }

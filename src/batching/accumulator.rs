@@ -91,8 +91,8 @@ pub(crate) struct CachedQueues {
 pub(crate) struct Accumulator {
     /// Unique in the process: whose `CachedQueues` these are.
     id: u64,
-    /// Looked up by `&str` (`Topic: Borrow<str>`), so the hot path clones
-    /// neither the topic nor a queue's `Arc`.
+    /// Looked up by `&Topic` (hashed by its interned address), so the hot
+    /// path clones neither the topic nor a queue's `Arc`.
     topics: DashMap<Topic, TopicQueues, TopicHasher>,
     closed: Arc<AtomicBool>,
     /// A transactional producer's gate (`Transactions::gate`): records are

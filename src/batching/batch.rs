@@ -32,8 +32,9 @@ fn encoded_upper_bound(record: &Record) -> usize {
 }
 
 /// Sealed batches dropped without being settled (a panic while a
-/// connection actor held them): the last line of defence. `Owed`'s drop
-/// pays their reports; their partition's in-flight count and
+/// connection actor held them): the last line of defence. `SealedBatch`'s
+/// drop pays their reports (`Cancelled`, each record read back from the
+/// batch); their partition's in-flight count and
 /// unacknowledged set, and the flush bookkeeping, are repaired from here
 /// by the supervisor's sweep (`Engine::bury_abandoned`), never from the
 /// drop itself, which may run while a queue lock is held.
@@ -328,7 +329,8 @@ impl Drop for SealedBatch {
             // record; the bound only guards a bug.
             max_size: 1 << 30,
         };
-        self.owed.pay_dropped(Some(self.partition), Some(readback));
+        self.owed
+            .pay_dropped(Some(self.partition), Some(self.attempts), Some(readback));
     }
 }
 

@@ -110,7 +110,7 @@ pub(crate) struct Chunk {
 
 impl Drop for Owed {
     fn drop(&mut self) {
-        self.pay_dropped(None, None);
+        self.pay_dropped(None, None, None);
     }
 }
 
@@ -120,7 +120,14 @@ impl Owed {
     /// it). With `readback` (the batch's bytes, when its holder still has
     /// them) each record is handed back whole; without, with what its
     /// entry keeps (topic, tag, its own timestamp) and a message saying so.
-    pub(crate) fn pay_dropped(&mut self, partition: Option<i32>, readback: Option<Readback<'_>>) {
+    /// `attempts`: the batch's, when its holder knows them (else 1 if it
+    /// was sent, 0 if not).
+    pub(crate) fn pay_dropped(
+        &mut self,
+        partition: Option<i32>,
+        attempts: Option<u32>,
+        readback: Option<Readback<'_>>,
+    ) {
         if self.chunks.iter().all(|c| c.entries.is_empty()) {
             return;
         }
@@ -128,7 +135,7 @@ impl Owed {
             records = self.len(),
             "batch dropped with reports owed; reporting them Cancelled"
         );
-        let (attempts, message) = if self.sent {
+        let (sent_attempts, message) = if self.sent {
             (
                 1,
                 "internal error: the batch was dropped before it was reported; it was sent, so it may or may not have been written",
@@ -139,6 +146,7 @@ impl Owed {
                 "internal error: the batch was dropped before it was reported; it was never sent",
             )
         };
+        let attempts = attempts.unwrap_or(sent_attempts);
         let topic = self.topic.unwrap_or_else(|| Topic::from(""));
         let settled = Settlement::new(
             topic,
@@ -255,7 +263,7 @@ impl Owed {
                 // Small first, then doubling up to a full chunk: a batch
                 // holds room for about as many entries as it has, so a
                 // producer with many open batches (many partitions) does
-                // not hold a full chunk's 45 KiB for each.
+                // not hold a full chunk's 16 KiB for each.
                 let cap = match self.chunks.last() {
                     None => self.first_capacity.clamp(1, FIRST_CHUNK),
                     Some(c) => (c.entries.capacity() * 2).clamp(FIRST_CHUNK, CHUNK),
@@ -312,7 +320,7 @@ mod tests {
 
     /// A batch's entries take room about in proportion to their number:
     /// a batch of one record holds a 16-entry chunk, not a 256-entry one
-    /// (45 KiB), which a producer with thousands of open batches (one per
+    /// (16 KiB), which a producer with thousands of open batches (one per
     /// partition) would hold for each.
     #[test]
     fn chunks_start_small_and_double_to_full_size() {

@@ -95,7 +95,14 @@ impl Settlement {
                 latency
             }
         };
-        self.build(&p, latency)
+        let report = self.build(&p, latency);
+        // A subscription's entry (all a stream holds) has nothing to drop:
+        // say so, instead of a call to drop the target per report.
+        match p.to {
+            OwedTo::Subscription(_) => std::mem::forget(p),
+            _ => drop(p),
+        }
+        report
     }
 
     /// The report for one owed entry, and where it goes.
@@ -157,11 +164,23 @@ impl Settlement {
 }
 
 /// The record as it was produced, from its encoded copy and its entry.
+/// Its key, value and header values are copied out of the batch read
+/// back, so that a
+/// failure kept for long (a retry's backoff) holds its own bytes, not its
+/// whole batch.
 fn record_back(topic: Topic, partition: i32, p: &Pending, r: &DecodedRecord) -> Record {
+    let own = |b: &Option<bytes::Bytes>| b.as_deref().map(bytes::Bytes::copy_from_slice);
     Record {
-        key: r.key.clone(),
-        value: r.value.clone(),
-        headers: r.headers.clone(),
+        key: own(&r.key),
+        value: own(&r.value),
+        headers: r
+            .headers
+            .iter()
+            .map(|h| crate::record::Header {
+                key: h.key.clone(),
+                value: own(&h.value),
+            })
+            .collect(),
         ..bare_record(topic, partition, p)
     }
 }

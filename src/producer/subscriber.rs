@@ -16,8 +16,8 @@ use crate::report::ReportMode;
 
 /// The bound of a subscription made with [`Producer::subscribe`]: 16 MiB
 /// of outstanding reports, weighed as
-/// [`Producer::subscribe_with_memory`] says (about 40,000 records of 100
-/// bytes; 8 of 1 MB).
+/// [`Producer::subscribe_with_memory`] says (about 100,000 records of
+/// 100 bytes; 16 of 1 MB).
 pub const DEFAULT_REPORT_MEMORY: usize = 16 << 20;
 
 /// Produces into one subscription. Clone it to share the subscription.
@@ -35,17 +35,17 @@ impl Producer {
     /// [`DEFAULT_REPORT_MEMORY`] (16 MiB) of records produced through the
     /// subscription whose reports are not read yet, weighed as
     /// [`subscribe_with_memory`](Self::subscribe_with_memory) explains:
-    /// about 40,000 records of 100 bytes, or 8 of 1 MB.
+    /// about 100,000 records of 100 bytes, or 16 of 1 MB.
     pub fn subscribe(&self, mode: ReportMode) -> (Subscriber, ReportStream) {
         self.subscribe_with_memory(mode, DEFAULT_REPORT_MEMORY)
     }
 
     /// A new subscription bounded by the memory its outstanding reports
     /// hold: at most `bytes` of records produced through it whose reports
-    /// are not read yet. A record weighs its key and value bytes twice
-    /// (the record, handed back with its report, and its encoded copy in a
-    /// batch) plus its owed entry (about 200 bytes; headers are not
-    /// counted), from when it is produced until its report is read, or, with
+    /// are not read yet. A record weighs its key and value bytes (its
+    /// encoded copy in a batch: a success report does not carry the record,
+    /// and the producer keeps no other copy) plus its owed entry (64 bytes;
+    /// headers are not counted), from when it is produced until its report is read, or, with
     /// [`ReportMode::ErrorsOnly`], until it is delivered (it has no
     /// report). Producing waits while the bound is reached. A record
     /// heavier than the whole bound is produced alone.

@@ -32,7 +32,9 @@ pub enum TransactionReport {
     Committed(Delivered),
     /// Its transaction was aborted (or the producer fenced): read_committed
     /// consumers never see it. The report says whether it had been
-    /// written (`Delivered`, then aborted) or failed.
+    /// written (`Delivered`, then aborted: as any success report, where it
+    /// went and its tag, not the record) or failed (the record handed
+    /// back).
     Aborted(DeliveryReport),
 }
 
