@@ -630,6 +630,57 @@ async fn a_refused_record_comes_back_as_it_was_produced() {
     }
 }
 
+/// A record of a batch that was split (here by the double, whose verdicts
+/// differ within the batch, through the producer's own `Accumulator::split`
+/// as for MESSAGE_TOO_LARGE) and that then fails comes back as it was
+/// produced, read back from its own part, not from the batch it was split
+/// from: the part's offset delta is 0 whatever the record's place was.
+#[tokio::test]
+async fn a_record_failing_after_a_split_comes_back_as_it_was_produced() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script(
+        |r| r.value.as_deref() == Some(&b"v-3"[..]),
+        [Verdict::Fail(BrokerError::InvalidRecord)],
+    );
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "60000")
+                .set("compression.type", "zstd"),
+        )
+        .unwrap();
+    let shape = |i: u64| {
+        Record::to("t")
+            .key(format!("k{i}"))
+            .value(format!("v-{i}"))
+            .header("n", i.to_string())
+            .timestamp(1_700_000_000_000 + i as i64)
+            .opaque(i)
+    };
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce_batch((0..5).map(shape).collect())
+        .await
+        .unwrap();
+    drop(sub);
+    producer.close().await;
+    let reports: Vec<_> = stream.collect().await;
+    let arrivals = broker.history().len();
+    assert_eq!(arrivals, 5, "one batch of five, split, each part once");
+    assert_eq!(reports.len(), 5, "one report per record");
+    let mut failed = 0;
+    for r in reports {
+        match r {
+            DeliveryReport::Delivered(d) => assert_ne!(d.opaque, 3, "{d:?}"),
+            DeliveryReport::Failed(e) => {
+                assert_eq!(e.kind, ErrorKind::Broker(BrokerError::InvalidRecord), "{e}");
+                assert_eq!(*e.record, shape(3), "handed back as produced");
+                failed += 1;
+            }
+        }
+    }
+    assert_eq!(failed, 1);
+}
+
 /// A batch refused MESSAGE_TOO_LARGE as a whole is split by the producer
 /// (as against a broker) and each record goes on its own.
 #[tokio::test]
