@@ -61,20 +61,20 @@ pub(crate) enum Appended {
 pub(crate) enum AppendError<'s> {
     /// The open batch is full, and the caller asked not to open another
     /// (the sticky partitioner moves on first).
-    WouldOpenNewBatch(Record, Option<ReplyTo<'s>>),
+    WouldOpenNewBatch(Option<ReplyTo<'s>>),
     /// No room in `buffer.memory` right now; reserve `needed` bytes and
     /// call again with the permit.
-    NeedMemory(Record, Option<ReplyTo<'s>>, usize),
+    NeedMemory(Option<ReplyTo<'s>>, usize),
     /// No room under `queue.buffering.max.messages` right now; wait for
     /// room for one record and call again with it.
-    NeedRecords(Record, Option<ReplyTo<'s>>),
+    NeedRecords(Option<ReplyTo<'s>>),
     /// The producer closed; checked under the partition lock, so nothing is
     /// appended after the final cancellation sweep has passed this queue.
-    Closed(Record),
+    Closed,
     /// A transactional producer with no transaction open; checked under
     /// the partition lock, so nothing is appended after `commit` or
     /// `abort` has closed the gate and passed this queue (`barrier`).
-    NoTransaction(Record),
+    NoTransaction,
 }
 
 /// A slot per partition of a topic for its queue (`Accumulator::
@@ -348,7 +348,7 @@ impl Accumulator {
     pub fn append<'s>(
         &self,
         queue: &PartitionQueue,
-        record: Record,
+        record: &Record,
         reply: Option<ReplyTo<'s>>,
         accepted: Mono,
         allow_new_batch: bool,
@@ -357,38 +357,38 @@ impl Accumulator {
     ) -> Result<Appended, AppendError<'s>> {
         let mut q = lock(&queue.state);
         if self.closed.load(Ordering::Acquire) {
-            return Err(AppendError::Closed(record));
+            return Err(AppendError::Closed);
         }
         if self.gate_shut() {
-            return Err(AppendError::NoTransaction(record));
+            return Err(AppendError::NoTransaction);
         }
         if let Some(open) = q.open.as_mut() {
             if !open.record_room(self.batch_records, &mut reserved.record) {
-                return Err(AppendError::NeedRecords(record, reply));
+                return Err(AppendError::NeedRecords(reply));
             }
             let index = open.record_count() as u32;
             let timestamp = record
                 .timestamp
                 .unwrap_or_else(|| open.timestamp_at(accepted));
-            if open.try_add(&record, timestamp, self.batch_records) {
+            if open.try_add(record, timestamp, self.batch_records) {
                 if let Some(reply) = reply {
-                    open.owe(index, timestamp, accepted, &record, reply);
+                    open.owe(index, timestamp, accepted, record, reply);
                 }
                 q.appended += 1;
                 return Ok(Appended::ToOpenBatch);
             }
             if !allow_new_batch {
-                return Err(AppendError::WouldOpenNewBatch(record, reply));
+                return Err(AppendError::WouldOpenNewBatch(reply));
             }
         }
-        let needed = self.reservation_for(&record);
+        let needed = self.reservation_for(record);
         let permit = match reserved.memory.take() {
             Some(p) if p.num_permits() >= needed => p,
             other => {
                 drop(other);
                 match self.pool.clone().try_acquire_many_owned(needed as u32) {
                     Ok(p) => p,
-                    Err(_) => return Err(AppendError::NeedMemory(record, reply, needed)),
+                    Err(_) => return Err(AppendError::NeedMemory(reply, needed)),
                 }
             }
         };
@@ -403,7 +403,7 @@ impl Accumulator {
         };
         let Some(room) = reserved.record.take().or_else(|| self.records.try_one()) else {
             reserved.memory = Some(permit);
-            return Err(AppendError::NeedRecords(record, reply));
+            return Err(AppendError::NeedRecords(reply));
         };
         let id = self
             .next_batch_id

@@ -136,7 +136,7 @@ impl OpenBatch {
         max_records: i32,
         compression: Codec,
         memory: Reservation,
-        record: Record,
+        record: &Record,
         reply: Option<ReplyTo<'_>>,
         accepted: Mono,
     ) -> OpenBatch {
@@ -149,7 +149,7 @@ impl OpenBatch {
             // (`try_add`).
             builder: BatchBuilder::with_capacity(
                 batch_size,
-                (RECORD_BATCH_OVERHEAD + 4 * encoded_upper_bound(&record))
+                (RECORD_BATCH_OVERHEAD + 4 * encoded_upper_bound(record))
                     .min(memory.memory_bytes()),
                 compression,
             ),
@@ -174,7 +174,7 @@ impl OpenBatch {
             // batch does not reserve a whole chunk.
             let per_record = (open.builder.size() - RECORD_BATCH_OVERHEAD).max(1);
             open.owed.first_capacity = (batch_size / per_record).min(max_records as usize);
-            open.owed.push(0, timestamp, accepted, &record, reply);
+            open.owed.push(0, timestamp, accepted, record, reply);
         }
         open
     }
@@ -466,7 +466,7 @@ mod tests {
             10_000,
             Compression::None.into(),
             Reservation::memory_only(memory),
-            first,
+            &first,
             None,
             Mono::now(),
         )
@@ -548,7 +548,7 @@ mod tests {
             10_000,
             Compression::Lz4.into(),
             Reservation::memory_only(memory),
-            rec(0),
+            &rec(0),
             Some(ReplyTo::Oneshot(tx)),
             Mono::now(),
         );

@@ -453,7 +453,6 @@ impl Engine {
             ),
         };
 
-        let mut record = record;
         let mut reply = reply;
         let mut allow_new_batch = !sticky;
         let mut seal_failures = Vec::new();
@@ -493,7 +492,7 @@ impl Engine {
             };
             let result = self.acc.append(
                 queue,
-                record,
+                &record,
                 reply,
                 accepted,
                 allow_new_batch,
@@ -530,23 +529,24 @@ impl Engine {
                     *placed = partition;
                     return Ok(Ok(()));
                 }
-                Err(AppendError::Closed(r)) => return Ok(Err(ProduceError::Closed(r))),
-                Err(AppendError::NoTransaction(r)) => {
-                    return Ok(Err(ProduceError::NoTransaction(r)))
+                Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(record))),
+                Err(AppendError::NoTransaction) => {
+                    return Ok(Err(ProduceError::NoTransaction(record)))
                 }
-                Err(AppendError::WouldOpenNewBatch(r, rp)) => {
+                Err(AppendError::WouldOpenNewBatch(rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
                     // before opening a new one. The full batch is ready now.
                     if let Some(leader) = tm.leader(partition) {
                         self.actors.wake(leader);
                     }
-                    self.partitioner.on_new_batch(&r.topic, partition, &layout);
-                    partition = self.partitioner.partition(&r.topic, None, &layout);
+                    self.partitioner
+                        .on_new_batch(&record.topic, partition, &layout);
+                    partition = self.partitioner.partition(&record.topic, None, &layout);
                     allow_new_batch = true;
-                    record = r;
                     reply = rp;
                 }
-                Err(AppendError::NeedMemory(r, rp, bytes)) => {
+                Err(AppendError::NeedMemory(rp, bytes)) => {
+                    let r = record;
                     // More than all of buffer.memory: no wait can help.
                     if bytes > self.config.buffer_memory {
                         let msg = format!(
@@ -561,7 +561,8 @@ impl Engine {
                     }
                     return Err(Slow::Memory(r, rp, bytes, partition, accepted));
                 }
-                Err(AppendError::NeedRecords(r, rp)) => {
+                Err(AppendError::NeedRecords(rp)) => {
+                    let r = record;
                     if !wait {
                         return Ok(Err(ProduceError::QueueFull(r)));
                     }
