@@ -128,7 +128,7 @@ mod tests {
         }
         .into();
         assert_eq!(e.broker_error(), Some(BrokerError::ProducerFenced));
-        let e: Error = ProduceError::Closed(Record::to("t")).into();
+        let e: Error = ProduceError::Closed(Box::new(Record::to("t"))).into();
         assert_eq!(e.broker_error(), None);
         assert!(e.into_record().is_some());
     }

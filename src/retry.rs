@@ -344,14 +344,14 @@ impl RetryHandle {
         if let Some(p) = &self.permits {
             match p.acquire().await {
                 Ok(permit) => permit.forget(),
-                Err(_) => return Err(ProduceError::Closed(record)),
+                Err(_) => return Err(ProduceError::Closed(Box::new(record))),
             }
         }
         // Counted before the report can arrive; a stopping actor waits
         // for every counted record's report.
         self.shared.first_attempts.fetch_add(1, Ordering::AcqRel);
         let r = if self.shared.stopping.load(Ordering::Acquire) || !self.addr.connected() {
-            Err(ProduceError::Closed(record))
+            Err(ProduceError::Closed(Box::new(record)))
         } else {
             self.producer
                 .produce_to(record, self.addr.clone().recipient())

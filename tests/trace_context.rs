@@ -277,9 +277,9 @@ async fn a_handed_back_record_leaves_without_the_header() {
             match producer.try_produce(record) {
                 Ok(()) => return handed_back,
                 Err(ProduceError::MetadataNotReady(r)) => {
-                    assert_eq!(r, original, "handed back as it was given");
+                    assert_eq!(*r, original, "handed back as it was given");
                     handed_back += 1;
-                    record = r;
+                    record = *r;
                 }
                 Err(e) => panic!("{e}"),
             }

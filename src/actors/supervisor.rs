@@ -556,7 +556,10 @@ impl Handler<Produce> for ProducerSupervisor {
                 cfg.queue_buffering_max_messages,
             );
             tracing::debug!(%why, "Produce message refused");
-            return fail(ProduceError::QueueFull(slow.into_record()), &reply_to);
+            return fail(
+                ProduceError::QueueFull(Box::new(slow.into_record())),
+                &reply_to,
+            );
         }
         let engine = self.engine.clone();
         // A detached task, not `ctx.spawn`: a future owned by the actor

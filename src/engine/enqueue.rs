@@ -172,7 +172,7 @@ impl Engine {
                                 self.reject(record, reply, kind, msg, None);
                                 return Ok(());
                             }
-                            None => return Err(ProduceError::Closed(record)),
+                            None => return Err(ProduceError::Closed(Box::new(record))),
                         }
                         (record, reply)
                     }
@@ -182,7 +182,7 @@ impl Engine {
                         let wait = self.timeout(self.config.max_block, acquire);
                         match self.starved(wait).await {
                             Ok(Ok(permit)) => resume.reserved.memory = Some(permit),
-                            Ok(Err(_)) => return Err(ProduceError::Closed(record)),
+                            Ok(Err(_)) => return Err(ProduceError::Closed(Box::new(record))),
                             Err(_) => {
                                 let msg = format!(
                                     "buffer.memory ({} bytes) stayed full for max.block.ms ({} ms)",
@@ -207,7 +207,7 @@ impl Engine {
                         let wait = self.timeout(self.config.max_block, room);
                         match self.starved(wait).await {
                             Ok(Ok(room)) => resume.reserved.record = Some(room),
-                            Ok(Err(_)) => return Err(ProduceError::Closed(record)),
+                            Ok(Err(_)) => return Err(ProduceError::Closed(Box::new(record))),
                             Err(_) => {
                                 let msg = format!(
                                     "queue.buffering.max.messages ({}) stayed full for max.block.ms ({} ms)",
@@ -261,7 +261,7 @@ impl Engine {
         resume: &mut Resume,
     ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         if self.closed.load(Ordering::Acquire) {
-            return Ok(Err(ProduceError::Closed(record)));
+            return Ok(Err(ProduceError::Closed(Box::new(record))));
         }
         if let Some(needed) = self.sizing.too_large(&record) {
             let msg = format!(
@@ -281,9 +281,9 @@ impl Engine {
             }
             if !wait {
                 if !self.actors.request_topic(record.topic) {
-                    return Ok(Err(ProduceError::Closed(record)));
+                    return Ok(Err(ProduceError::Closed(Box::new(record))));
                 }
-                return Ok(Err(ProduceError::MetadataNotReady(record)));
+                return Ok(Err(ProduceError::MetadataNotReady(Box::new(record))));
             }
             return Err(Slow::Metadata(record, reply));
         };
@@ -529,9 +529,9 @@ impl Engine {
                     *placed = partition;
                     return Ok(Ok(()));
                 }
-                Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(record))),
+                Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
                 Err(AppendError::NoTransaction) => {
-                    return Ok(Err(ProduceError::NoTransaction(record)))
+                    return Ok(Err(ProduceError::NoTransaction(Box::new(record))))
                 }
                 Err(AppendError::WouldOpenNewBatch(rp)) => {
                     // KIP-480: the sticky partition's batch is full; move on
@@ -557,14 +557,14 @@ impl Engine {
                         return Ok(Ok(()));
                     }
                     if !wait {
-                        return Ok(Err(ProduceError::QueueFull(r)));
+                        return Ok(Err(ProduceError::QueueFull(Box::new(r))));
                     }
                     return Err(Slow::Memory(r, rp, bytes, partition, accepted));
                 }
                 Err(AppendError::NeedRecords(rp)) => {
                     let r = record;
                     if !wait {
-                        return Ok(Err(ProduceError::QueueFull(r)));
+                        return Ok(Err(ProduceError::QueueFull(Box::new(r))));
                     }
                     return Err(Slow::Records(r, rp, partition, accepted));
                 }

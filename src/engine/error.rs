@@ -3,25 +3,28 @@
 
 use crate::record::Record;
 
-/// A record the producer did not accept; it is handed back.
+/// A record the producer did not accept; it is handed back (boxed, so
+/// that a produce call's `Result` is two words: every accepted record's
+/// call returns through several layers, and a 136-byte result cost about
+/// 60 instructions a record in moves).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProduceError {
     /// `buffer.memory` is full (only from `try_produce`).
     #[error("producer queue is full (buffer.memory)")]
-    QueueFull(Record),
+    QueueFull(Box<Record>),
     /// The topic's metadata is not known yet (only from `try_produce`,
     /// which cannot wait for it); a fetch has been started.
     #[error("metadata for the topic is not available yet")]
-    MetadataNotReady(Record),
+    MetadataNotReady(Box<Record>),
     /// The producer is closed.
     #[error("producer is closed")]
-    Closed(Record),
+    Closed(Box<Record>),
     /// A transactional producer takes records only inside a transaction:
     /// none is open (call `begin_transaction`), or it is being committed
     /// or aborted, or the producer was fenced.
     #[error("no transaction is open (call begin_transaction first)")]
-    NoTransaction(Record),
+    NoTransaction(Box<Record>),
 }
 
 impl ProduceError {
@@ -31,7 +34,7 @@ impl ProduceError {
             ProduceError::QueueFull(r)
             | ProduceError::MetadataNotReady(r)
             | ProduceError::Closed(r)
-            | ProduceError::NoTransaction(r) => r,
+            | ProduceError::NoTransaction(r) => *r,
         }
     }
 

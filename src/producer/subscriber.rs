@@ -133,7 +133,7 @@ impl Subscriber {
         let weight = self.shared.weigh.of(&record);
         match self.shared.outstanding.try_acquire_many(weight as u32) {
             Ok(p) => p.forget(),
-            Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(record))),
+            Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
             Err(TryAcquireError::NoPermits) => {
                 return Err(Box::pin(async move {
                     let engine = &self.producer.engine;
@@ -143,7 +143,7 @@ impl Subscriber {
                         .await
                     {
                         Ok(p) => p.forget(),
-                        Err(_) => return Err(ProduceError::Closed(record)),
+                        Err(_) => return Err(ProduceError::Closed(Box::new(record))),
                     }
                     self.produce_with_permit(record, weight).await
                 }))
@@ -222,7 +222,11 @@ impl Subscriber {
                 }
                 Err(tokio::sync::TryAcquireError::Closed) => {
                     let first = rest.next().expect("not empty");
-                    return Err(BatchRejected::new(taken, ProduceError::Closed(first), rest));
+                    return Err(BatchRejected::new(
+                        taken,
+                        ProduceError::Closed(Box::new(first)),
+                        rest,
+                    ));
                 }
                 Err(tokio::sync::TryAcquireError::NoPermits) => {
                     let w = weigh.of(&rest.as_slice()[0]);
@@ -235,7 +239,7 @@ impl Subscriber {
                             let first = rest.next().expect("not empty");
                             return Err(BatchRejected::new(
                                 taken,
-                                ProduceError::Closed(first),
+                                ProduceError::Closed(Box::new(first)),
                                 rest,
                             ));
                         }
@@ -288,7 +292,7 @@ impl Subscriber {
     pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
         let weight = self.shared.weigh.of(&record);
         let Ok(permit) = self.shared.outstanding.try_acquire_many(weight as u32) else {
-            return Err(ProduceError::QueueFull(record));
+            return Err(ProduceError::QueueFull(Box::new(record)));
         };
         permit.forget();
         let permit = Permits::of(&self.shared, weight);
