@@ -189,6 +189,26 @@ pub struct Record {
     pub opaque: u64,
 }
 
+/// Drops a record a batch has written (its bytes are in the batch now).
+/// Most records have no headers: an empty header list owns no memory, so
+/// it is let go of without the call that would drop it (about 20
+/// instructions a record on the produce path).
+#[inline(always)]
+pub(crate) fn release_written(record: Record) {
+    let Record {
+        key,
+        value,
+        headers,
+        ..
+    } = record;
+    drop((key, value));
+    if headers.capacity() == 0 {
+        std::mem::forget(headers);
+    } else {
+        drop(headers);
+    }
+}
+
 impl Record {
     /// Its key, value and header bytes: about what it holds in memory.
     pub fn approx_size(&self) -> usize {

@@ -208,7 +208,9 @@ impl Accumulator {
                 );
             }
             // Written: the batch holds the record now.
-            rest.next();
+            if let Some(written) = rest.next() {
+                crate::record::release_written(written);
+            }
             n += 1;
         }
         q.appended += n as u64;

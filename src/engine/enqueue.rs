@@ -527,6 +527,7 @@ impl Engine {
                         }
                     }
                     *placed = partition;
+                    crate::record::release_written(record);
                     return Ok(Ok(()));
                 }
                 Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
