@@ -52,6 +52,20 @@ pub(crate) struct Resume {
     pub metadata_awaited: bool,
 }
 
+impl Resume {
+    /// Done with: what it still reserves is released. Most tries reserve
+    /// nothing, and a `Resume` holding nothing owns nothing, so it is let
+    /// go of without the out-of-line drop (about 12 instructions a record).
+    #[inline(always)]
+    pub(crate) fn finish(self) {
+        if self.reserved.memory.is_none() && self.reserved.record.is_none() {
+            std::mem::forget(self);
+        } else {
+            drop(self);
+        }
+    }
+}
+
 /// What a record's first produce try must wait for.
 pub(crate) enum Slow<'s> {
     /// The topic's metadata.
@@ -127,7 +141,10 @@ impl Engine {
         wait: bool,
     ) -> Result<(), ProduceError> {
         // Only the boxed slow part is held across the await.
-        let slow = match self.enqueue_now(record, reply, wait, &mut Resume::default()) {
+        let mut resume = Resume::default();
+        let first = self.enqueue_now(record, reply, wait, &mut resume);
+        resume.finish();
+        let slow = match first {
             Ok(r) => return r,
             Err(slow) => self.enqueue_slow(slow),
         };

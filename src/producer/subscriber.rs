@@ -154,7 +154,10 @@ impl Subscriber {
         let permit = Permits::of(&self.shared, weight);
         let engine = &self.producer.engine;
         let reply = Some(ReplyTo::Subscription(&self.shared, weight as u32));
-        match engine.enqueue_now(record, reply, true, &mut Resume::default()) {
+        let mut resume = Resume::default();
+        let first = engine.enqueue_now(record, reply, true, &mut resume);
+        resume.finish();
+        match first {
             Ok(r) => Ok(permit.settle(r)),
             Err(slow) => Err(Box::pin(async move {
                 permit.settle(engine.enqueue_slow(slow).await)
