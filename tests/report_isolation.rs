@@ -70,11 +70,18 @@ struct Owner {
     producer: Producer,
     got: Vec<DeliveryReport>,
     done: mpsc::Sender<(String, Vec<DeliveryReport>)>,
+    /// Its own address, held until it has every report. Without it the
+    /// only senders are the producer's report targets, and actix stops an
+    /// actor whose last sender is gone at its next poll even when a
+    /// message sent just before is not yet taken (`ContextFut::alive`
+    /// does not look at the mailbox): the last reports could be dropped.
+    me: Option<Addr<Owner>>,
 }
 
 impl Actor for Owner {
     type Context = Context<Self>;
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address());
         let me = ctx.address().recipient();
         for i in 0..N {
             self.producer.actor().do_send(Produce {
@@ -93,6 +100,7 @@ impl Handler<DeliveryReport> for Owner {
             let _ = self
                 .done
                 .send((self.name.clone(), std::mem::take(&mut self.got)));
+            self.me = None;
             ctx.stop();
         }
     }
@@ -121,6 +129,7 @@ async fn tasks_actors_and_threads_each_get_exactly_their_own_reports() {
                     producer: p.clone(),
                     got: Vec::new(),
                     done: done_tx.clone(),
+                    me: None,
                 }
                 .start();
             }

@@ -111,6 +111,13 @@ impl Producer {
     /// hop through the producer's actor (unlike the `Produce` message).
     /// Waits for metadata and buffer room; `Err` hands the record back
     /// unaccepted (no report then).
+    ///
+    /// Keep the receiving actor alive (hold its `Addr`) until its reports
+    /// are in. Courier holds a `reply_to` per record until it reports, but
+    /// actix stops an actor whose last sender is dropped, at its next poll,
+    /// even when a message sent just before that is not yet taken: an
+    /// actor kept alive only by its pending reports can lose the last ones
+    /// (seen under load in `tests/report_isolation.rs`).
     pub async fn produce_to(
         &self,
         record: Record,
