@@ -44,6 +44,37 @@ impl Tansu {
         // SAFETY: kill(2) on our own child's pid; no memory is involved.
         let r = unsafe { libc::kill(self.child.id() as i32, libc::SIGSTOP) };
         assert_eq!(r, 0, "SIGSTOP to Tansu");
+        // kill(2) returns once the signal is queued; every thread of the
+        // process stops only as the kernel gets to it. Wait until each is
+        // stopped ('T' in /proc/<pid>/task/*/stat), or a test that pauses
+        // and then produces may find the broker still answering (seen in
+        // CI: five records delivered in a millisecond after the pause).
+        let tasks = format!("/proc/{}/task", self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let stopped = std::fs::read_dir(&tasks)
+                .map(|dir| {
+                    dir.flatten().all(|t| {
+                        std::fs::read_to_string(t.path().join("stat"))
+                            .ok()
+                            .and_then(|stat| {
+                                // The state follows the command's ")".
+                                let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                                Some(state == 'T' || state == 't')
+                            })
+                            .unwrap_or(true)
+                    })
+                })
+                .unwrap_or(true);
+            if stopped {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Tansu did not stop after SIGSTOP"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     /// Lets a paused broker run again (SIGCONT).
