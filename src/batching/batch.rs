@@ -160,6 +160,9 @@ impl OpenBatch {
             full: false,
             memory,
         };
+        // Once per batch, not per owed entry: the topic its dropped
+        // reports name (`Owed::pay_dropped`).
+        open.owed.topic = Some(record.topic);
         let timestamp = record.timestamp.unwrap_or(open.created_wall_ms);
         open.builder
             .try_append(

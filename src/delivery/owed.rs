@@ -85,7 +85,7 @@ const FIRST_CHUNK: usize = 16;
 /// `send`.
 #[derive(Debug, Default)]
 pub(crate) struct Owed {
-    /// The batch's topic (set with its first entry).
+    /// The batch's topic (set once, when its batch opens).
     pub topic: Option<Topic>,
     pub subscribers: Vec<Arc<SubscriptionShared>>,
     pub chunks: Vec<Chunk>,
@@ -289,9 +289,6 @@ impl Owed {
             to,
             flags: flags_of(record),
         });
-        if self.topic.is_none() {
-            self.topic = Some(record.topic);
-        }
     }
 }
 
@@ -413,6 +410,7 @@ mod tests {
     fn dropping_owed_reports_pays_each_report_as_cancelled() {
         let (tx, mut rx) = oneshot::channel();
         let mut owed = Owed::default();
+        owed.topic = Some(Topic::from("t"));
         owed.push(
             0,
             5,
