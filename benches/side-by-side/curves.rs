@@ -1,12 +1,13 @@
 //! Cost as work grows (issue 15, item 4): Courier and rust-rdkafka
 //! (librdkafka) along four curves, each from 1 to large, on a Tansu broker
-//! this bench starts itself (a fresh one per point: its memory storage
-//! keeps every record).
+//! this bench starts itself (a fresh one for each client run: its memory
+//! storage keeps every record and every producer's state).
 //!
 //! ```text
 //! cargo bench -p courier-side-by-side --bench curves -- --bench                # every curve, 3 runs per point
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --only size    # one curve
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --runs 5 --records 100000
+//! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --x 10000  # a probe: printed, not written
 //! cargo bench -p courier-side-by-side --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
 //! ```
 //!
@@ -54,8 +55,20 @@ use common::{med_min_max, Target};
 /// The curves, in the order they run.
 const CURVES: [&str; 4] = ["partitions", "subscriptions", "web-service", "size"];
 
-/// The two clients, alternating in this order within each run.
-const CLIENTS: [&str; 2] = ["courier", "rdkafka"];
+/// The clients of `curve`, alternating in this order within each run.
+///
+/// Courier is idempotent by default (as the Java client is since 3.0);
+/// librdkafka is not. The partitions curve, where idempotence costs the
+/// broker most, also runs librdkafka with `enable.idempotence=true`, so
+/// that the two clients are compared doing the same work as well as at
+/// their defaults.
+fn clients(curve: &str) -> &'static [&'static str] {
+    if curve == "partitions" {
+        &["courier", "rdkafka", "rdkafka-idempotent"]
+    } else {
+        &["courier", "rdkafka"]
+    }
+}
 
 /// `linger.ms` for both clients in every curve.
 const LINGER_MS: &str = "5";
@@ -243,6 +256,12 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 0.3 } else { 3.0 });
     let only = value("--only");
+    // `--x 1000,10000`: only those points of each curve.
+    let only_x: Option<Vec<usize>> =
+        value("--x").map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect());
+    // `--courier-set max.request.size=2048,linger.ms=10`: Courier away from
+    // its defaults; a probe too.
+    let courier_set = value("--courier-set").unwrap_or_default();
     let started = Instant::now();
 
     let mut results: Vec<Measured> = Vec::new();
@@ -251,11 +270,14 @@ fn main() {
             continue;
         }
         for point in points(curve, smoke, records, seconds) {
+            if only_x.as_ref().is_some_and(|xs| !xs.contains(&point.x)) {
+                continue;
+            }
             eprintln!(
                 "== {curve} {} ({} records of {} B, {} partition(s))",
                 point.x, point.records, point.size, point.partitions
             );
-            results.push(measure(&point, runs));
+            results.push(measure(&point, runs, &courier_set));
         }
     }
     let took = started.elapsed().as_secs_f64();
@@ -282,27 +304,44 @@ fn main() {
         );
         return;
     }
-    write_results(&results, runs, records, seconds, took, only.as_deref());
+    // A run of some points only is a probe: printed, not written over a
+    // curve's results.
+    let files = only_x.is_none() && courier_set.is_empty();
+    write_results(
+        &results,
+        runs,
+        records,
+        seconds,
+        took,
+        only.as_deref(),
+        files,
+    );
 }
 
-/// Runs both clients at `p`, alternating, on a fresh broker.
-fn measure(p: &Point, runs: usize) -> Measured {
+/// Runs the clients at `p`, alternating, each run on a fresh broker.
+///
+/// A fresh Tansu per client run, not per point: Tansu's memory storage
+/// keeps every record and every producer id's state, and with idempotence
+/// its produce path slows as that grows (at 10,000 partitions a point's
+/// third round ran at a fraction of its first's), so a shared broker
+/// would charge each client for the runs before it.
+fn measure(p: &Point, runs: usize, courier_set: &str) -> Measured {
     let load_before = load_average();
-    let target = Target::start(common::On::Tansu);
     let topic = format!("curve-{}-{}", p.curve, p.x);
-    let t = Instant::now();
-    target.create_topic(&topic, p.partitions);
-    if p.partitions > 100 {
-        eprintln!(
-            "  created {} partitions in {:.1} s",
-            p.partitions,
-            t.elapsed().as_secs_f64()
-        );
-    }
     let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
     for run in 0..runs {
-        for client in CLIENTS {
-            match run_client(&target, &topic, client, p) {
+        for &client in clients(p.curve) {
+            let target = Target::start(common::On::Tansu);
+            let t = Instant::now();
+            target.create_topic(&topic, p.partitions);
+            if p.partitions > 100 && run == 0 {
+                eprintln!(
+                    "  created {} partitions in {:.1} s",
+                    p.partitions,
+                    t.elapsed().as_secs_f64()
+                );
+            }
+            match run_client(&target, &topic, client, p, courier_set) {
                 Ok(s) => {
                     eprintln!(
                         "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  rss {:>6.1} MiB  delivered {}{}",
@@ -341,7 +380,13 @@ fn measure(p: &Point, runs: usize) -> Measured {
 
 /// One client run in a child process; an error says why it failed (its
 /// exit status and the end of its stderr).
-fn run_client(target: &Target, topic: &str, client: &str, p: &Point) -> Result<Sample, String> {
+fn run_client(
+    target: &Target,
+    topic: &str,
+    client: &str,
+    p: &Point,
+    courier_set: &str,
+) -> Result<Sample, String> {
     let stderr_path =
         std::env::temp_dir().join(format!("courier-curves-{}.err", std::process::id()));
     let mut cmd = Command::new(std::env::current_exe().unwrap());
@@ -351,6 +396,7 @@ fn run_client(target: &Target, topic: &str, client: &str, p: &Point) -> Result<S
             p.records.to_string(),
             p.size.to_string(),
             p.seconds.to_string(),
+            format!("set:{courier_set}"),
         ])
         .stderr(std::fs::File::create(&stderr_path).unwrap());
     let done = common::run_child(cmd);
@@ -401,6 +447,8 @@ struct Job {
     size: usize,
     /// Seconds of load (web-service).
     seconds: f64,
+    /// Courier settings away from its defaults (`--courier-set`).
+    courier_set: Vec<(String, String)>,
 }
 
 /// What a child measured.
@@ -428,6 +476,12 @@ fn child(args: &[String]) {
         records: args[5].parse().unwrap(),
         size: args[6].parse().unwrap(),
         seconds: args[7].parse().unwrap(),
+        courier_set: args[8]
+            .trim_start_matches("set:")
+            .split(',')
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
     };
     std::thread::spawn(|| {
         std::thread::sleep(CHILD_LIMIT);
@@ -445,7 +499,7 @@ fn child(args: &[String]) {
         ("courier", "partitions" | "size") => rt.block_on(courier_stream(&job)),
         ("courier", "subscriptions") => rt.block_on(courier_subscriptions(&job)),
         ("courier", "web-service") => rt.block_on(courier_web(&job)),
-        ("rdkafka", "partitions" | "size") => rdkafka_base(&job),
+        ("rdkafka" | "rdkafka-idempotent", "partitions" | "size") => rdkafka_base(&job),
         ("rdkafka", "subscriptions") => rt.block_on(rdkafka_routed(&job)),
         ("rdkafka", "web-service") => rt.block_on(rdkafka_web(&job)),
         (c, k) => panic!("unknown client {c} or curve {k}"),
@@ -473,12 +527,14 @@ fn key_of(i: usize) -> String {
 
 /// A Courier producer at its defaults, with the bench's linger and acks.
 fn courier_producer(job: &Job) -> courier::Producer {
-    courier::Producer::builder()
+    let mut b = courier::Producer::builder()
         .bootstrap(&job.addr)
         .set("linger.ms", LINGER_MS)
-        .set("acks", ACKS)
-        .build()
-        .unwrap()
+        .set("acks", ACKS);
+    for (k, v) in &job.courier_set {
+        b = b.set(k, v);
+    }
+    b.build().unwrap()
 }
 
 /// The record value, shared without a copy (as rdkafka's clients pass a
@@ -648,6 +704,9 @@ fn rdkafka_config(job: &Job) -> rdkafka::ClientConfig {
         .set("acks", ACKS);
     if job.size + 1024 > 1_000_000 {
         c.set("message.max.bytes", "1048576");
+    }
+    if job.client == "rdkafka-idempotent" {
+        c.set("enable.idempotence", "true");
     }
     c
 }
@@ -864,7 +923,7 @@ type Lines = Vec<(&'static str, Vec<(f64, f64)>)>;
 
 /// Each client's line of `y` along `curve`.
 fn lines(curve: &str, results: &[Measured], y: &dyn Fn(&Point, &Stats) -> f64) -> Lines {
-    CLIENTS
+    clients(curve)
         .iter()
         .map(|&c| {
             let pts = results
@@ -935,13 +994,21 @@ fn chart(curve: &str, results: &[Measured]) -> String {
         root.fill(&WHITE).unwrap();
         let root = root
             .titled(
-                &format!("{curve}: Courier (blue) vs rust-rdkafka (orange), medians, log–log"),
+                &format!(
+                    "{curve}: Courier (blue) vs rust-rdkafka (orange{}), medians, log–log",
+                    if clients(curve).len() > 2 {
+                        "; idempotent: green"
+                    } else {
+                        ""
+                    }
+                ),
                 ("sans-serif", 18),
             )
             .unwrap();
         let areas = root.split_evenly((rows, 2));
         let courier = RGBColor(0x2b, 0x6c, 0xb0);
         let rdkafka = RGBColor(0xc0, 0x56, 0x21);
+        let idempotent = RGBColor(0x2f, 0x8f, 0x4e);
         for (area, (title, lines)) in areas.iter().zip(&panels) {
             let ys: Vec<f64> = lines
                 .iter()
@@ -966,6 +1033,8 @@ fn chart(curve: &str, results: &[Measured]) -> String {
             for (name, pts) in lines {
                 let color = if name.starts_with("courier") {
                     courier
+                } else if name.starts_with("rdkafka-idempotent") {
+                    idempotent
                 } else {
                     rdkafka
                 };
@@ -1023,19 +1092,25 @@ fn write_results(
     seconds: f64,
     took: f64,
     only: Option<&str>,
+    files: bool,
 ) {
     let dir = common::support::repo_root().join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
-    let cmd = match only {
-        Some(o) => format!("cargo bench -p courier-side-by-side --bench curves -- --bench --runs {runs} --only {o}"),
-        None => format!("cargo bench -p courier-side-by-side --bench curves -- --bench --runs {runs}"),
-    };
+    let cmd = format!(
+        "cargo bench -p courier-side-by-side --bench curves -- --bench {}",
+        // (cargo adds a `--bench` of its own)
+        std::env::args()
+            .skip(1)
+            .filter(|a| a != "--bench")
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
     writeln!(
         md,
         "# Cost as work grows: Courier vs rust-rdkafka\n\n\
          Run on {}: `{cmd}` ({runs} alternating runs per client and point, medians; the whole run took {:.0} s).\n\
-         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage), a fresh one per point, on the same machine; \
+         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage), a fresh one for each client run, on the same machine; \
          rdkafka 0.38 (librdkafka 2.12.1); Courier at its default features.\n\n\
          Both clients at their defaults except the swept parameter, with `linger.ms=5` and `acks=all` set alike. \
          CPU is the client process's user+sys time (its start and connection included) per delivered record; \
@@ -1070,89 +1145,17 @@ fn write_results(
         if of.is_empty() {
             continue;
         }
-        let web = curve == "web-service";
         writeln!(md, "\n## {curve}\n").unwrap();
-        let mut head = format!(
-            "| {} | records/run | courier rec/s | rdkafka rec/s | ÷ |",
-            x_name(curve)
-        );
-        if curve == "size" {
-            head.push_str(" courier MB/s | rdkafka MB/s |");
-        }
-        head.push_str(" courier CPU µs/rec | rdkafka CPU µs/rec | ÷ | courier RSS MiB | rdkafka RSS MiB | ÷ |");
-        if web {
-            head.push_str(
-                " courier p50 µs | rdkafka p50 µs | courier p99 µs | rdkafka p99 µs | p99 ÷ |",
-            );
-        }
-        head.push_str(" lost (courier/rdkafka) | load avg before/after |");
-        let cols = head.matches('|').count() - 1;
-        writeln!(md, "{head}\n{}", "|---".repeat(cols) + "|").unwrap();
-        for m in &of {
-            let p = &m.point;
-            let recs = if web {
-                "–".to_string()
-            } else {
-                p.records.to_string()
-            };
-            let c = m.by_client.get("courier");
-            let r = m.by_client.get("rdkafka");
-            let f = |s: Option<&Stats>, g: &dyn Fn(&Stats) -> f64, digits: usize| {
-                s.map_or("–".into(), |s| format!("{:.*}", digits, g(s)))
-            };
-            let mut row = format!(
-                "| {} | {recs} | {} | {} | {} |",
-                p.x,
-                f(c, &|s| s.rate, 0),
-                f(r, &|s| s.rate, 0),
-                ratio(c.map(|s| s.rate), r.map(|s| s.rate))
-            );
-            if curve == "size" {
-                let mb = |s: &Stats| s.rate * p.size as f64 / 1e6;
-                write!(row, " {} | {} |", f(c, &mb, 1), f(r, &mb, 1)).unwrap();
-            }
-            write!(
-                row,
-                " {} | {} | {} | {} | {} | {} |",
-                f(c, &|s| s.cpu_us, 2),
-                f(r, &|s| s.cpu_us, 2),
-                ratio(c.map(|s| s.cpu_us), r.map(|s| s.cpu_us)),
-                f(c, &|s| s.rss_mib, 1),
-                f(r, &|s| s.rss_mib, 1),
-                ratio(c.map(|s| s.rss_mib), r.map(|s| s.rss_mib)),
-            )
-            .unwrap();
-            if web {
-                write!(
-                    row,
-                    " {} | {} | {} | {} | {} |",
-                    f(c, &|s| s.p50_us, 0),
-                    f(r, &|s| s.p50_us, 0),
-                    f(c, &|s| s.p99_us, 0),
-                    f(r, &|s| s.p99_us, 0),
-                    ratio(c.map(|s| s.p99_us), r.map(|s| s.p99_us)),
+        for (n, &other) in clients(curve).iter().enumerate().skip(1) {
+            if n > 1 {
+                writeln!(
+                    md,
+                    "\nThe same runs, against `{other}` (librdkafka with `enable.idempotence=true`, \
+                     as Courier is by default):\n"
                 )
                 .unwrap();
             }
-            let lost = |s: Option<&Stats>| {
-                s.map_or("–".into(), |s| {
-                    if s.lost == 0 {
-                        "0".to_string()
-                    } else {
-                        format!("**{}**", s.lost)
-                    }
-                })
-            };
-            writeln!(
-                row,
-                " {}/{} | {:.1}/{:.1} |",
-                lost(c),
-                lost(r),
-                m.load.0,
-                m.load.1
-            )
-            .unwrap();
-            md.push_str(&row);
+            table(&mut md, curve, &of, other);
         }
         for m in of.iter().filter(|m| m.failure.is_some()) {
             let done: Vec<String> = m
@@ -1175,7 +1178,7 @@ fn write_results(
             )
             .unwrap();
         }
-        if only.is_none() || only.is_some_and(|o| curve.contains(o)) {
+        if files && (only.is_none() || only.is_some_and(|o| curve.contains(o))) {
             let name = format!("curves-{curve}.svg");
             std::fs::write(dir.join(&name), chart(curve, results)).unwrap();
             eprintln!("wrote docs/benchmarks/{name}");
@@ -1185,9 +1188,106 @@ fn write_results(
         Some(o) => format!("curves-{o}.md"),
         None => "curves.md".into(),
     };
-    std::fs::write(dir.join(&name), &md).unwrap();
     println!("{md}");
-    eprintln!("wrote docs/benchmarks/{name}");
+    if files {
+        std::fs::write(dir.join(&name), &md).unwrap();
+        eprintln!("wrote docs/benchmarks/{name}");
+    } else {
+        eprintln!("--x: some points only; nothing written");
+    }
+}
+
+/// One table of `curve`'s points: Courier against `other`.
+fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
+    let web = curve == "web-service";
+    let mut head = format!(
+        "| {} | records/run | courier rec/s | {other} rec/s | ÷ |",
+        x_name(curve)
+    );
+    if curve == "size" {
+        write!(head, " courier MB/s | {other} MB/s |").unwrap();
+    }
+    write!(
+        head,
+        " courier CPU µs/rec | {other} CPU µs/rec | ÷ | courier RSS MiB | {other} RSS MiB | ÷ |"
+    )
+    .unwrap();
+    if web {
+        write!(
+            head,
+            " courier p50 µs | {other} p50 µs | courier p99 µs | {other} p99 µs | p99 ÷ |"
+        )
+        .unwrap();
+    }
+    write!(head, " lost (courier/{other}) | load avg before/after |").unwrap();
+    let cols = head.matches('|').count() - 1;
+    writeln!(md, "{head}\n{}", "|---".repeat(cols) + "|").unwrap();
+    for m in of {
+        let p = &m.point;
+        let recs = if web {
+            "–".to_string()
+        } else {
+            p.records.to_string()
+        };
+        let c = m.by_client.get("courier");
+        let r = m.by_client.get(other);
+        let f = |s: Option<&Stats>, g: &dyn Fn(&Stats) -> f64, digits: usize| {
+            s.map_or("–".into(), |s| format!("{:.*}", digits, g(s)))
+        };
+        let mut row = format!(
+            "| {} | {recs} | {} | {} | {} |",
+            p.x,
+            f(c, &|s| s.rate, 0),
+            f(r, &|s| s.rate, 0),
+            ratio(c.map(|s| s.rate), r.map(|s| s.rate))
+        );
+        if curve == "size" {
+            let mb = |s: &Stats| s.rate * p.size as f64 / 1e6;
+            write!(row, " {} | {} |", f(c, &mb, 1), f(r, &mb, 1)).unwrap();
+        }
+        write!(
+            row,
+            " {} | {} | {} | {} | {} | {} |",
+            f(c, &|s| s.cpu_us, 2),
+            f(r, &|s| s.cpu_us, 2),
+            ratio(c.map(|s| s.cpu_us), r.map(|s| s.cpu_us)),
+            f(c, &|s| s.rss_mib, 1),
+            f(r, &|s| s.rss_mib, 1),
+            ratio(c.map(|s| s.rss_mib), r.map(|s| s.rss_mib)),
+        )
+        .unwrap();
+        if web {
+            write!(
+                row,
+                " {} | {} | {} | {} | {} |",
+                f(c, &|s| s.p50_us, 0),
+                f(r, &|s| s.p50_us, 0),
+                f(c, &|s| s.p99_us, 0),
+                f(r, &|s| s.p99_us, 0),
+                ratio(c.map(|s| s.p99_us), r.map(|s| s.p99_us)),
+            )
+            .unwrap();
+        }
+        let lost = |s: Option<&Stats>| {
+            s.map_or("–".into(), |s| {
+                if s.lost == 0 {
+                    "0".to_string()
+                } else {
+                    format!("**{}**", s.lost)
+                }
+            })
+        };
+        writeln!(
+            row,
+            " {}/{} | {:.1}/{:.1} |",
+            lost(c),
+            lost(r),
+            m.load.0,
+            m.load.1
+        )
+        .unwrap();
+        md.push_str(&row);
+    }
 }
 
 /// Reads `stream` to its end: (delivered, failed) reports.
