@@ -8,8 +8,9 @@
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka                     # everything: the workload matrix, then latency
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --runs 3 --records 200000
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only keys      # workloads whose name contains "keys"
-//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only kafka --no-latency --out tls
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "kafka plaintext|kafka tls" --no-latency --out tls
 //!                                                    # Apache Kafka, plaintext and TLS, to docs/benchmarks/tls.md
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "kafka txn" --no-latency --out transactions
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
 //!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
@@ -313,7 +314,11 @@ fn main() {
         .iter()
         .enumerate()
     {
-        if only.as_ref().is_some_and(|o| !w.name.contains(o.as_str())) {
+        // `--only "a|b"`: workloads whose name contains a or b.
+        if only
+            .as_ref()
+            .is_some_and(|o| !o.split('|').any(|o| w.name.contains(o)))
+        {
             continue;
         }
         eprintln!("== {}", w.name);
@@ -538,8 +543,25 @@ fn write_results(
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    // The command as run (cargo adds a `--bench` of its own).
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .map(|a| {
+            if a.contains([' ', '|']) {
+                format!("\"{a}\"")
+            } else {
+                a
+            }
+        })
+        .collect();
+    let cmd = format!(
+        "cargo bench -p courier-side-by-side --bench vs_rdkafka{}{}",
+        if args.is_empty() { "" } else { " -- " },
+        args.join(" ")
+    );
     md.push_str(&format!(
-        "# Courier vs rust-rdkafka\n\nRun on {date}: `cargo bench -p courier-side-by-side --bench vs_rdkafka` ({runs} alternating runs per client; medians, with min–max).\n\
+        "# Courier vs rust-rdkafka\n\nRun on {date}: `{cmd}` ({runs} alternating runs per client; medians, with min–max).\n\
          Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
          Courier is built at its default features, as an application gets it (the bench is a package of its own, `benches/side-by-side`).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
