@@ -11,7 +11,7 @@
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "kafka plaintext|kafka tls" --no-latency --out tls
 //!                                                    # Apache Kafka, plaintext and TLS, to docs/benchmarks/tls.md
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "kafka txn" --no-latency --out transactions
-//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "linger 5" --latency-rate 800000 \
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "linger 5 ms:" --latency-rate 800000 \
 //!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
