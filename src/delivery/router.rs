@@ -201,6 +201,65 @@ mod tests {
         std::iter::from_fn(|| stream.next().now_or_never().flatten()).collect()
     }
 
+    /// A stream's chunk is read in place: a batch of reports counts down
+    /// as it is iterated, a stream read report by report then by batch
+    /// picks up where it left off, a batch dropped part-way loses only
+    /// its unread reports (no report twice), and the records' permits are
+    /// all back once their reports are taken.
+    #[test]
+    fn a_chunk_read_in_place_counts_down_and_gives_every_report_once() {
+        let closed = Arc::new(AtomicBool::new(false));
+        let sub = SubscriptionShared::new(ReportMode::All, Bound::Records, 1_000, closed);
+        let mut stream = ReportStream::new(sub.clone());
+        let stats = Stats::default();
+        let route_n = |n: u32, base: i64| {
+            let mut owed = Owed::default();
+            let now = Mono::now();
+            for i in 0..n {
+                let r = Record::to("t").value("v").opaque(u64::from(i));
+                let permit = sub.outstanding.try_acquire().expect("room");
+                permit.forget();
+                owed.push(i, 7, now, &r, ReplyTo::Subscription(&sub, 1));
+            }
+            route(
+                Topic::from("t"),
+                0,
+                n as i32,
+                1,
+                owed,
+                Outcome::Delivered {
+                    base_offset: Some(base),
+                    log_append_time: None,
+                },
+                None,
+                &stats,
+            );
+        };
+        route_n(10, 100);
+        // Two reports one at a time, then the rest of the chunk as a batch.
+        let offsets = |r: DeliveryReport| match r {
+            DeliveryReport::Delivered(d) => d.offset.unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let first = stream.next().now_or_never().flatten().unwrap();
+        let second = stream.next().now_or_never().flatten().unwrap();
+        assert_eq!((offsets(first), offsets(second)), (100, 101));
+        let mut batch = stream.next_batch().now_or_never().flatten().unwrap();
+        assert_eq!(batch.len(), 8);
+        let read: Vec<i64> = batch.by_ref().take(3).map(offsets).collect();
+        assert_eq!(read, [102, 103, 104]);
+        assert_eq!(batch.size_hint(), (5, Some(5)));
+        drop(batch);
+        // The five left unread went with the batch: nothing more is queued.
+        assert!(stream.next().now_or_never().is_none());
+        assert_eq!(sub.outstanding.available_permits(), 1_000);
+        // The next batch's reports come in full, each once.
+        route_n(4, 200);
+        let batch = stream.next_batch().now_or_never().flatten().unwrap();
+        assert_eq!(batch.map(offsets).collect::<Vec<_>>(), [200, 201, 202, 203]);
+        assert_eq!(sub.outstanding.available_permits(), 1_000);
+    }
+
     /// A batch whose chunks mix targets (two subscriptions, one of them
     /// errors-only, and a `send`), followed by chunks owned by one
     /// subscription: everyone gets exactly their reports, with the offset

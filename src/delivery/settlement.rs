@@ -86,7 +86,11 @@ impl Settlement {
     /// latency of the previous entry: records taken together share their
     /// accepted instant, so it is measured once for them.
     #[inline(always)]
-    pub(crate) fn report(&self, p: Pending, last: &mut Option<(Mono, Duration)>) -> DeliveryReport {
+    pub(crate) fn report(
+        &self,
+        p: &Pending,
+        last: &mut Option<(Mono, Duration)>,
+    ) -> DeliveryReport {
         let latency = match *last {
             Some((at, latency)) if at == p.accepted => latency,
             _ => {
@@ -95,14 +99,7 @@ impl Settlement {
                 latency
             }
         };
-        let report = self.build(&p, latency);
-        // A subscription's entry (all a stream holds) has nothing to drop:
-        // say so, instead of a call to drop the target per report.
-        match p.to {
-            OwedTo::Subscription(_) => std::mem::forget(p),
-            _ => drop(p),
-        }
-        report
+        self.build(p, latency)
     }
 
     /// The report for one owed entry, and where it goes.

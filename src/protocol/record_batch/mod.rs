@@ -351,7 +351,7 @@ fn write_stamp(buf: &mut [u8], stamp: ProducerStamp) {
     buf[PRODUCER_ID_AT..51].copy_from_slice(&stamp.producer_id.to_be_bytes());
     buf[51..53].copy_from_slice(&stamp.producer_epoch.to_be_bytes());
     buf[53..57].copy_from_slice(&stamp.base_sequence.to_be_bytes());
-    let crc = crc32c::crc32c(&buf[ATTRIBUTES_AT..]);
+    let crc = crc_fast::checksum(crc_fast::CrcAlgorithm::Crc32Iscsi, &buf[ATTRIBUTES_AT..]) as u32;
     buf[CRC_AT..ATTRIBUTES_AT].copy_from_slice(&crc.to_be_bytes());
 }
 
