@@ -83,10 +83,17 @@ impl Weigh {
         }
         // Usually all of them fit: one pass that only adds up, then the
         // careful one (which stops at the first that does not) only when
-        // they do not.
-        let all: usize = records.iter().map(|r| self.of(r)).sum();
-        if all <= room {
-            return (records.len(), all);
+        // they do not. The adding pass is tried only when as many records
+        // of the least weight would fit, so that a long run against a
+        // small room left (a bound doing its job, `fit` called again for
+        // each share of the run) is not summed whole each time; in u64,
+        // so that it cannot overflow where usize is 32 bits.
+        let least = self.max.clamp(1, ENTRY_BYTES);
+        if records.len() <= room / least {
+            let all: u64 = records.iter().map(|r| self.of(r) as u64).sum();
+            if all <= room as u64 {
+                return (records.len(), all as usize);
+            }
         }
         let (mut count, mut permits) = (0, 0);
         for r in records {
@@ -502,6 +509,12 @@ mod tests {
         assert_eq!(bytes.fit(&run, 3 * w + 1), (3, 3 * w));
         assert_eq!(bytes.fit(&run, 0), (1, w), "the first, to wait for");
         assert_eq!(bytes.fit(&run, usize::MAX), (10, 10 * w));
+        // A room that only some fit (the adding pass finds too much, or is
+        // not tried): the careful pass decides.
+        assert_eq!(bytes.fit(&run, 10 * w - 1), (9, 9 * w));
+        assert_eq!(bytes.fit(&run, 9 * ENTRY_BYTES), (3, 3 * w));
+        let long = vec![r.clone(); 100_000];
+        assert_eq!(bytes.fit(&long, 2 * w), (2, 2 * w));
         let records = Weigh {
             bytes: false,
             max: 10_000,
