@@ -1097,15 +1097,7 @@ fn write_results(
     let dir = common::support::repo_root().join("docs/benchmarks");
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
-    let cmd = format!(
-        "cargo bench -p courier-side-by-side --bench curves -- --bench {}",
-        // (cargo adds a `--bench` of its own)
-        std::env::args()
-            .skip(1)
-            .filter(|a| a != "--bench")
-            .collect::<Vec<_>>()
-            .join(" ")
-    );
+    let cmd = common::command_line("curves", &["--bench"]);
     writeln!(
         md,
         "# Cost as work grows: Courier vs rust-rdkafka\n\n\

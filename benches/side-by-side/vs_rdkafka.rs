@@ -543,23 +543,7 @@ fn write_results(
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
-    // The command as run (cargo adds a `--bench` of its own).
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .map(|a| {
-            if a.contains([' ', '|']) {
-                format!("\"{a}\"")
-            } else {
-                a
-            }
-        })
-        .collect();
-    let cmd = format!(
-        "cargo bench -p courier-side-by-side --bench vs_rdkafka{}{}",
-        if args.is_empty() { "" } else { " -- " },
-        args.join(" ")
-    );
+    let cmd = common::command_line("vs_rdkafka", &[]);
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `{cmd}` ({runs} alternating runs per client; medians, with min–max).\n\
          Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \

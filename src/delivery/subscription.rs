@@ -27,7 +27,7 @@ use futures::Stream;
 use tokio::sync::Semaphore;
 
 use crate::clock::Mono;
-use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
+use crate::delivery::entry::{recycle_chunk, Pending};
 use crate::delivery::settlement::Settlement;
 use crate::record::Record;
 use crate::report::{DeliveryReport, ReportMode};
@@ -134,16 +134,6 @@ pub(crate) enum ReportChunk {
 impl Drop for ReportChunk {
     fn drop(&mut self) {
         if let ReportChunk::Batch { entries, .. } = self {
-            // A stream's entries all report to a subscription (an index
-            // into the batch's subscribers), so there is nothing in them
-            // to drop: forgotten in one pass instead of an out-of-line
-            // drop call each. Any other (a bug) is dropped as usual.
-            for p in entries.drain(..) {
-                match p.to {
-                    OwedTo::Subscription(_) => std::mem::forget(p),
-                    _ => drop(p),
-                }
-            }
             recycle_chunk(std::mem::take(entries));
         }
     }

@@ -146,6 +146,34 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
+/// The `cargo bench` command that ran `bench` with this process's
+/// arguments (cargo adds a `--bench` of its own, left out; `always` goes
+/// first, for a bench that needs it to measure rather than smoke-test),
+/// quoted where the shell needs it, for the results to name.
+pub fn command_line(bench: &str, always: &[&str]) -> String {
+    let args: Vec<String> = always
+        .iter()
+        .map(|a| a.to_string())
+        .chain(
+            std::env::args()
+                .skip(1)
+                .filter(|a| !always.contains(&a.as_str()) && a != "--bench"),
+        )
+        .map(|a| {
+            if a.contains([' ', '|']) {
+                format!("\"{a}\"")
+            } else {
+                a
+            }
+        })
+        .collect();
+    format!(
+        "cargo bench -p courier-side-by-side --bench {bench}{}{}",
+        if args.is_empty() { "" } else { " -- " },
+        args.join(" ")
+    )
+}
+
 /// Today's date, `YYYY-MM-DD`.
 pub fn today() -> String {
     Command::new("date")
