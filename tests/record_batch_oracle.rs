@@ -167,6 +167,45 @@ proptest! {
         check_decodes_to(&unique, &recs, bumped)?;
     }
 
+    /// Fields whose varints take three bytes and more (timestamp deltas of
+    /// years either way, keys and values around the one-, two- and
+    /// three-byte length boundaries, more than 8,191 records for the offset
+    /// delta) in a buffer that starts at the header's size and grows: the
+    /// oracle reads back exactly what went in, and the size is exact.
+    #[test]
+    fn wide_varints_and_a_growing_buffer_encode_exactly(
+        recs in proptest::collection::vec((
+            prop_oneof![Just(0i64), -(1i64 << 45)..(1i64 << 45)],
+            proptest::sample::select(vec![None, Some(0usize), Some(63), Some(64), Some(8_191), Some(8_192)]),
+            proptest::sample::select(vec![None, Some(0usize), Some(1), Some(63), Some(64), Some(8_191), Some(8_192), Some(70_000)]),
+            any::<bool>(),
+        ), 1..12),
+        filler in prop_oneof![Just(0usize), Just(8_200usize)],
+    ) {
+        let bytes = |n: Option<usize>, b: u8| n.map(|n| vec![b; n]);
+        let mut all: Vec<Rec> = (0..filler)
+            .map(|i| Rec { timestamp: 1_700_000_000_000 + i as i64, key: None, value: Some(vec![7]), headers: Vec::new() })
+            .collect();
+        all.extend(recs.into_iter().map(|(dt, key, value, header)| Rec {
+            timestamp: 1_700_000_000_000 + dt,
+            key: bytes(key, b'k'),
+            value: bytes(value, b'v'),
+            headers: if header {
+                vec![Header { key: "h".into(), value: Some(Bytes::from(vec![b'h'; 200])) }]
+            } else {
+                Vec::new()
+            },
+        }));
+        let mut b = BatchBuilder::with_capacity(usize::MAX, 0, Compression::None);
+        for r in &all {
+            prop_assert!(append(&mut b, r));
+        }
+        let uncompressed = b.size();
+        let batch = b.finish(ProducerStamp::NONE).unwrap();
+        prop_assert_eq!(batch.len(), uncompressed, "size accounting is exact");
+        check_decodes_to(&batch, &all, ProducerStamp::NONE)?;
+    }
+
     /// Filling batches under a limit: every batch stays within `batch.size`
     /// unless it is a single record that alone is larger (the Java rule), and
     /// nothing is lost or reordered across batches.

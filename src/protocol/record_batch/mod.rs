@@ -31,7 +31,7 @@ pub use compression::{Codec, Compression, CompressionError, UnknownCompression};
 
 use bytes::Bytes;
 
-use varint::{put_varint, put_varlong, varint_len, varlong_len};
+use varint::{put_varint, varint_len, varlong_len};
 
 /// One record header: a string key and an optional byte value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -158,16 +158,36 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> Result<(), BatchFull> {
-        let (base_timestamp, timestamp_delta) = if self.count == 0 {
-            (timestamp, 0)
+        let timestamp_delta = if self.count == 0 {
+            0
         } else {
-            (
-                self.base_timestamp,
-                timestamp.wrapping_sub(self.base_timestamp),
-            )
+            timestamp.wrapping_sub(self.base_timestamp)
         };
-        let body = record_body_size(timestamp_delta, self.count, key, value, headers);
-        let total = varint_len(body as i32) + body;
+        // The varints before the key (and, with no key, the value's length
+        // too) are written into a scratch array first, after room for the
+        // record's length: what they take is then known from the cursor,
+        // not computed field by field, and the length goes right before
+        // them. They reach the buffer in one fixed-size copy.
+        let mut s = [0u8; Scratch::SIZE];
+        let mut n = Scratch::BODY_AT + 1; // record attributes (0): unused in v2
+        n = Scratch::uvarint(&mut s, n, varint::zigzag64(timestamp_delta));
+        n = Scratch::varint(&mut s, n, self.count);
+        let value_len = value.map_or(-1, |v| v.len() as i32);
+        let after_value = value.map_or(0, <[u8]>::len) + headers_size(headers);
+        let body = match key {
+            None => {
+                n = Scratch::varint(&mut s, n, -1);
+                n = Scratch::varint(&mut s, n, value_len);
+                n - Scratch::BODY_AT + after_value
+            }
+            Some(k) => {
+                n = Scratch::varint(&mut s, n, k.len() as i32);
+                n - Scratch::BODY_AT + k.len() + varint_len(value_len) + after_value
+            }
+        };
+        let from = Scratch::BODY_AT - varint_len(body as i32);
+        Scratch::varint(&mut s, from, body as i32);
+        let total = Scratch::BODY_AT - from + body;
         if self.count > 0 && self.buf.len() + total > self.limit {
             return Err(BatchFull);
         }
@@ -175,65 +195,43 @@ impl BatchBuilder {
             return Err(BatchFull);
         }
         let before = self.buf.len();
-        if self.buf.capacity() - before >= total + Scratch::SIZE {
-            // The common case, with room to spare in the buffer: the
-            // varints before the key (and, with no key, the value's length
-            // too) are written into a scratch array and appended with one
-            // fixed-size copy, instead of a checked push per byte.
-            let mut s = [0u8; Scratch::SIZE];
-            let mut n = Scratch::varint(&mut s, 0, body as i32);
-            n += 1; // record attributes (0): unused in v2
-            n = Scratch::uvarint(&mut s, n, varint::zigzag64(timestamp_delta));
-            n = Scratch::varint(&mut s, n, self.count);
-            let buf = &mut self.buf;
-            match key {
-                None => {
-                    n = Scratch::varint(&mut s, n, -1);
-                    n = Scratch::varint(&mut s, n, value.map_or(-1, |v| v.len() as i32));
-                    Scratch::append_to(&s, n, buf);
-                }
-                Some(k) => {
-                    n = Scratch::varint(&mut s, n, k.len() as i32);
-                    Scratch::append_to(&s, n, buf);
-                    buf.extend_from_slice(k);
-                    put_varint(buf, value.map_or(-1, |v| v.len() as i32));
-                }
-            }
-            if let Some(v) = value {
-                buf.extend_from_slice(v);
-            }
-            if headers.is_empty() {
-                // The header count, 0: most records have none, and the
-                // call below costs 30 instructions for this one byte.
-                buf.push(0);
-            } else {
-                put_headers(buf, headers);
-            }
+        if self.buf.capacity() - before >= total + Scratch::WINDOW {
+            // The common case, with room to spare in the buffer.
+            Scratch::append_window(&s, from, n, &mut self.buf);
         } else {
-            // Out of room: a buffer smaller than SMALL_BATCH grows to it,
-            // a larger one to the batch's limit (at most
-            // MAX_INITIAL_CAPACITY) in one step, not by doubling, so that a
-            // batch that started small for a quiet partition is copied
+            // Out of room, or nearly: a buffer smaller than SMALL_BATCH
+            // grows to it, a larger one to the batch's limit (at most
+            // MAX_INITIAL_CAPACITY) in one step, not by doubling, so that
+            // a batch that started small for a quiet partition is copied
             // about twice when it turns out busy, instead of at every
-            // doubling.
+            // doubling. (A record that fits but leaves less than the
+            // copy's window spare grows nothing: it is copied exactly.)
             let target = if self.buf.capacity() < SMALL_BATCH {
                 SMALL_BATCH.min(self.limit)
             } else {
                 self.limit.min(MAX_INITIAL_CAPACITY)
             };
             self.buf.reserve(total.max(target.saturating_sub(before)));
-            let buf = &mut self.buf;
-            put_varint(buf, body as i32);
-            buf.push(0); // record attributes: unused in v2
-            put_varlong(buf, timestamp_delta);
-            put_varint(buf, self.count);
-            put_bytes(buf, key);
-            put_bytes(buf, value);
+            self.buf.extend_from_slice(&s[from..n]);
+        }
+        let buf = &mut self.buf;
+        if let Some(k) = key {
+            buf.extend_from_slice(k);
+            put_varint(buf, value_len);
+        }
+        if let Some(v) = value {
+            buf.extend_from_slice(v);
+        }
+        if headers.is_empty() {
+            // The header count, 0: most records have none, and the
+            // call below costs 30 instructions for this one byte.
+            buf.push(0);
+        } else {
             put_headers(buf, headers);
         }
         debug_assert_eq!(self.buf.len() - before, total, "record size accounting");
         if self.count == 0 {
-            self.base_timestamp = base_timestamp;
+            self.base_timestamp = timestamp;
             self.max_timestamp = timestamp;
         } else {
             self.max_timestamp = self.max_timestamp.max(timestamp);
@@ -465,27 +463,46 @@ fn put_headers(buf: &mut Vec<u8>, headers: &[Header]) {
     }
 }
 
-/// Up to `Scratch::SIZE` bytes of a record's leading varints, written at a
-/// cursor and appended with one fixed-size copy (then cut to length), which
-/// costs less than a capacity-checked push per byte. At most 31 bytes go
-/// in: the length (5), attributes (1), timestamp delta (10), offset delta
-/// (5), key length (5) and, for a keyless record, the value's length (5).
-/// The cursor is a plain `usize` the caller keeps (in a register), and
-/// indexes are masked to the array, which has no bounds check to pay and
-/// changes nothing while fewer than `SIZE` bytes go in.
+/// A record's leading varints, written at a cursor into a stack array and
+/// appended with one fixed-size copy (then cut to length), which costs less
+/// than a capacity-checked push per byte. The body starts at `BODY_AT`,
+/// leaving room before it for the record's length (at most 5 bytes),
+/// which is written last, right before the body; then come at most 26
+/// bytes: attributes (1), timestamp delta (10), offset delta (5), key
+/// length (5) and, for a keyless record, the value's length (5). So the
+/// bytes to copy start at 0 to 4 and end by 31, and a `WINDOW` from
+/// their start stays inside the array. The cursor is a plain `usize` the
+/// caller keeps (in a register), and indexes are masked to the array,
+/// which has no bounds check to pay and changes nothing while the cursor
+/// stays below `SIZE`.
 struct Scratch;
 
 impl Scratch {
-    const SIZE: usize = 32;
+    const SIZE: usize = 64;
+    const BODY_AT: usize = 5;
+    const WINDOW: usize = 32;
 
+    /// Writes `v` as an unsigned varint at `at`; the cursor after it.
+    /// One and two bytes (values below 2^14: every length and delta of a
+    /// batch up to 16 KiB) take no loop.
     #[inline(always)]
     fn uvarint(s: &mut [u8; Scratch::SIZE], mut at: usize, mut v: u64) -> usize {
+        const M: usize = Scratch::SIZE - 1;
+        if v < 0x80 {
+            s[at & M] = v as u8;
+            return at + 1;
+        }
+        if v < 0x4000 {
+            s[at & M] = (v as u8) | 0x80;
+            s[(at + 1) & M] = (v >> 7) as u8;
+            return at + 2;
+        }
         while v >= 0x80 {
-            s[at & (Scratch::SIZE - 1)] = (v as u8) | 0x80;
+            s[at & M] = (v as u8) | 0x80;
             at += 1;
             v >>= 7;
         }
-        s[at & (Scratch::SIZE - 1)] = v as u8;
+        s[at & M] = v as u8;
         at + 1
     }
 
@@ -494,15 +511,30 @@ impl Scratch {
         Scratch::uvarint(s, at, varint::zigzag32(v) as u64)
     }
 
-    /// Appends the first `len` bytes of `s`; `buf` must have `SIZE`
-    /// bytes to spare.
+    /// Appends `s[from..to]`; `buf` must have `WINDOW` bytes to spare.
     #[inline(always)]
-    fn append_to(s: &[u8; Scratch::SIZE], len: usize, buf: &mut Vec<u8>) {
-        debug_assert!(len <= Scratch::SIZE);
+    fn append_window(s: &[u8; Scratch::SIZE], from: usize, to: usize, buf: &mut Vec<u8>) {
+        debug_assert!(from <= Scratch::BODY_AT && to - from <= Scratch::WINDOW);
         let at = buf.len();
-        buf.extend_from_slice(s);
-        buf.truncate(at + len);
+        let window: &[u8; Scratch::WINDOW] = s[from & 7..(from & 7) + Scratch::WINDOW]
+            .try_into()
+            .expect("inside the array");
+        buf.extend_from_slice(window);
+        buf.truncate(at + (to - from));
     }
+}
+
+/// What a record's headers take: their count, then each key and value.
+#[inline(always)]
+fn headers_size(headers: &[Header]) -> usize {
+    if headers.is_empty() {
+        return 1;
+    }
+    let mut n = varint_len(headers.len() as i32);
+    for h in headers {
+        n += bytes_size(Some(h.key.as_bytes())) + bytes_size(h.value.as_deref());
+    }
+    n
 }
 
 #[inline]
@@ -525,14 +557,10 @@ fn record_body_size(
     value: Option<&[u8]>,
     headers: &[Header],
 ) -> usize {
-    let mut n = 1 // attributes
+    1 // attributes
         + varlong_len(timestamp_delta)
         + varint_len(offset_delta)
         + bytes_size(key)
         + bytes_size(value)
-        + varint_len(headers.len() as i32);
-    for h in headers {
-        n += bytes_size(Some(h.key.as_bytes())) + bytes_size(h.value.as_deref());
-    }
-    n
+        + headers_size(headers)
 }
