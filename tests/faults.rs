@@ -727,6 +727,99 @@ async fn a_refused_first_batch_is_not_overtaken() {
     p.close().await;
 }
 
+/// A batch that cannot be compressed (a codec library's error, injected
+/// for one topic in fault-injection builds) fails each of its records with
+/// `ErrorKind::Compression` and hands each back whole, read back from the
+/// batch encoded without compression; another topic's batches, in the same
+/// requests, are delivered. Batches of 1 KiB seal both when full, as the
+/// next record arrives (the produce call's path), and when linger ends
+/// (the connection actor's).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_that_fails_to_compress_fails_its_records_and_hands_them_back() {
+    const N: usize = 2_000;
+    let bad = courier::protocol::record_batch::FAIL_COMPRESSION_TOPIC;
+    let good = "compresses";
+    let m = MockCluster::new(1).expect("mock cluster");
+    for t in [bad, good] {
+        m.create_topic(t, PARTITIONS, 1).expect("create topic");
+    }
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("compression.type", "lz4"), ("batch.size", "1024")],
+    );
+    let record = |i: usize| {
+        Record::to(if i % 2 == 0 { bad } else { good })
+            .opaque(i as u64)
+            .key(format!("key-{}", i % 97))
+            .value(format!("value {i} {}", "x".repeat(i % 50)))
+            .header("n", i.to_string())
+    };
+    let (sub, stream) = p.subscribe(ReportMode::All);
+    let reader = tokio::spawn(stream.collect::<Vec<_>>());
+    for i in 0..N {
+        sub.produce(record(i)).await.expect("accepted");
+        if i % 100 == 0 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+    drop(sub);
+    let reports = tokio::time::timeout(Duration::from_secs(60), reader)
+        .await
+        .expect("every report arrives; the stream ends")
+        .unwrap();
+    assert_eq!(reports.len(), N, "exactly one report per record");
+    let mut seen = HashSet::new();
+    let mut wanted = HashMap::new();
+    for r in &reports {
+        let i = r.opaque() as usize;
+        assert!(seen.insert(i), "duplicate report for record {i}");
+        match r {
+            DeliveryReport::Failed(e) => {
+                assert_eq!(i % 2, 0, "record {i} (topic {good}) failed: {e}");
+                assert_eq!(e.kind, ErrorKind::Compression, "record {i}: {e}");
+                assert!(e.message.contains("injected"), "{}", e.message);
+                let want = record(i);
+                let got = &e.record;
+                assert_eq!(got.topic, want.topic);
+                assert_eq!(
+                    (&got.key, &got.value, &got.headers, got.opaque),
+                    (&want.key, &want.value, &want.headers, want.opaque),
+                    "record {i} comes back whole"
+                );
+                // It named no partition or timestamp, so it comes back
+                // with none: produced again, it is placed afresh. The
+                // report says where it was.
+                assert_eq!((got.partition, got.timestamp), (None, None));
+                assert!(e.partition.is_some_and(|p| (0..PARTITIONS).contains(&p)));
+            }
+            DeliveryReport::Delivered(d) => {
+                assert_eq!(i % 2, 1, "record {i} to {bad} was delivered");
+                let offset = d.offset.expect("no retries here, so an offset");
+                assert!(wanted.insert((d.partition, offset), i).is_none());
+            }
+        }
+    }
+    let log = support::read_positions(
+        &m.bootstrap_servers(),
+        good,
+        PARTITIONS,
+        wanted.keys().copied().collect(),
+        Duration::from_secs(60),
+    );
+    for ((partition, offset), i) in &wanted {
+        assert_eq!(
+            log[&(*partition, *offset)].value.as_deref(),
+            record(*i).value.as_deref(),
+            "log at {partition}/{offset}"
+        );
+    }
+    assert!(
+        support::read_all(&m.bootstrap_servers(), bad, PARTITIONS, 0).is_empty(),
+        "nothing of a batch that failed reached the log"
+    );
+    p.close().await;
+}
+
 /// Reports for `n` records produced at once, in arrival order.
 async fn produce_n(p: &Producer, topic: &str, from: usize, n: usize) -> Vec<DeliveryReport> {
     let (sub, stream) = p.subscribe(ReportMode::All);

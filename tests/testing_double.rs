@@ -630,6 +630,74 @@ async fn a_refused_record_comes_back_as_it_was_produced() {
     }
 }
 
+/// A batch that fails to compress (injected for one topic in
+/// fault-injection builds) fails each record with
+/// `ErrorKind::Compression`, and hands each back as it was produced, read
+/// back from the batch encoded without compression; the double's own
+/// drain (its stand-in for a connection actor's) and the produce call
+/// that finds a batch full both report them. Another topic's records go
+/// through.
+#[tokio::test]
+async fn a_batch_that_fails_to_compress_hands_its_records_back() {
+    let bad = courier::protocol::record_batch::FAIL_COMPRESSION_TOPIC;
+    let broker = MockBroker::new().topic(bad, 2).topic("good", 2);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("compression.type", "zstd")
+                .set("batch.size", "512")
+                .set("linger.ms", "5"),
+        )
+        .unwrap();
+    let shape = |i: u64| {
+        let mut r = Record::to(if i % 3 == 0 { "good" } else { bad })
+            .opaque(i)
+            .value(format!("value-{i} {}", "abc".repeat(10)));
+        if i % 2 == 0 {
+            r = r.key(format!("key-{i}")).header("h", format!("{i}"));
+        }
+        if i % 5 == 0 {
+            r = r.partition((i % 2) as i32);
+        }
+        r
+    };
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce_batch((0..100).map(shape).collect())
+        .await
+        .unwrap();
+    for i in 100..200 {
+        sub.produce(shape(i)).await.unwrap();
+    }
+    drop(sub);
+    let reports: Vec<DeliveryReport> =
+        tokio::time::timeout(Duration::from_secs(30), stream.collect())
+            .await
+            .expect("every report arrives");
+    producer.close().await;
+    assert_eq!(reports.len(), 200, "one report per record");
+    let mut seen = HashSet::new();
+    for r in reports {
+        let i = r.opaque();
+        assert!(seen.insert(i), "one report for record {i}");
+        match r {
+            DeliveryReport::Failed(e) => {
+                assert_ne!(i % 3, 0, "record {i} to \"good\" failed: {e}");
+                assert_eq!(e.kind, ErrorKind::Compression, "{e}");
+                assert_eq!(*e.record, shape(i), "handed back as produced");
+            }
+            DeliveryReport::Delivered(d) => {
+                assert_eq!(i % 3, 0, "record {i} to {bad} delivered: {d:?}")
+            }
+        }
+    }
+    let history = broker.history();
+    assert!(
+        history.iter().all(|a| a.record.topic.as_str() == "good"),
+        "nothing of a failed batch reached the broker"
+    );
+    assert_eq!(history.len(), 67, "every record to \"good\", once");
+}
+
 /// A record of a batch that was split (here by the double, whose verdicts
 /// differ within the batch, through the producer's own `Accumulator::split`
 /// as for MESSAGE_TOO_LARGE) and that then fails comes back as it was

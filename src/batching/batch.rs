@@ -163,6 +163,14 @@ impl OpenBatch {
         // Once per batch, not per owed entry: the topic its dropped
         // reports name (`Owed::pay_dropped`).
         open.owed.topic = Some(record.topic);
+        #[cfg(feature = "fault-injection")]
+        if record
+            .topic
+            .as_str()
+            .starts_with(crate::protocol::record_batch::FAIL_COMPRESSION_TOPIC)
+        {
+            open.builder.fail_compression();
+        }
         let timestamp = record.timestamp.unwrap_or(open.created_wall_ms);
         open.builder
             .try_append(

@@ -107,7 +107,17 @@ pub struct BatchBuilder {
     base_timestamp: i64,
     max_timestamp: i64,
     compression: Codec,
+    /// Fault-injection builds: compression fails at `finish`.
+    #[cfg(feature = "fault-injection")]
+    fail_compression: bool,
 }
+
+/// Fault-injection builds only: the batches of a topic whose name starts
+/// with this fail to compress (with any codec but `none`), as a codec
+/// library's error would make them, so that tests can follow the reports
+/// of a compression failure.
+#[cfg(feature = "fault-injection")]
+pub const FAIL_COMPRESSION_TOPIC: &str = "courier-fault-fail-compression";
 
 /// The largest buffer a builder reserves up front; past this it grows on
 /// demand, so a huge `batch.size` does not pin memory for a near-empty batch.
@@ -145,6 +155,8 @@ impl BatchBuilder {
             base_timestamp: 0,
             max_timestamp: 0,
             compression,
+            #[cfg(feature = "fault-injection")]
+            fail_compression: false,
         }
     }
 
@@ -246,6 +258,13 @@ impl BatchBuilder {
         self.buf.capacity()
     }
 
+    /// Fault-injection builds only: makes [`finish`](Self::finish) fail
+    /// as a codec's error would (when the batch is to be compressed).
+    #[cfg(feature = "fault-injection")]
+    pub fn fail_compression(&mut self) {
+        self.fail_compression = true;
+    }
+
     /// Records appended so far.
     pub fn record_count(&self) -> i32 {
         self.count
@@ -285,6 +304,8 @@ impl BatchBuilder {
         self,
         stamp: ProducerStamp,
     ) -> Result<EncodedBatch, (CompressionError, EncodedBatch)> {
+        #[cfg(feature = "fault-injection")]
+        let fail = self.fail_compression;
         let BatchBuilder {
             mut buf,
             count,
@@ -299,7 +320,17 @@ impl BatchBuilder {
             let records = &buf[RECORD_BATCH_OVERHEAD..];
             let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2);
             out.resize(RECORD_BATCH_OVERHEAD, 0);
-            match compression::compress(compression, records, &mut out) {
+            let compressed = compression::compress(compression, records, &mut out);
+            #[cfg(feature = "fault-injection")]
+            let compressed = if fail {
+                Err(CompressionError {
+                    codec: compression.compression,
+                    reason: "injected failure (fault-injection build)".to_string(),
+                })
+            } else {
+                compressed
+            };
+            match compressed {
                 // Keep the compressed form only when it is smaller: a batch
                 // never grows past its uncompressed size.
                 Ok(()) if out.len() < buf.len() => {
