@@ -464,6 +464,20 @@ impl Engine {
         };
         let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
             (Some(p), _) => (p, false),
+            // The default partitioner's KIP-480 choice, read here: its
+            // call (through the trait object, with the layout built for
+            // it) cost about 25 instructions a record.
+            (None, None) if self.default_partitioner => {
+                let p = tm.sticky.0.load(Ordering::Relaxed);
+                if (0..tm.partition_count).contains(&p) {
+                    (p, true)
+                } else {
+                    (
+                        self.partitioner.partition(&record.topic, None, &layout),
+                        true,
+                    )
+                }
+            }
             (None, key) => (
                 self.partitioner.partition(&record.topic, key, &layout),
                 key.is_none(),

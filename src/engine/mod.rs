@@ -65,6 +65,10 @@ pub(crate) struct Engine {
     /// the producing thread. Not the partitioner *actor*, which is the
     /// metadata cache.
     pub partitioner: Box<dyn Partitioner>,
+    /// Whether `partitioner` is the default (murmur2 + KIP-480 sticky):
+    /// then a keyless record with no partition reads its topic's sticky
+    /// slot itself, as the default partitioner would, without the call.
+    pub default_partitioner: bool,
     pub stats: Stats,
     pub closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
@@ -138,9 +142,10 @@ impl Engine {
 
     /// The engine for a validated `config`, driving `actors` (whose
     /// actors are started after this, with the returned `Arc`).
+    /// `partitioner`: a custom one, or `None` for the default.
     pub(crate) fn new(
         config: ProducerConfig,
-        partitioner: Box<dyn Partitioner>,
+        partitioner: Option<Box<dyn Partitioner>>,
         actors: Arc<dyn ActorTree>,
         security: Option<Arc<crate::security::Security>>,
     ) -> Arc<Engine> {
@@ -187,7 +192,9 @@ impl Engine {
             idem: c
                 .idempotent()
                 .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),
-            partitioner,
+            default_partitioner: partitioner.is_none(),
+            partitioner: partitioner
+                .unwrap_or_else(|| Box::new(crate::partitioner::DefaultPartitioner::new())),
             stats,
             closed,
             subscriptions: Mutex::new(Vec::new()),

@@ -9,7 +9,7 @@ use crate::actors::scripted::{Script, ScriptedTree};
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::config::{Acks, ConfigError, ProducerConfig};
 use crate::engine::Engine;
-use crate::partitioner::{DefaultPartitioner, Partitioner};
+use crate::partitioner::Partitioner;
 use crate::producer::handle::Producer;
 use crate::protocol::record_batch::Compression;
 
@@ -146,9 +146,7 @@ impl ProducerBuilder {
         }
         self.config.validate()?;
         let addresses = Arc::new(Addresses::default());
-        let partitioner = self
-            .partitioner
-            .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
+        let partitioner = self.partitioner;
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
         let engine = Engine::new(self.config, partitioner, addresses.clone(), security);
         #[cfg(feature = "fault-injection")]
@@ -203,9 +201,7 @@ impl ProducerBuilder {
         }
         self.config.enable_idempotence = Some(false);
         let tree = Arc::new(ScriptedTree::new(script));
-        let partitioner = self
-            .partitioner
-            .unwrap_or_else(|| Box::new(DefaultPartitioner::new()));
+        let partitioner = self.partitioner;
         let engine = Engine::new(self.config, partitioner, tree.clone(), None);
         tree.attach(&engine);
         let addresses = Arc::new(Addresses::default());
