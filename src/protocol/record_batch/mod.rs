@@ -217,7 +217,9 @@ impl BatchBuilder {
             // a batch that started small for a quiet partition is copied
             // about twice when it turns out busy, instead of at every
             // doubling. (A record that fits but leaves less than the
-            // copy's window spare grows nothing: it is copied exactly.)
+            // copy's window spare is copied exactly, and the buffer grows
+            // only as it would for a record that does not fit: to its
+            // next step, if it is below it.)
             let target = if self.buf.capacity() < SMALL_BATCH {
                 SMALL_BATCH.min(self.limit)
             } else {
