@@ -66,24 +66,35 @@ pub(crate) fn route(
         .map(|_| (Vec::new(), Skipped::default()))
         .collect();
     let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
+    // The batch's latencies go into the histogram (and the published
+    // metrics) before any report is sent or handed over, so whoever has a
+    // report finds its latency counted (a Prometheus scrape right after
+    // the last report was read once saw 640 of 1,000). The permits each
+    // chunk's records hold are counted in the same pass.
     let mut latencies = LatencyTally::default();
     let mut last: Option<(Mono, u64)> = None;
-    for chunk in chunks {
-        // The permits the chunk's records hold, counted in the same pass.
-        let mut permits = 0;
-        for p in &chunk.entries {
-            permits += p.weight as usize;
-            // Records taken together share their instant: measure once.
-            let micros = match last {
-                Some((at, us)) if at == p.accepted => us,
-                _ => {
-                    let us = settled.reported_at.since(p.accepted).as_micros() as u64;
-                    last = Some((p.accepted, us));
-                    us
-                }
-            };
-            latencies.add(micros);
-        }
+    let permits: Vec<usize> = chunks
+        .iter()
+        .map(|chunk| {
+            let mut permits = 0;
+            for p in &chunk.entries {
+                permits += p.weight as usize;
+                // Records taken together share their instant: measure once.
+                let micros = match last {
+                    Some((at, us)) if at == p.accepted => us,
+                    _ => {
+                        let us = settled.reported_at.since(p.accepted).as_micros() as u64;
+                        last = Some((p.accepted, us));
+                        us
+                    }
+                };
+                latencies.add(micros);
+            }
+            permits
+        })
+        .collect();
+    latencies.flush(stats, topic);
+    for (chunk, permits) in chunks.into_iter().zip(permits) {
         if let Some(i) = chunk.sole {
             let (queued, skipped) = &mut per_sub[i as usize];
             if takes(i) {
@@ -131,11 +142,6 @@ pub(crate) fn route(
             }
         }
     }
-    // The latencies are counted before the reports are handed over, so a
-    // subscription's reader that has its reports finds them in the
-    // histogram (and in the published metrics): a Prometheus scrape right
-    // after the last report was read once saw 640 of 1,000.
-    latencies.flush(stats, topic);
     for (s, (queued, skipped)) in subscribers.iter().zip(per_sub) {
         s.take(queued, skipped);
     }
@@ -276,9 +282,10 @@ mod tests {
         assert_eq!(counted, 14, "each record's latency counted once");
     }
 
-    /// A batch's latencies are counted before its reports are handed
-    /// over: a reader woken by the hand-over already finds every one of
-    /// them in the histogram (what a metrics scrape right after the last
+    /// A batch's latencies are counted before any of its reports is
+    /// handed over or sent: a subscription's reader, and a `send`'s
+    /// awaiting task, woken by their report already find every one of them
+    /// in the histogram (what a metrics scrape right after the last
     /// report was read relies on).
     #[test]
     fn latencies_are_counted_before_the_reports_are_handed_over() {
@@ -335,6 +342,35 @@ mod tests {
             "the reader was woken with every latency counted"
         );
         assert_eq!(drain(&mut stream).len(), 5);
+        // A `send`'s report, in a batch that mixes targets, is sent only
+        // after its batch's latencies are counted too.
+        let (tx, mut rx) = tokio::sync::oneshot::channel();
+        assert!(futures::FutureExt::poll_unpin(&mut rx, &mut cx).is_pending());
+        let mut owed = Owed::default();
+        let r = Record::to("t").value("v");
+        sub.outstanding.try_acquire().expect("room").forget();
+        owed.push(0, 7, now, &r, ReplyTo::Subscription(&sub, 1));
+        owed.push(1, 7, now, &r, ReplyTo::Oneshot(tx));
+        route(
+            Topic::from("t"),
+            0,
+            2,
+            1,
+            owed,
+            Outcome::Delivered {
+                base_offset: Some(5),
+                log_append_time: None,
+            },
+            None,
+            &stats,
+        );
+        assert_eq!(
+            peek.seen.load(Ordering::Relaxed),
+            7,
+            "woken with 5 + 2 counted"
+        );
+        assert!(rx.now_or_never().is_some_and(|r| r.is_ok()));
+        assert_eq!(drain(&mut stream).len(), 1);
     }
 
     /// A batch whose chunks mix targets (two subscriptions, one of them
