@@ -146,9 +146,8 @@ impl ProducerBuilder {
         }
         self.config.validate()?;
         let addresses = Arc::new(Addresses::default());
-        let partitioner = self.partitioner;
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
-        let engine = Engine::new(self.config, partitioner, addresses.clone(), security);
+        let engine = Engine::new(self.config, self.partitioner, addresses.clone(), security);
         #[cfg(feature = "fault-injection")]
         if let Some(t) = self.tick {
             engine
@@ -201,8 +200,7 @@ impl ProducerBuilder {
         }
         self.config.enable_idempotence = Some(false);
         let tree = Arc::new(ScriptedTree::new(script));
-        let partitioner = self.partitioner;
-        let engine = Engine::new(self.config, partitioner, tree.clone(), None);
+        let engine = Engine::new(self.config, self.partitioner, tree.clone(), None);
         tree.attach(&engine);
         let addresses = Arc::new(Addresses::default());
         let launch = move |engine, addresses, owns_system| {
