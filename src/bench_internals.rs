@@ -147,14 +147,14 @@ impl Pipeline {
         snapshot.brokers.insert(1, "bench:0".into());
         snapshot.topics.insert(
             Topic::from(PIPELINE_TOPIC),
-            crate::metadata::TopicMetadata {
+            Arc::new(crate::metadata::TopicMetadata {
                 partition_count: 6,
                 leaders: vec![1; 6],
                 available: (0..6).collect(),
                 topic_id: 0,
                 sticky: Default::default(),
                 cache: Default::default(),
-            },
+            }),
         );
         engine.metadata.store(Arc::new(snapshot));
         // A supervisor address whose actor never runs: what the handle

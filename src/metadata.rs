@@ -85,7 +85,10 @@ pub struct MetadataSnapshot {
     /// Broker id to `host:port`.
     pub brokers: HashMap<i32, String>,
     /// Topics we have asked about and that exist.
-    pub topics: HashMap<Topic, TopicMetadata, crate::record::TopicHasher>,
+    /// Each topic's entry is shared (`Arc`) with the snapshots before and
+    /// after it that hold the same, and with the produce handles'
+    /// snapshot caches.
+    pub topics: HashMap<Topic, std::sync::Arc<TopicMetadata>, crate::record::TopicHasher>,
     /// Topics the cluster said do not exist, with the error code.
     pub missing: HashMap<Topic, i16>,
     /// When this was fetched; `None` before the first fetch.
@@ -155,14 +158,14 @@ impl MetadataSnapshot {
                 .unwrap_or_default();
             topics.insert(
                 topic,
-                TopicMetadata {
+                std::sync::Arc::new(TopicMetadata {
                     partition_count: count,
                     leaders,
                     available,
                     topic_id,
                     sticky,
                     cache,
-                },
+                }),
             );
         }
         MetadataSnapshot {

@@ -826,3 +826,99 @@ fn the_example_retry_actor_retries_each_refused_record_once() {
         assert!(matches!(answers[1], Answer::Written { .. }), "{value}");
     }
 }
+
+/// A subscription's produce handle keeps its own view of the metadata (the
+/// snapshot, and the entry of the topic it last produced to): it follows
+/// every change. Records alternate between two topics (each must land in
+/// its own, at the partition it named); a partition past the topic's count
+/// fails `UnknownPartition`, and the same partition is taken once the
+/// topic has grown to include it; a topic created later is produced to;
+/// a clone of the handle, and the original used again, see the same.
+#[tokio::test]
+async fn a_subscriptions_metadata_view_follows_every_change() {
+    let broker = MockBroker::new().topic("a", 2).topic("b", 3);
+    let producer = broker
+        .build(Producer::builder().set("linger.ms", "0"))
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    // Alternating topics, each record to the last partition of its topic.
+    for i in 0..20u64 {
+        let (topic, p) = if i % 2 == 0 { ("a", 1) } else { ("b", 2) };
+        sub.produce(
+            Record::to(topic)
+                .partition(p)
+                .value(format!("{i}"))
+                .opaque(i),
+        )
+        .await
+        .unwrap();
+    }
+    for i in 0..20u64 {
+        let DeliveryReport::Delivered(d) = stream.next().await.expect("a report") else {
+            panic!("record {i} failed");
+        };
+        let (topic, p) = if d.opaque % 2 == 0 {
+            ("a", 1)
+        } else {
+            ("b", 2)
+        };
+        assert_eq!(
+            (d.topic.as_str(), d.partition),
+            (topic, p),
+            "record {}",
+            d.opaque
+        );
+    }
+    let history = broker.history();
+    assert_eq!(history.len(), 20);
+    for arrival in &history {
+        let i: u64 = text(arrival.record.value.as_ref()).parse().unwrap();
+        let want = if i % 2 == 0 {
+            ("a", Some(1))
+        } else {
+            ("b", Some(2))
+        };
+        assert_eq!(
+            (arrival.record.topic.as_str(), arrival.record.partition),
+            want,
+            "record {i} landed elsewhere"
+        );
+    }
+    // Partition 3 of "a" does not exist yet.
+    sub.produce(Record::to("a").partition(3).value("early"))
+        .await
+        .unwrap();
+    match stream.next().await.expect("a report") {
+        DeliveryReport::Failed(e) => assert_eq!(e.kind, ErrorKind::UnknownPartition, "{e}"),
+        DeliveryReport::Delivered(d) => panic!("delivered to a partition that is not there: {d:?}"),
+    }
+    // Grown to 4: the same handle (and a clone made before) take it.
+    let clone = sub.clone();
+    broker.create_topic("a", 4);
+    broker.create_topic("c", 1);
+    sub.produce(Record::to("a").partition(3).value("grown"))
+        .await
+        .unwrap();
+    clone
+        .produce(Record::to("c").value("new topic"))
+        .await
+        .unwrap();
+    clone
+        .produce(Record::to("a").partition(3).value("grown, clone"))
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        match stream.next().await.expect("a report") {
+            DeliveryReport::Delivered(d) => {
+                assert!(
+                    matches!((d.topic.as_str(), d.partition), ("a", 3) | ("c", 0)),
+                    "{d:?}"
+                )
+            }
+            DeliveryReport::Failed(e) => panic!("after the topic grew: {e}"),
+        }
+    }
+    drop((sub, clone));
+    assert!(stream.next().await.is_none(), "one report per record");
+    producer.close().await;
+}

@@ -257,7 +257,7 @@ impl Script {
             for (topic, n) in &st.topics {
                 snapshot.topics.insert(
                     *topic,
-                    TopicMetadata {
+                    Arc::new(TopicMetadata {
                         partition_count: *n,
                         leaders: vec![BROKER_ID; *n as usize],
                         available: (0..*n).collect(),
@@ -273,7 +273,7 @@ impl Script {
                             .filter(|t| t.partition_count == *n)
                             .map(|t| t.cache.clone())
                             .unwrap_or_default(),
-                    },
+                    }),
                 );
             }
             e.metadata.store(Arc::new(snapshot));

@@ -277,7 +277,7 @@ impl Accumulator {
             v.push(Arc::new(PartitionQueue {
                 topic: *topic,
                 partition: p as i32,
-                state: Mutex::new(QueueState::default()),
+                state: parking_lot::Mutex::new(QueueState::default()),
             }));
         }
         entry.partitions = v.into_boxed_slice();

@@ -3,7 +3,7 @@
 //! the partition, all under one mutex.
 
 use std::collections::{BTreeSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::batching::batch::{OpenBatch, SealedBatch};
 use crate::record::Topic;
@@ -14,7 +14,8 @@ use crate::record::Topic;
 pub(crate) struct PartitionQueue {
     pub topic: Topic,
     pub partition: i32,
-    pub state: Mutex<QueueState>,
+    /// `parking_lot`'s: taken once per record (`crate::sync`).
+    pub state: parking_lot::Mutex<QueueState>,
 }
 
 /// What a partition queue's mutex guards.

@@ -460,10 +460,21 @@ impl ExactSizeIterator for ReportBatch {}
 impl Stream for ReportStream {
     type Item = DeliveryReport;
 
+    // Inlined into the reading loop: the report is built in the caller's
+    // frame. Refilling, once per batch of reports, is not.
+    #[inline]
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
         if let Some(r) = next_of(&mut self.local) {
             return Poll::Ready(Some(r));
         }
+        self.poll_refilled(cx)
+    }
+}
+
+impl ReportStream {
+    /// `poll_next` once `local` has run out.
+    #[inline(never)]
+    fn poll_refilled(&mut self, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
         match self.poll_filled(cx) {
             Poll::Ready(true) => Poll::Ready(next_of(&mut self.local)),
             Poll::Ready(false) => Poll::Ready(None),

@@ -6,7 +6,7 @@
 //!  Producer::send / produce / Subscriber::produce          Produce{record, reply_to}
 //!        │  (no actor hop)                                      │ (actor message)
 //!        ▼                                                      ▼
-//!  Engine::enqueue_now ── metadata snapshot (arc-swap) ── place ── Accumulator::append
+//!  Engine::enqueue_now ── metadata (handle's SnapshotCache | arc-swap) ── place ── Accumulator::append
 //!        │ one wake per new batch (ActorTree::wake)              │
 //!        ▼                                                       ▼
 //!  BrokerConnection (leader) ── drain: batches → Produce request ── socket
@@ -55,8 +55,10 @@ pub(crate) struct Engine {
     pub config: ProducerConfig,
     pub client_id: StrBytes,
     pub acc: Accumulator,
-    /// The latest metadata, published by the partitioner actor.
-    pub metadata: ArcSwap<MetadataSnapshot>,
+    /// The latest metadata, published by the partitioner actor. In an
+    /// `Arc` of its own so that a handle's [`SnapshotCache`] can watch it
+    /// without keeping the engine alive.
+    pub metadata: Arc<ArcSwap<MetadataSnapshot>>,
     /// The idempotent producer's id and epoch; `None` without idempotence.
     pub idem: Option<Idempotence>,
     /// The transactional producer's state; `None` without `transactional.id`.
@@ -188,7 +190,7 @@ impl Engine {
             txn,
             sizing,
             client_id,
-            metadata: ArcSwap::from_pointee(MetadataSnapshot::default()),
+            metadata: Arc::new(ArcSwap::from_pointee(MetadataSnapshot::default())),
             idem: c
                 .idempotent()
                 .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),

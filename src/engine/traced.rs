@@ -12,7 +12,7 @@
 
 use crate::delivery::owed::{ReplyTo, TracedReply};
 use crate::delivery::trace_context::{current_parent, strip, ProduceSpan};
-use crate::engine::enqueue::{Resume, Slow};
+use crate::engine::enqueue::{Resume, Slow, SnapshotCache};
 use crate::engine::error::ProduceError;
 use crate::engine::Engine;
 use crate::record::Record;
@@ -27,6 +27,7 @@ impl Engine {
         reply: Option<ReplyTo<'s>>,
         wait: bool,
         resume: &mut Resume,
+        cache: Option<&SnapshotCache>,
     ) -> Result<Result<(), ProduceError>, Slow<'s>> {
         let (reply, added) = match reply {
             // A later try of the same call (after a wait): it has its span.
@@ -47,7 +48,7 @@ impl Engine {
                 None => (reply, 0),
             },
         };
-        match self.enqueue_untraced(record, reply, wait, resume) {
+        match self.enqueue_untraced(record, reply, wait, resume, cache) {
             Ok(Err(mut e)) if added > 0 => {
                 strip(e.record_mut(), added);
                 Ok(Err(e))

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::subscription::ReportStream;
 use crate::delivery::subscription::{Bound, SubscriptionShared};
-use crate::engine::enqueue::{Resume, RunEnd, SlowProduce};
+use crate::engine::enqueue::{Resume, RunEnd, SlowProduce, SnapshotCache};
 use crate::engine::error::{BatchRejected, ProduceError};
 use crate::producer::handle::Producer;
 use crate::record::Record;
@@ -25,6 +25,8 @@ pub const DEFAULT_REPORT_MEMORY: usize = 16 << 20;
 pub struct Subscriber {
     producer: Producer,
     shared: Arc<SubscriptionShared>,
+    /// This handle's metadata snapshot, for `produce`.
+    snapshot: SnapshotCache,
 }
 
 impl Producer {
@@ -89,6 +91,7 @@ impl Producer {
             Subscriber {
                 producer: self.clone(),
                 shared: shared.clone(),
+                snapshot: SnapshotCache::of(&self.engine),
             },
             ReportStream::new(shared),
         )
@@ -101,6 +104,7 @@ impl Clone for Subscriber {
         Subscriber {
             producer: self.producer.clone(),
             shared: self.shared.clone(),
+            snapshot: SnapshotCache::of(&self.producer.engine),
         }
     }
 }
@@ -155,7 +159,7 @@ impl Subscriber {
         let engine = &self.producer.engine;
         let reply = Some(ReplyTo::Subscription(&self.shared, weight as u32));
         let mut resume = Resume::default();
-        let first = engine.enqueue_now(record, reply, true, &mut resume);
+        let first = engine.enqueue_cached(record, reply, true, &mut resume, Some(&self.snapshot));
         resume.finish();
         match first {
             Ok(r) => Ok(permit.settle(r)),
