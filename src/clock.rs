@@ -58,6 +58,15 @@ impl Mono {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))
     }
 
+    /// Whole microseconds from `earlier` to `self`; zero if `earlier` is
+    /// later. (`since(earlier).as_micros()` without the `Duration`: a
+    /// division by a constant instead of a split into seconds and
+    /// nanoseconds and back.)
+    #[inline]
+    pub(crate) fn micros_since(self, earlier: Mono) -> u64 {
+        self.0.saturating_sub(earlier.0) / 1_000
+    }
+
     /// Whole milliseconds from `earlier` to `self`; zero if `earlier` is later.
     #[inline]
     pub(crate) fn millis_since(self, earlier: Mono) -> i64 {

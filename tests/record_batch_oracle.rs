@@ -4,8 +4,8 @@
 
 use bytes::Bytes;
 use courier::protocol::record_batch::{
-    single_record_batch_size, BatchBuilder, Compression, EncodedBatch, ProducerStamp,
-    RECORD_BATCH_OVERHEAD,
+    single_record_batch_size, AppendRefused, BatchBuilder, Compression, EncodedBatch,
+    ProducerStamp, RECORD_BATCH_OVERHEAD,
 };
 use courier::record::Header;
 use kafka_protocol::records::{Compression as LibCompression, RecordBatchDecoder};
@@ -243,6 +243,37 @@ proptest! {
             total += recs.len();
         }
         prop_assert_eq!(total, recs.len());
+    }
+
+    /// Appending within a room (a producer's share of `buffer.memory`): a
+    /// record that would take the batch past the room is refused with the
+    /// exact size the batch would then have, and nothing of it is written;
+    /// given that room, it is taken and the batch has that size. The
+    /// batch decodes to every record taken, in order.
+    #[test]
+    fn a_refused_room_names_the_exact_size_and_writes_nothing(
+        recs in proptest::collection::vec(rec(), 1..60),
+        short in 1usize..64,
+    ) {
+        let mut b = BatchBuilder::new(usize::MAX, Compression::None);
+        for r in &recs {
+            let before = b.size();
+            let room = before + short;
+            match b.try_append_within(r.timestamp, r.key.as_deref(), r.value.as_deref(), &r.headers, room) {
+                Ok(()) => prop_assert!(b.size() <= room),
+                Err(AppendRefused::Room(need)) => {
+                    prop_assert!(need > room);
+                    prop_assert_eq!(b.size(), before, "nothing written");
+                    prop_assert_eq!(
+                        b.try_append_within(r.timestamp, r.key.as_deref(), r.value.as_deref(), &r.headers, need),
+                        Ok(())
+                    );
+                    prop_assert_eq!(b.size(), need, "the size it named");
+                }
+                Err(AppendRefused::Full) => prop_assert!(false, "no limit"),
+            }
+        }
+        check_decodes_to(&b.finish(ProducerStamp::NONE).unwrap(), &recs, ProducerStamp::NONE)?;
     }
 
     /// `single_record_batch_size` is the exact size of a one-record batch,

@@ -17,7 +17,8 @@ use crate::delivery::owed::{Owed, ReplyTo};
 use crate::delivery::settlement::Readback;
 use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::{
-    increment_sequence, BatchBuilder, Codec, EncodedBatch, ProducerStamp, RECORD_BATCH_OVERHEAD,
+    increment_sequence, AppendRefused, BatchBuilder, Codec, EncodedBatch, ProducerStamp,
+    RECORD_BATCH_OVERHEAD,
 };
 use crate::record::{Record, Topic};
 use crate::sync::lock;
@@ -196,28 +197,37 @@ impl OpenBatch {
     /// Its report, if any, is owed once it is in (`owe`).
     #[inline(always)]
     pub(crate) fn try_add(&mut self, record: &Record, timestamp: i64, max_records: i32) -> bool {
-        // A batch starts with a share of buffer.memory
-        // (config::INITIAL_RESERVATION, or its first record) and takes
-        // more as it grows, so a large batch.size does not pin memory
-        // for partitions that get little.
-        let need = self.builder.size() + encoded_upper_bound(record);
-        if need > self.memory.memory_bytes() && !self.memory.grow_memory(need, self.builder.limit())
-        {
+        if self.builder.record_count() >= max_records {
             self.full = true;
             return false;
         }
-        let added = self.builder.record_count() < max_records
-            && self
-                .builder
-                .try_append(
-                    timestamp,
-                    record.key.as_deref(),
-                    record.value.as_deref(),
-                    &record.headers,
-                )
-                .is_ok();
-        self.full |= !added;
-        added
+        // A batch starts with a share of buffer.memory
+        // (config::INITIAL_RESERVATION, or its first record) and takes
+        // more as it grows, so a large batch.size does not pin memory
+        // for partitions that get little: the encoder refuses a record
+        // that would take the batch past what it holds, with the size it
+        // needs, and the batch asks for more (at least doubling). Once.
+        let mut grown = false;
+        loop {
+            match self.builder.try_append_within(
+                timestamp,
+                record.key.as_deref(),
+                record.value.as_deref(),
+                &record.headers,
+                self.memory.memory_bytes(),
+            ) {
+                Ok(()) => return true,
+                Err(AppendRefused::Room(need))
+                    if !grown && self.memory.grow_memory(need, self.builder.limit()) =>
+                {
+                    grown = true;
+                }
+                Err(_) => {
+                    self.full = true;
+                    return false;
+                }
+            }
+        }
     }
 
     /// Whether `queue.buffering.max.messages` leaves room for one more

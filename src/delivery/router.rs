@@ -83,7 +83,7 @@ pub(crate) fn route(
                 let micros = match last {
                     Some((at, us)) if at == p.accepted => us,
                     _ => {
-                        let us = settled.reported_at.since(p.accepted).as_micros() as u64;
+                        let us = settled.reported_at.micros_since(p.accepted);
                         last = Some((p.accepted, us));
                         us
                     }

@@ -87,6 +87,16 @@ impl ProducerStamp {
 #[error("batch is full")]
 pub struct BatchFull;
 
+/// Why [`BatchBuilder::try_append_within`] did not take a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendRefused {
+    /// It would take the batch past its limit ([`BatchFull`]).
+    Full,
+    /// It fits the limit, but the batch would then hold this many bytes,
+    /// more than the room it was given.
+    Room(usize),
+}
+
 /// Appends records into one RecordBatch v2 buffer.
 ///
 /// ```
@@ -170,6 +180,25 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header],
     ) -> Result<(), BatchFull> {
+        self.try_append_within(timestamp, key, value, headers, usize::MAX)
+            .map_err(|_| BatchFull)
+    }
+
+    /// [`try_append`](Self::try_append) within `room` bytes as well: a
+    /// record that fits the limit but would take the batch's
+    /// [`size`](Self::size) past `room` is refused with the size it needs
+    /// ([`AppendRefused::Room`]), so that the caller can make room (a
+    /// producer's share of `buffer.memory`) and try again. What the record
+    /// takes is known exactly here, with no bound computed beforehand.
+    #[inline]
+    pub fn try_append_within(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header],
+        room: usize,
+    ) -> Result<(), AppendRefused> {
         let timestamp_delta = if self.count == 0 {
             0
         } else {
@@ -200,13 +229,16 @@ impl BatchBuilder {
         let from = Scratch::BODY_AT - varint_len(body as i32);
         Scratch::varint(&mut s, from, body as i32);
         let total = Scratch::BODY_AT - from + body;
-        if self.count > 0 && self.buf.len() + total > self.limit {
-            return Err(BatchFull);
+        let before = self.buf.len();
+        if self.count > 0 && before + total > self.limit {
+            return Err(AppendRefused::Full);
         }
         if self.count == i32::MAX {
-            return Err(BatchFull);
+            return Err(AppendRefused::Full);
         }
-        let before = self.buf.len();
+        if before + total > room {
+            return Err(AppendRefused::Room(before + total));
+        }
         if self.buf.capacity() - before >= total + Scratch::WINDOW {
             // The common case, with room to spare in the buffer.
             Scratch::append_window(&s, from, n, &mut self.buf);
