@@ -922,3 +922,43 @@ async fn a_subscriptions_metadata_view_follows_every_change() {
     assert!(stream.next().await.is_none(), "one report per record");
     producer.close().await;
 }
+
+/// Reading one stream both ways: report by report (`next`), then the rest
+/// of what has arrived as a batch (`next_batch`), then by report again.
+/// Every report comes once, in produce order (one partition), including
+/// those of the chunk `next` was part-way through when `next_batch` took
+/// over.
+#[tokio::test]
+async fn a_stream_read_by_report_and_by_batch_in_turn_gives_each_report_once_in_order() {
+    let broker = MockBroker::new().topic("t", 1);
+    let producer = broker
+        .build(Producer::builder().set("batch.size", "1024"))
+        .unwrap();
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    let mut read = Vec::new();
+    let tag = |r: &DeliveryReport| match r {
+        DeliveryReport::Delivered(d) => d.opaque,
+        DeliveryReport::Failed(e) => panic!("{e}"),
+    };
+    for round in 0..3u64 {
+        for i in 0..100 {
+            let n = round * 100 + i;
+            sub.produce(Record::to("t").value(format!("value {n:>12}")).opaque(n))
+                .await
+                .unwrap();
+        }
+        producer.flush().await;
+        // A few by report: part-way into the first batch's reports.
+        for _ in 0..3 {
+            read.push(tag(&stream.next().await.expect("a report")));
+        }
+        // The rest of what arrived, as a batch: the part-read chunk first.
+        let batch = stream.next_batch().await.expect("reports");
+        read.extend(batch.map(|r| tag(&r)));
+        assert_eq!(read.len() as u64, (round + 1) * 100, "round {round}");
+    }
+    drop(sub);
+    assert!(stream.next().await.is_none());
+    assert_eq!(read, (0..300).collect::<Vec<u64>>());
+    producer.close().await;
+}

@@ -341,6 +341,10 @@ impl SubscriptionShared {
 #[derive(Debug)]
 pub struct ReportStream {
     shared: Arc<SubscriptionShared>,
+    /// The chunk being read, out of `local`: `poll_next` reaches its next
+    /// entry without the deque's index arithmetic.
+    current: Option<ReportChunk>,
+    /// Chunks taken from the shared queue, not read yet.
     local: VecDeque<ReportChunk>,
 }
 
@@ -356,6 +360,7 @@ impl ReportStream {
     pub(crate) fn new(shared: Arc<SubscriptionShared>) -> Self {
         ReportStream {
             shared,
+            current: None,
             local: VecDeque::new(),
         }
     }
@@ -397,6 +402,30 @@ impl ReportStream {
     }
 }
 
+impl ReportStream {
+    /// The next report taken from the shared queue and not read yet.
+    #[inline(always)]
+    fn next_local(&mut self) -> Option<DeliveryReport> {
+        if let Some(r) = self.current.as_mut().and_then(ReportChunk::next_report) {
+            return Some(r);
+        }
+        self.next_chunk()
+    }
+
+    /// `current` has run out: the next chunk of `local` becomes current
+    /// (the one run out is dropped, its entries recycled).
+    #[inline(never)]
+    fn next_chunk(&mut self) -> Option<DeliveryReport> {
+        while let Some(c) = self.local.pop_front() {
+            if let Some(r) = self.current.insert(c).next_report() {
+                return Some(r);
+            }
+        }
+        self.current = None;
+        None
+    }
+}
+
 /// The next report in `chunks`, dropping chunks as they run out.
 #[inline(always)]
 fn next_of(chunks: &mut VecDeque<ReportChunk>) -> Option<DeliveryReport> {
@@ -422,6 +451,12 @@ impl ReportStream {
 
     /// The polling form of [`next_batch`](Self::next_batch).
     pub fn poll_next_batch(&mut self, cx: &mut Context<'_>) -> Poll<Option<ReportBatch>> {
+        // A chunk `poll_next` was reading goes first.
+        if let Some(c) = self.current.take() {
+            if c.len() > 0 {
+                self.local.push_front(c);
+            }
+        }
         match self.poll_filled(cx) {
             Poll::Ready(true) => Poll::Ready(Some(ReportBatch {
                 chunks: std::mem::take(&mut self.local),
@@ -464,7 +499,7 @@ impl Stream for ReportStream {
     // frame. Refilling, once per batch of reports, is not.
     #[inline]
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
-        if let Some(r) = next_of(&mut self.local) {
+        if let Some(r) = self.next_local() {
             return Poll::Ready(Some(r));
         }
         self.poll_refilled(cx)
@@ -476,7 +511,7 @@ impl ReportStream {
     #[inline(never)]
     fn poll_refilled(&mut self, cx: &mut Context<'_>) -> Poll<Option<DeliveryReport>> {
         match self.poll_filled(cx) {
-            Poll::Ready(true) => Poll::Ready(next_of(&mut self.local)),
+            Poll::Ready(true) => Poll::Ready(self.next_local()),
             Poll::Ready(false) => Poll::Ready(None),
             Poll::Pending => Poll::Pending,
         }
