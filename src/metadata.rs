@@ -1,7 +1,9 @@
 //! The producer's view of the cluster: brokers, topics, partition counts and
 //! leaders. The partitioner actor builds a new [`MetadataSnapshot`] from each
 //! Metadata response and publishes it; producer handles read the current one
-//! without locks (arc-swap), once per produce call.
+//! without waiting on a lock (arc-swap), once per produce call; a
+//! `Subscriber` through its own cache of the snapshot it last saw
+//! (`engine::enqueue::SnapshotCache`).
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -85,9 +87,9 @@ pub struct MetadataSnapshot {
     /// Broker id to `host:port`.
     pub brokers: HashMap<i32, String>,
     /// Topics we have asked about and that exist.
-    /// Each topic's entry is shared (`Arc`) with the snapshots before and
-    /// after it that hold the same, and with the produce handles'
-    /// snapshot caches.
+    /// Each topic's entry is shared (`Arc`) with the next snapshot when
+    /// its Metadata response does not list the topic, and with the
+    /// produce handles' snapshot caches.
     pub topics: HashMap<Topic, std::sync::Arc<TopicMetadata>, crate::record::TopicHasher>,
     /// Topics the cluster said do not exist, with the error code.
     pub missing: HashMap<Topic, i16>,

@@ -962,3 +962,63 @@ async fn a_stream_read_by_report_and_by_batch_in_turn_gives_each_report_once_in_
     assert_eq!(read, (0..300).collect::<Vec<u64>>());
     producer.close().await;
 }
+
+/// One `Subscriber` shared by several threads at once (in an `Arc`): a
+/// call that finds the handle's metadata view in use reads the shared
+/// metadata instead. Every record gets one report, delivered where it
+/// named; after the topic grows, records to the new partition are taken
+/// from every thread.
+#[test]
+fn a_subscriber_shared_by_threads_reports_every_record_once() {
+    const THREADS: u64 = 4;
+    const EACH: u64 = 2_000;
+    let broker = MockBroker::new().topic("t", 3);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let producer = runtime.block_on(async { broker.build(Producer::builder()).unwrap() });
+    let (sub, mut stream) = producer.subscribe(ReportMode::All);
+    let sub = std::sync::Arc::new(sub);
+    let produce_all = |first: u64, partitions: i32| {
+        let threads: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let sub = sub.clone();
+                std::thread::spawn(move || {
+                    for i in 0..EACH {
+                        let n = first + t * EACH + i;
+                        let r = Record::to("t")
+                            .partition((n % partitions as u64) as i32)
+                            .value(format!("{n}"))
+                            .opaque(n);
+                        futures::executor::block_on(sub.produce(r)).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+    };
+    produce_all(0, 3);
+    broker.create_topic("t", 6);
+    produce_all(THREADS * EACH, 6);
+    drop(sub);
+    let total = 2 * THREADS * EACH;
+    let mut seen = HashSet::new();
+    runtime.block_on(async {
+        while let Some(r) = stream.next().await {
+            let DeliveryReport::Delivered(d) = r else {
+                panic!("failed: {r:?}");
+            };
+            let partitions = if d.opaque < THREADS * EACH { 3 } else { 6 };
+            assert_eq!(
+                d.partition as u64,
+                d.opaque % partitions,
+                "record {}",
+                d.opaque
+            );
+            assert!(seen.insert(d.opaque), "record {} reported twice", d.opaque);
+        }
+    });
+    assert_eq!(seen.len() as u64, total, "one report per record");
+    assert_eq!(broker.history().len() as u64, total);
+    runtime.block_on(producer.close());
+}

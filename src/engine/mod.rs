@@ -6,7 +6,7 @@
 //!  Producer::send / produce / Subscriber::produce          Produce{record, reply_to}
 //!        │  (no actor hop)                                      │ (actor message)
 //!        ▼                                                      ▼
-//!  Engine::enqueue_now ── metadata (handle's SnapshotCache | arc-swap) ── place ── Accumulator::append
+//!  Engine::enqueue_now / enqueue_cached ── metadata (arc-swap | a Subscriber's SnapshotCache) ── place ── Accumulator::append
 //!        │ one wake per new batch (ActorTree::wake)              │
 //!        ▼                                                       ▼
 //!  BrokerConnection (leader) ── drain: batches → Produce request ── socket

@@ -21,6 +21,14 @@ use crate::report::ReportMode;
 pub const DEFAULT_REPORT_MEMORY: usize = 16 << 20;
 
 /// Produces into one subscription. Clone it to share the subscription.
+///
+/// Each handle (each clone) keeps its own view of the cluster's metadata,
+/// so that its produce calls find a topic's partitions without a shared
+/// load: it holds the metadata it last produced with until its next
+/// produce call or its drop (an idle handle keeps at most one superseded
+/// copy alive). A handle shared by several threads at once (in an `Arc`)
+/// works, each call that finds the view in use reading the shared
+/// metadata instead; a clone per task or thread is cheaper.
 #[derive(Debug)]
 pub struct Subscriber {
     producer: Producer,
