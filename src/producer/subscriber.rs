@@ -144,7 +144,11 @@ impl Subscriber {
         use tokio::sync::TryAcquireError;
         let weight = self.shared.weigh.of(&record);
         match self.shared.outstanding.try_acquire_many(weight as u32) {
-            Ok(p) => p.forget(),
+            // Kept taken: `Permits` below gives them back if the record is
+            // not accepted. (`mem::forget` skips the permit's drop, which
+            // would give them back, as its `forget` does, without the
+            // call into tokio that cannot be inlined.)
+            Ok(p) => std::mem::forget(p),
             Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
             Err(TryAcquireError::NoPermits) => {
                 return Err(Box::pin(async move {
