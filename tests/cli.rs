@@ -225,6 +225,71 @@ fn produce_takes_lines_that_are_not_utf8() {
     assert_eq!(got, want);
 }
 
+/// `courier produce` reads every line whole, whether it sits in the input
+/// buffer (64 KiB) or runs past its end: lines of 1 byte to 150 KB,
+/// keyed and not, an empty one, and a last line with no '\n'. Each value
+/// (and key) is in the log as the line had it.
+#[test]
+fn produce_reads_lines_of_any_length_whole() {
+    let broker = Tansu::start();
+    let b = broker.bootstrap();
+    let out = courier(
+        &["topic", "create", "-b", &b, "lines", "--partitions", "1"],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let long: Vec<u8> = (0..150_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let mut values: Vec<Vec<u8>> = vec![b"x".to_vec(), b"k|short".to_vec(), Vec::new()];
+    values.push(long.clone());
+    values.push([b"key|".as_slice(), &long[..70_000]].concat());
+    values.push(b"after the long ones".to_vec());
+    values.push(b"no newline at the end".to_vec());
+    let input = values.join(&b'\n');
+    assert_eq!(input.last(), Some(&b'd'), "the last line has no newline");
+    let out = courier(&["produce", "-b", &b, "-t", "lines", "-k", "|"], &input);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        values.len(),
+        "one report per line"
+    );
+    let got: Vec<(Option<Vec<u8>>, Vec<u8>)> = read_back(
+        &b,
+        "lines",
+        1,
+        values.len(),
+        std::time::Duration::from_secs(30),
+    )
+    .into_iter()
+    .map(|r| (r.key, r.value.unwrap_or_default()))
+    .collect();
+    let want: Vec<(Option<Vec<u8>>, Vec<u8>)> = values
+        .iter()
+        .map(|line| match line.iter().position(|&c| c == b'|') {
+            Some(at) => (Some(line[..at].to_vec()), line[at + 1..].to_vec()),
+            None => (None, line.clone()),
+        })
+        .collect();
+    assert_eq!(got.len(), want.len());
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert!(
+            g == w,
+            "line {i}: key {:?}, {} bytes read back",
+            g.0,
+            g.1.len()
+        );
+    }
+}
+
 /// The clap front end: help on every subcommand (exit 0, examples shown),
 /// `--version`, shell completions, usage errors that name the flag (exit
 /// 2), "did you mean" for a mistyped property, and librdkafka spellings.
