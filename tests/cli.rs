@@ -37,13 +37,19 @@ fn courier(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
     out
 }
 
-#[test]
-fn topic_produce_and_perf() {
-    let broker = Tansu::start();
-    let b = broker.bootstrap();
-
+/// Creates `topic` with `partitions` partitions through `courier topic
+/// create`, which must succeed.
+fn create_topic(bootstrap: &str, topic: &str, partitions: u32) {
     let out = courier(
-        &["topic", "create", "-b", &b, "cli", "--partitions", "3"],
+        &[
+            "topic",
+            "create",
+            "-b",
+            bootstrap,
+            topic,
+            "--partitions",
+            &partitions.to_string(),
+        ],
         "",
     );
     assert!(
@@ -51,6 +57,14 @@ fn topic_produce_and_perf() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn topic_produce_and_perf() {
+    let broker = Tansu::start();
+    let b = broker.bootstrap();
+
+    create_topic(&b, "cli", 3);
     let out = courier(&["topic", "list", "-b", &b], "");
     assert!(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -187,15 +201,7 @@ fn topic_produce_and_perf() {
 fn produce_takes_lines_that_are_not_utf8() {
     let broker = Tansu::start();
     let b = broker.bootstrap();
-    let out = courier(
-        &["topic", "create", "-b", &b, "bytes", "--partitions", "1"],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topic(&b, "bytes", 1);
     let input: &[u8] = b"k1|first\n\xff\xfe|not utf-8 \xc3\x28\nk3|last\n";
     let out = courier(&["produce", "-b", &b, "-t", "bytes", "-k", "|"], input);
     assert_eq!(
@@ -233,15 +239,7 @@ fn produce_takes_lines_that_are_not_utf8() {
 fn produce_reads_lines_of_any_length_whole() {
     let broker = Tansu::start();
     let b = broker.bootstrap();
-    let out = courier(
-        &["topic", "create", "-b", &b, "lines", "--partitions", "1"],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topic(&b, "lines", 1);
     let long: Vec<u8> = (0..150_000u32).map(|i| b'a' + (i % 26) as u8).collect();
     let mut values: Vec<Vec<u8>> = vec![b"x".to_vec(), b"k|short".to_vec(), Vec::new()];
     values.push(long.clone());
@@ -403,15 +401,7 @@ fn help_version_completions_and_usage_errors() {
 fn partition_headers_properties_file_and_logs_on_stderr() {
     let broker = Tansu::start();
     let b = broker.bootstrap();
-    let out = courier(
-        &["topic", "create", "-b", &b, "kcat", "--partitions", "3"],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    create_topic(&b, "kcat", 3);
     let file = std::env::temp_dir().join(format!("courier-cli-{}.properties", std::process::id()));
     std::fs::write(
         &file,
