@@ -14,6 +14,8 @@
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --only "linger 5 ms:" --latency-rate 800000 \
 //!     --latency-clients courier-stream,rdkafka-base --out equal-rate
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --defaults --only baseline --clients courier-stream,wire-ceiling
+//!                                                    # some of a workload's clients
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
 //!
@@ -33,6 +35,12 @@
 //! Every client's delivered count comes from its success reports; the first
 //! run of each client is read back with the rdkafka consumer and a client
 //! that lost records is flagged, not just timed.
+//!
+//! In `--defaults` runs `wire-ceiling` stands beside the clients: not a
+//! client, but the most one connection to the broker moves (requests
+//! encoded beforehand, then written back to back, 5 unanswered at most),
+//! the bound of every client here, each of which sends a broker its
+//! requests on one connection.
 //!
 //! Latency runs are open loop: each client produces at a fixed rate, half
 //! of its own median throughput in the `linger.ms=5` workload, and a
@@ -77,6 +85,7 @@ const DEFAULTS_CLIENTS: &[&str] = &[
     "courier-cli-produce",
     "rdkafka-base",
     "java-perf",
+    "wire-ceiling",
 ];
 
 /// In a child: whether its workload runs each client at its defaults
@@ -140,8 +149,10 @@ impl Workload {
             .iter()
             .copied()
             .filter(|c| {
-                !matches!(*c, "courier-cli" | "courier-cli-produce" | "java-perf")
-                    || (self.keys == Keys::None && self.on != On::KafkaTls)
+                !matches!(
+                    *c,
+                    "courier-cli" | "courier-cli-produce" | "java-perf" | "wire-ceiling"
+                ) || (self.keys == Keys::None && self.on != On::KafkaTls)
             })
             .collect()
     }
@@ -321,6 +332,18 @@ fn main() {
         {
             continue;
         }
+        // `--clients a,b`: only those of the workload's clients.
+        let picked = value("--clients");
+        let clients = |w: &Workload| -> Vec<&'static str> {
+            w.clients()
+                .into_iter()
+                .filter(|c| {
+                    picked
+                        .as_ref()
+                        .is_none_or(|p| p.split(',').any(|p| p == *c))
+                })
+                .collect()
+        };
         eprintln!("== {}", w.name);
         let target = Target::start(w.on);
         let mut samples: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
@@ -331,7 +354,7 @@ fn main() {
         let warm_up = usize::from(w.on != On::Tansu && !smoke);
         for round in 0..runs + warm_up {
             let run = round.wrapping_sub(warm_up);
-            for client in w.clients() {
+            for client in clients(w) {
                 let topic = format!("bench-{wi}-{client}-{round}");
                 target.create_topic(&topic, w.partitions);
                 let broker_cpu_before = target.cpu();
@@ -365,7 +388,7 @@ fn main() {
                 samples.entry(client).or_default().push(s);
             }
         }
-        for client in w.clients() {
+        for client in clients(w) {
             let stats = Stats::of(&samples[client], w.records);
             table.push((w.name.clone(), client.to_string(), stats));
         }
@@ -570,7 +593,11 @@ fn write_results(
          `courier-send` keeps one `send().await` future per record; `rdkafka-base` is a `BaseProducer` with a counting delivery callback, \
          polled; `rdkafka-future` keeps one `FutureProducer::send` future per record; \
          in the `kafka txn` workloads, `courier-txn` (a subscription, every report read) and `rdkafka-txn` (a `BaseProducer`, counting callback) \
-         each commit a transaction every N records (the commit flushes and waits for the coordinator).\n",
+         each commit a transaction every N records (the commit flushes and waits for the coordinator). \
+         `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the bound of any client that, \
+         as all of these do, sends a broker its requests on one connection: every Produce request is encoded before its clock starts \
+         (each partition's batch an equal share of 1 MiB, no producer id, so the broker checks no sequence), then written \
+         with up to 5 unanswered; its CPU is mostly that encoding, its RSS the encoded records.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         cpu_model()
     ));
@@ -805,6 +832,7 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
     cmd.env("BENCH_SETTINGS", settings.join("\n"))
         .env("BENCH_TXN", w.txn.to_string())
         .env("BENCH_DEFAULTS", if w.defaults { "1" } else { "0" })
+        .env("BENCH_PARTITIONS", w.partitions.to_string())
         .args(["--child", client, &target.connect, topic])
         .args([
             w.records.to_string(),
@@ -942,6 +970,7 @@ fn child(args: &[String]) {
         (c, false) if c.starts_with("courier") => rt.block_on(courier_client(&job)),
         (c, true) if c.starts_with("courier") => rt.block_on(courier_open_loop(&job)),
         ("rdkafka-base", false) => rdkafka_base(&job),
+        ("wire-ceiling", false) => wire_ceiling(&job),
         ("rdkafka-txn", false) => rdkafka_txn(&job),
         ("rdkafka-base", true) => rdkafka_base_open_loop(&job),
         ("rdkafka-future", false) => rt.block_on(rdkafka_future(&job)),
@@ -1465,6 +1494,156 @@ fn rdkafka_base(job: &Job) -> Outcome {
     Outcome {
         wall: start.elapsed().as_secs_f64(),
         delivered: p.context().ok.load(std::sync::atomic::Ordering::Relaxed),
+        latencies: Vec::new(),
+    }
+}
+
+/// Records per Produce request in `wire_ceiling`'s requests: each
+/// partition's batch takes an equal share of 1 MiB, Courier's (and the Java
+/// client's) default `max.request.size`.
+fn ceiling_batch_records(size: usize, partitions: i32) -> usize {
+    // A probe's other request size: `BENCH_CEILING_REQUEST_BYTES`.
+    let request = std::env::var("BENCH_CEILING_REQUEST_BYTES")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1 << 20);
+    let share = request / partitions.max(1) as usize;
+    let mut probe =
+        courier::protocol::record_batch::BatchBuilder::new(share, courier::Compression::None);
+    let payload = vec![b'x'; size];
+    while probe.try_append(0, None, Some(&payload), &[]).is_ok() {}
+    probe.record_count() as usize
+}
+
+/// Not a client: the most one connection to the broker moves, the bound of
+/// any client that sends a broker's requests on one connection, as Courier,
+/// librdkafka and the Java client do. Every Produce request is encoded
+/// before the clock starts (keyless records of `job.size` bytes, each
+/// partition's batch an equal share of 1 MiB, no producer id: the broker
+/// checks no sequence), then written back to back with up to 5 unanswered
+/// (`max.in.flight.requests.per.connection`'s default), each answer
+/// checked for errors. Plaintext, one broker (the bench's own): the
+/// bootstrap address is the leader of every partition.
+fn wire_ceiling(job: &Job) -> Outcome {
+    use courier::protocol::message::{decode_response, encode_request};
+    use courier::protocol::messages::{ApiVersionsRequest, ProduceRequest};
+    use courier::protocol::produce::{
+        encode, PartitionData, ProduceFrame, ProduceHeader, TopicData,
+    };
+    use courier::protocol::record_batch::{BatchBuilder, ProducerStamp};
+    use std::io::{Read, Write as _};
+
+    fn read_frame(conn: &mut std::net::TcpStream) -> bytes::Bytes {
+        let mut len = [0u8; 4];
+        conn.read_exact(&mut len).unwrap();
+        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        conn.read_exact(&mut body).unwrap();
+        body.into()
+    }
+    assert!(job.settings.is_empty(), "wire-ceiling is plaintext only");
+    assert!(
+        job.keys == Keys::None,
+        "wire-ceiling writes keyless records"
+    );
+    let mut conn = std::net::TcpStream::connect(&job.addr).unwrap();
+    conn.set_nodelay(true).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    encode_request(&mut buf, 0, None, 0, &ApiVersionsRequest::default()).unwrap();
+    conn.write_all(&buf).unwrap();
+    let (_, versions) = decode_response::<ApiVersionsRequest>(read_frame(&mut conn), 0).unwrap();
+    let version = courier::protocol::versions::negotiate(&versions)
+        .unwrap()
+        .produce;
+    let partitions: i32 = std::env::var("BENCH_PARTITIONS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .expect("BENCH_PARTITIONS");
+    let acks: i16 = match job.acks.as_str() {
+        "all" | "-1" => -1,
+        a => a.parse().unwrap(),
+    };
+    assert_eq!(
+        job.compression, "none",
+        "wire-ceiling writes uncompressed batches"
+    );
+    let payload = vec![b'x'; job.size];
+    let per_batch = ceiling_batch_records(job.size, partitions);
+    let batch = |records: usize| {
+        let mut b = BatchBuilder::new(usize::MAX, courier::Compression::None);
+        for _ in 0..records {
+            b.try_append(0, None, Some(&payload), &[]).unwrap();
+        }
+        b.finish(ProducerStamp {
+            producer_id: -1,
+            producer_epoch: -1,
+            base_sequence: -1,
+            transactional: false,
+        })
+        .unwrap()
+        .bytes()
+        .clone()
+    };
+    // Each request: a batch per partition, records dealt out in order.
+    let mut requests: Vec<(ProduceFrame, usize)> = Vec::new();
+    let mut left = job.n;
+    while left > 0 {
+        let mut batches = Vec::new();
+        for p in 0..partitions {
+            let take = per_batch.min(left);
+            if take == 0 {
+                break;
+            }
+            batches.push((p, batch(take), take));
+            left -= take;
+        }
+        let topics = [TopicData {
+            name: &job.topic,
+            partitions: batches
+                .iter()
+                .map(|(p, records, _)| PartitionData {
+                    partition: *p,
+                    records,
+                })
+                .collect(),
+        }];
+        let header = ProduceHeader {
+            version,
+            correlation_id: requests.len() as i32 + 1,
+            client_id: Some("wire-ceiling"),
+            acks,
+            timeout_ms: 30_000,
+            transactional_id: None,
+        };
+        let frame = encode(&header, &topics).unwrap();
+        requests.push((frame, batches.iter().map(|b| b.2).sum()));
+    }
+    let start = Instant::now();
+    let (mut sent, mut answered, mut delivered) = (0, 0, 0);
+    while answered < requests.len() {
+        while sent < requests.len() && sent - answered < 5 {
+            for part in &requests[sent].0.parts {
+                conn.write_all(part).unwrap();
+            }
+            sent += 1;
+        }
+        let (correlation, resp) =
+            decode_response::<ProduceRequest>(read_frame(&mut conn), version).unwrap();
+        assert_eq!(correlation, answered as i32 + 1, "answers come in order");
+        for t in &resp.responses {
+            for p in &t.partition_responses {
+                assert_eq!(
+                    p.error_code, 0,
+                    "partition {}: error {}",
+                    p.index, p.error_code
+                );
+            }
+        }
+        delivered += requests[answered].1;
+        answered += 1;
+    }
+    Outcome {
+        wall: start.elapsed().as_secs_f64(),
+        delivered,
         latencies: Vec::new(),
     }
 }
