@@ -37,10 +37,11 @@
 //! that lost records is flagged, not just timed.
 //!
 //! In `--defaults` runs `wire-ceiling` stands beside the clients: not a
-//! client, but the most one connection to the broker moves (requests
-//! encoded beforehand, then written back to back, 5 unanswered at most),
-//! the bound of every client here, each of which sends a broker its
-//! requests on one connection.
+//! client, but the most one connection to the broker moves with 1 MiB
+//! requests (encoded beforehand, then written back to back, 5 unanswered
+//! at most). Its median bounds the medians of the clients here, each of
+//! which sends a broker its requests on one connection; single runs spread
+//! past one another.
 //!
 //! Latency runs are open loop: each client produces at a fixed rate, half
 //! of its own median throughput in the `linger.ms=5` workload, and a
@@ -154,6 +155,8 @@ impl Workload {
                     "courier-cli" | "courier-cli-produce" | "java-perf" | "wire-ceiling"
                 ) || (self.keys == Keys::None && self.on != On::KafkaTls)
             })
+            // The ceiling writes uncompressed batches.
+            .filter(|c| *c != "wire-ceiling" || self.compression == "none")
             .collect()
     }
 }
@@ -334,6 +337,11 @@ fn main() {
         }
         // `--clients a,b`: only those of the workload's clients.
         let picked = value("--clients");
+        for name in picked.iter().flat_map(|p| p.split(',')) {
+            if !w.clients().contains(&name) {
+                eprintln!("--clients: {name} is not a client of this workload");
+            }
+        }
         let clients = |w: &Workload| -> Vec<&'static str> {
             w.clients()
                 .into_iter()
@@ -594,8 +602,8 @@ fn write_results(
          polled; `rdkafka-future` keeps one `FutureProducer::send` future per record; \
          in the `kafka txn` workloads, `courier-txn` (a subscription, every report read) and `rdkafka-txn` (a `BaseProducer`, counting callback) \
          each commit a transaction every N records (the commit flushes and waits for the coordinator). \
-         `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the bound of any client that, \
-         as all of these do, sends a broker its requests on one connection: every Produce request is encoded before its clock starts \
+         `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the most one connection moves \
+         (its median bounds the medians of these clients, each of which sends a broker its requests on one connection): every Produce request is encoded before its clock starts \
          (each partition's batch an equal share of 1 MiB, no producer id, so the broker checks no sequence), then written \
          with up to 5 unanswered; its CPU is mostly that encoding, its RSS the encoded records.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -1536,7 +1544,9 @@ fn wire_ceiling(job: &Job) -> Outcome {
     fn read_frame(conn: &mut std::net::TcpStream) -> bytes::Bytes {
         let mut len = [0u8; 4];
         conn.read_exact(&mut len).unwrap();
-        let mut body = vec![0u8; i32::from_be_bytes(len) as usize];
+        let len = u32::from_be_bytes(len) as usize;
+        assert!(len <= 64 << 20, "a {len}-byte answer frame");
+        let mut body = vec![0u8; len];
         conn.read_exact(&mut body).unwrap();
         body.into()
     }
@@ -1562,16 +1572,25 @@ fn wire_ceiling(job: &Job) -> Outcome {
         "all" | "-1" => -1,
         a => a.parse().unwrap(),
     };
+    // With acks=0 the broker answers nothing: there would be nothing to count.
+    assert!(acks != 0, "wire-ceiling needs acks 1 or all");
     assert_eq!(
         job.compression, "none",
         "wire-ceiling writes uncompressed batches"
     );
     let payload = vec![b'x'; job.size];
     let per_batch = ceiling_batch_records(job.size, partitions);
+    // CreateTime now, as a client's records carry: a timestamp of 0 would
+    // be past Kafka's time-based retention, which may delete the segment
+    // before the log is read back.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let batch = |records: usize| {
         let mut b = BatchBuilder::new(usize::MAX, courier::Compression::None);
         for _ in 0..records {
-            b.try_append(0, None, Some(&payload), &[]).unwrap();
+            b.try_append(now_ms, None, Some(&payload), &[]).unwrap();
         }
         b.finish(ProducerStamp {
             producer_id: -1,
@@ -1583,8 +1602,10 @@ fn wire_ceiling(job: &Job) -> Outcome {
         .bytes()
         .clone()
     };
-    // Each request: a batch per partition, records dealt out in order.
-    let mut requests: Vec<(ProduceFrame, usize)> = Vec::new();
+    // Each request: a batch per partition, records dealt out in order;
+    // its frame in one buffer (one write, as Courier's one `writev`), its
+    // record count, its partition count.
+    let mut requests: Vec<(Vec<u8>, usize, usize)> = Vec::new();
     let mut left = job.n;
     while left > 0 {
         let mut batches = Vec::new();
@@ -1614,21 +1635,32 @@ fn wire_ceiling(job: &Job) -> Outcome {
             timeout_ms: 30_000,
             transactional_id: None,
         };
-        let frame = encode(&header, &topics).unwrap();
-        requests.push((frame, batches.iter().map(|b| b.2).sum()));
+        let frame: ProduceFrame = encode(&header, &topics).unwrap();
+        requests.push((
+            frame.parts.concat(),
+            batches.iter().map(|b| b.2).sum(),
+            batches.len(),
+        ));
     }
     let start = Instant::now();
     let (mut sent, mut answered, mut delivered) = (0, 0, 0);
     while answered < requests.len() {
         while sent < requests.len() && sent - answered < 5 {
-            for part in &requests[sent].0.parts {
-                conn.write_all(part).unwrap();
-            }
+            conn.write_all(&requests[sent].0).unwrap();
             sent += 1;
         }
         let (correlation, resp) =
             decode_response::<ProduceRequest>(read_frame(&mut conn), version).unwrap();
         assert_eq!(correlation, answered as i32 + 1, "answers come in order");
+        let answered_partitions: usize = resp
+            .responses
+            .iter()
+            .map(|t| t.partition_responses.len())
+            .sum();
+        assert_eq!(
+            answered_partitions, requests[answered].2,
+            "an answer for every partition sent"
+        );
         for t in &resp.responses {
             for p in &t.partition_responses {
                 assert_eq!(
