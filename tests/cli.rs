@@ -194,6 +194,23 @@ fn topic_produce_and_perf() {
     assert!(json.contains("\"p99\""), "{json}");
 }
 
+/// `courier produce -k '|'` of `input` to `topic`: exits 0 and prints one
+/// report line per input line (`lines` of them).
+fn produce_keyed_lines(bootstrap: &str, topic: &str, input: &[u8], lines: usize) {
+    let out = courier(&["produce", "-b", bootstrap, "-t", topic, "-k", "|"], input);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        lines,
+        "one report per line"
+    );
+}
+
 /// Input is bytes, as keys and values are: a line that is not UTF-8 is a
 /// record like any other (it used to end the input silently, exit 0, the
 /// rest of stdin dropped).
@@ -203,18 +220,7 @@ fn produce_takes_lines_that_are_not_utf8() {
     let b = broker.bootstrap();
     create_topic(&b, "bytes", 1);
     let input: &[u8] = b"k1|first\n\xff\xfe|not utf-8 \xc3\x28\nk3|last\n";
-    let out = courier(&["produce", "-b", &b, "-t", "bytes", "-k", "|"], input);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        3,
-        "three reports"
-    );
+    produce_keyed_lines(&b, "bytes", input, 3);
     type KeyValue = (Option<Vec<u8>>, Option<Vec<u8>>);
     let got: Vec<KeyValue> = read_back(&b, "bytes", 1, 3, std::time::Duration::from_secs(30))
         .into_iter()
@@ -248,18 +254,7 @@ fn produce_reads_lines_of_any_length_whole() {
     values.push(b"no newline at the end".to_vec());
     let input = values.join(&b'\n');
     assert_eq!(input.last(), Some(&b'd'), "the last line has no newline");
-    let out = courier(&["produce", "-b", &b, "-t", "lines", "-k", "|"], &input);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).lines().count(),
-        values.len(),
-        "one report per line"
-    );
+    produce_keyed_lines(&b, "lines", &input, values.len());
     let got: Vec<(Option<Vec<u8>>, Vec<u8>)> = read_back(
         &b,
         "lines",

@@ -336,20 +336,17 @@ fn main() {
             continue;
         }
         // `--clients a,b`: only those of the workload's clients.
-        let picked = value("--clients");
-        for name in picked.iter().flat_map(|p| p.split(',')) {
-            if !w.clients().contains(&name) {
+        let picked: Option<Vec<String>> =
+            value("--clients").map(|p| p.split(',').map(str::to_string).collect());
+        for name in picked.iter().flatten() {
+            if !w.clients().contains(&name.as_str()) {
                 eprintln!("--clients: {name} is not a client of this workload");
             }
         }
         let clients = |w: &Workload| -> Vec<&'static str> {
             w.clients()
                 .into_iter()
-                .filter(|c| {
-                    picked
-                        .as_ref()
-                        .is_none_or(|p| p.split(',').any(|p| p == *c))
-                })
+                .filter(|c| picked.as_ref().is_none_or(|p| p.iter().any(|p| p == c)))
                 .collect()
         };
         eprintln!("== {}", w.name);
