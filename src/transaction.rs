@@ -158,9 +158,16 @@ struct Inner {
     error: Option<(ErrorKind, String)>,
     /// The transaction coordinator, once found.
     coordinator: Option<i32>,
-    /// EndTxn(commit) has been sent for this transaction: its outcome is
-    /// the coordinator's now, so it may only be committed again (to learn
-    /// it), never aborted (Java refuses COMMITTING → ABORTING too).
+    /// The last transaction that ended: its generation and whether it
+    /// committed. A second commit (or abort) of the same transaction, say
+    /// `close` finishing a commit the application also awaits, learns the
+    /// outcome from here instead of ending it twice.
+    ended: Option<(u64, bool)>,
+    /// `close` has begun: no transaction may start committing any more
+    /// (one already committing is finished by `close`).
+    closing: bool,
+    /// EndTxn(commit) has been sent for this transaction: if its answer
+    /// never comes, its outcome is the coordinator's to decide.
     commit_sent: bool,
     /// A sequence error (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest batch,
     /// UNKNOWN_PRODUCER_ID) lost the broker's sequence state: the abort
@@ -169,8 +176,21 @@ struct Inner {
     bump_on_abort: bool,
 }
 
-/// Hooks told when a transaction ends.
-type EndHooks = Mutex<Vec<Box<dyn Fn(bool, bool) -> bool + Send + Sync>>>;
+/// How a transaction ended, as the hooks are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The coordinator committed it.
+    Committed,
+    /// It was aborted, or is sure to be (the coordinator aborts it at
+    /// `transaction.timeout.ms`).
+    Aborted,
+    /// `close` ran out of time after EndTxn(commit) was sent and before
+    /// its answer: the coordinator decides, and the producer never learns.
+    Unknown,
+}
+
+/// Hooks told when a transaction ends: `(how, everything)`.
+type EndHooks = Mutex<Vec<Box<dyn Fn(Ending, bool) -> bool + Send + Sync>>>;
 
 /// A transactional producer's state (`Engine::txn`).
 pub(crate) struct Transactions {
@@ -215,6 +235,8 @@ impl Transactions {
                 failed_before: 0,
                 error: None,
                 coordinator: None,
+                ended: None,
+                closing: false,
                 commit_sent: false,
                 bump_on_abort: false,
             }),
@@ -314,11 +336,6 @@ impl Transactions {
         i.generation == generation && matches!(i.phase, Phase::Open | Phase::Committing)
     }
 
-    /// EndTxn(commit) is about to be sent.
-    pub fn commit_sent(&self) {
-        lock(&self.inner).commit_sent = true;
-    }
-
     /// The broker lost this producer's sequence state: the transaction can
     /// only be aborted, and the abort bumps the epoch.
     pub fn sequence_lost(&self, kind: ErrorKind, message: String) {
@@ -344,14 +361,19 @@ impl Transactions {
     }
 
     /// Starts a commit: `Open` → `Committing` (closing the gate), or
-    /// resumes one that timed out.
-    pub fn start_commit(&self) -> Result<(), TransactionError> {
+    /// resumes one that timed out. Returns the transaction's generation.
+    /// Once `close` has begun, only a commit already under way may go on
+    /// (`close` aborts an open transaction, as the Java client does).
+    pub fn start_commit(&self) -> Result<u64, TransactionError> {
         let mut i = lock(&self.inner);
         match i.phase {
+            Phase::Open if i.closing => Err(TransactionError::State(
+                "the producer is closing, which aborts the open transaction".into(),
+            )),
             Phase::Open | Phase::Committing => {
                 i.phase = Phase::Committing;
                 self.gate.store(false, std::sync::atomic::Ordering::Release);
-                Ok(())
+                Ok(i.generation)
             }
             Phase::Idle => Err(TransactionError::State(
                 "no transaction is open: call begin_transaction first".into(),
@@ -367,10 +389,19 @@ impl Transactions {
     /// After the commit's flush: whether the transaction may be committed
     /// (`failed_now`: the producer's failed-record count). If a record
     /// failed, or a step was refused, it becomes `Abortable`.
-    pub fn check_commit(&self, failed_now: u64) -> Result<Option<(i64, i16)>, TransactionError> {
+    /// Transaction `generation` only: a commit racing another one that
+    /// ended it leaves the answer to `end`.
+    pub fn check_commit(
+        &self,
+        generation: u64,
+        failed_now: u64,
+    ) -> Result<Option<(i64, i16)>, TransactionError> {
         let mut i = lock(&self.inner);
         if i.phase == Phase::Fatal {
             return Err(fatal_error(&i));
+        }
+        if i.generation != generation || i.phase != Phase::Committing {
+            return Ok(None);
         }
         let failed = failed_now.saturating_sub(i.failed_before);
         if failed > 0 && i.error.is_none() {
@@ -386,18 +417,23 @@ impl Transactions {
         Ok(i.started_under)
     }
 
-    /// Starts an abort (closing the gate): from `Open`, `Abortable` or
-    /// `Committing`, or resumes one that timed out.
-    pub fn start_abort(&self) -> Result<(), TransactionError> {
+    /// Starts an abort (closing the gate): from `Open` or `Abortable`, or
+    /// resumes one that timed out. Returns the transaction's generation.
+    /// A transaction being committed cannot be aborted (Java refuses
+    /// COMMITTING → ABORTING too): its commit may already be the
+    /// coordinator's to decide, and two EndTxn of opposite outcomes would
+    /// race. A commit that found a failed record has made it `Abortable`.
+    pub fn start_abort(&self) -> Result<u64, TransactionError> {
         let mut i = lock(&self.inner);
         match i.phase {
-            Phase::Committing if i.commit_sent => Err(TransactionError::State(
-                "the commit was sent to the coordinator, which decides its outcome now: call commit_transaction again to learn it".into(),
+            Phase::Committing => Err(TransactionError::State(
+                "the transaction is being committed: call commit_transaction (again) to finish it"
+                    .into(),
             )),
-            Phase::Open | Phase::Abortable | Phase::Committing | Phase::Aborting => {
+            Phase::Open | Phase::Abortable | Phase::Aborting => {
                 i.phase = Phase::Aborting;
                 self.gate.store(false, std::sync::atomic::Ordering::Release);
-                Ok(())
+                Ok(i.generation)
             }
             Phase::Idle => Err(TransactionError::State(
                 "no transaction is open: call begin_transaction first".into(),
@@ -413,25 +449,78 @@ impl Transactions {
     }
 
     /// Calls `hook` at the end of every transaction (see `announce`).
-    pub fn on_end(&self, hook: Box<dyn Fn(bool, bool) -> bool + Send + Sync>) {
+    pub fn on_end(&self, hook: Box<dyn Fn(Ending, bool) -> bool + Send + Sync>) {
         lock(&self.hooks).push(hook);
     }
 
     /// Tells the hooks a transaction ended (before `finished`, so that no
     /// record of the next one exists yet): committed or not, and whether
     /// this covers everything from now on (fenced).
-    pub fn announce(&self, committed: bool, everything: bool) {
-        lock(&self.hooks).retain(|h| h(committed, everything));
+    pub fn announce(&self, how: Ending, everything: bool) {
+        lock(&self.hooks).retain(|h| h(how, everything));
     }
 
-    /// The transaction ended (committed or aborted): `Idle`.
-    pub fn finished(&self) {
+    /// How transaction `generation` ended, if it has: `Some(committed)`.
+    /// Read under `ops` before an EndTxn, so that a transaction is ended
+    /// once however many calls try.
+    pub fn ended(&self, generation: u64) -> Option<bool> {
+        match lock(&self.inner).ended {
+            Some((g, committed)) if g == generation => Some(committed),
+            _ => None,
+        }
+    }
+
+    /// Transaction `generation` ended (committed or aborted): the hooks are
+    /// told (before the phase leaves it, so that no record of the next one
+    /// exists yet), then `Idle`. Called under `ops`, once per transaction.
+    pub fn finish(&self, generation: u64, committed: bool) {
+        {
+            let mut i = lock(&self.inner);
+            if i.generation != generation || i.ended.is_some_and(|(g, _)| g == generation) {
+                return;
+            }
+            i.ended = Some((generation, committed));
+        }
+        let how = if committed {
+            Ending::Committed
+        } else {
+            Ending::Aborted
+        };
+        self.announce(how, false);
         let mut i = lock(&self.inner);
         if i.phase != Phase::Fatal {
             i.phase = Phase::Idle;
             i.wanted.clear();
             i.started_under = None;
             i.error = None;
+        }
+    }
+
+    /// `close` begins: from now on no open transaction may start
+    /// committing. Returns the phase of the transaction under way, if any:
+    /// one `Committing` is finished by `close`; any other is sure to be
+    /// aborted.
+    pub fn closing(&self) -> Option<Phase> {
+        let mut i = lock(&self.inner);
+        i.closing = true;
+        (!matches!(i.phase, Phase::Idle | Phase::Fatal)).then_some(i.phase)
+    }
+
+    /// EndTxn(commit) is about to be sent.
+    pub fn commit_sent(&self) {
+        lock(&self.inner).commit_sent = true;
+    }
+
+    /// How a transaction that `close` could not end will end: `None` when
+    /// none is left under way; `Unknown` when its EndTxn(commit) went
+    /// unanswered; else `Aborted` (the coordinator aborts it at
+    /// `transaction.timeout.ms`).
+    pub fn left_at_close(&self) -> Option<Ending> {
+        let i = lock(&self.inner);
+        match i.phase {
+            Phase::Idle | Phase::Fatal => None,
+            Phase::Committing if i.commit_sent => Some(Ending::Unknown),
+            _ => Some(Ending::Aborted),
         }
     }
 
@@ -546,8 +635,8 @@ mod tests {
         assert_eq!(txn.sendable(), Some(1));
         txn.start_commit().unwrap();
         assert!(!txn.gate.load(std::sync::atomic::Ordering::Acquire));
-        assert_eq!(txn.check_commit(0), Ok(None));
-        txn.finished();
+        assert_eq!(txn.check_commit(1, 0), Ok(None));
+        txn.finish(1, true);
         assert_eq!(txn.phase(), Phase::Idle);
         txn.begin(0).unwrap();
         assert_eq!(txn.sendable(), Some(2), "a new generation");
@@ -558,29 +647,89 @@ mod tests {
         let txn = t();
         txn.begin(5).unwrap();
         txn.start_commit().unwrap();
-        let e = txn.check_commit(7).unwrap_err();
+        let e = txn.check_commit(1, 7).unwrap_err();
         assert!(e.is_abortable(), "{e}");
         assert!(e.to_string().contains("2 record(s)"), "{e}");
         assert!(matches!(txn.begin(7), Err(TransactionError::State(_))));
         txn.start_abort().unwrap();
-        txn.finished();
+        txn.finish(1, false);
         txn.begin(7).unwrap();
     }
 
+    /// Java refuses COMMITTING → ABORTING: a commit under way, whether its
+    /// EndTxn went or not, can only be finished (calling commit again), so
+    /// two EndTxn of opposite outcomes never race.
     #[test]
-    fn a_sent_commit_cannot_be_aborted_only_resumed() {
+    fn a_commit_under_way_cannot_be_aborted_only_resumed() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        assert_eq!(txn.start_commit(), Ok(1));
+        let e = txn.start_abort().unwrap_err();
+        assert!(e.to_string().contains("commit_transaction"), "{e}");
+        assert_eq!(txn.phase(), Phase::Committing, "still committing");
+        assert_eq!(txn.start_commit(), Ok(1), "resumed");
+        txn.commit_sent();
+        assert!(txn.start_abort().is_err());
+    }
+
+    /// A transaction ends once: the second `finish` (a commit racing
+    /// `close` finishing the same commit) announces nothing, and `ended`
+    /// tells it how the first ended.
+    #[test]
+    fn a_transaction_ends_once() {
+        let txn = t();
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let t2 = told.clone();
+        txn.on_end(Box::new(move |how, all| {
+            t2.lock().unwrap().push((how, all));
+            true
+        }));
+        txn.begin(0).unwrap();
+        let g = txn.start_commit().unwrap();
+        assert_eq!(txn.ended(g), None);
+        txn.finish(g, true);
+        txn.finish(g, true);
+        txn.finish(g, false);
+        assert_eq!(txn.ended(g), Some(true));
+        assert_eq!(*told.lock().unwrap(), vec![(Ending::Committed, false)]);
+        txn.begin(0).unwrap();
+        assert_eq!(txn.ended(g + 1), None, "a new transaction");
+        txn.finish(g, false);
+        assert_eq!(
+            txn.phase(),
+            Phase::Open,
+            "an old generation's finish is ignored"
+        );
+    }
+
+    /// Once `close` began, an open transaction can no longer start
+    /// committing (close aborts it); one already committing is left to
+    /// finish, and `left_at_close` says what a close that could not finish
+    /// it must announce.
+    #[test]
+    fn close_finishes_a_commit_and_refuses_a_new_one() {
+        let txn = t();
+        txn.begin(0).unwrap();
+        assert_eq!(txn.closing(), Some(Phase::Open));
+        assert!(matches!(
+            txn.start_commit(),
+            Err(TransactionError::State(_))
+        ));
+        assert_eq!(txn.left_at_close(), Some(Ending::Aborted));
         let txn = t();
         txn.begin(0).unwrap();
         txn.start_commit().unwrap();
-        // Timed out before EndTxn went: abort is still possible.
-        txn.start_abort().unwrap();
-        txn.finished();
-        txn.begin(0).unwrap();
-        txn.start_commit().unwrap();
+        assert_eq!(txn.closing(), Some(Phase::Committing));
+        assert_eq!(txn.start_commit(), Ok(1), "a commit under way goes on");
+        assert_eq!(
+            txn.left_at_close(),
+            Some(Ending::Aborted),
+            "EndTxn not sent"
+        );
         txn.commit_sent();
-        let e = txn.start_abort().unwrap_err();
-        assert!(e.to_string().contains("commit_transaction again"), "{e}");
-        txn.start_commit().unwrap();
+        assert_eq!(txn.left_at_close(), Some(Ending::Unknown));
+        txn.finish(1, true);
+        assert_eq!(txn.left_at_close(), None);
     }
 
     #[test]
@@ -614,7 +763,7 @@ mod tests {
             assert!(e.is_fatal(), "{e}");
             assert!(e.to_string().contains("newer producer"), "{e}");
         }
-        txn.finished();
+        txn.finish(1, false);
         assert_eq!(txn.phase(), Phase::Fatal);
     }
 
@@ -631,7 +780,7 @@ mod tests {
         assert_eq!(txn.started_under(), Some((7, 0)));
         // An answer for an older generation changes nothing.
         txn.start_abort().unwrap();
-        txn.finished();
+        txn.finish(g, false);
         txn.begin(0).unwrap();
         txn.want([p]);
         txn.added(g, &parts, (7, 0));

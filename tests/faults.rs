@@ -1263,3 +1263,97 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
     assert_eq!(d.offset, Some(1), "b was never written");
     p.close().await;
 }
+
+/// `close()` right after a connection actor died with requests in flight.
+/// Only a successor puts a dead actor's in-flight requests back in their
+/// queues, and the supervisor did not restart dead actors once `close` had
+/// begun, so the flush inside `close` waited for those requests forever.
+/// Now dead actors are restarted until the `Shutdown`: `close` ends, and
+/// every record gets one report, delivered and found in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_after_a_connection_actor_died_with_requests_in_flight() {
+    let topic = "close-after-panic";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 3, 1).expect("create topic");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    // Answers 1 s away: the requests are written and stay unanswered.
+    m.broker_round_trip_time(1, Duration::from_secs(1)).unwrap();
+    let (sub, mut stream) = p.subscribe(ReportMode::All);
+    let n = 300;
+    for i in 0..n {
+        let r = Record::to(topic)
+            .opaque(i as u64)
+            .key(format!("key-{}", i % 13))
+            .value(i.to_string());
+        sub.produce(r).await.expect("accepted");
+    }
+    drop(sub);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(p.inject_connection_panic(1), "broker 1 had an actor");
+    // close at once, before the supervisor's next tick.
+    tokio::time::timeout(Duration::from_secs(60), p.close())
+        .await
+        .expect("close ends after a connection actor died");
+    let mut reports = Vec::new();
+    while let Some(r) = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("the stream ends once close returned")
+    {
+        reports.push((Instant::now(), r));
+    }
+    m.broker_round_trip_time(1, Duration::ZERO).unwrap();
+    let failures = check(&m.bootstrap_servers(), topic, n, &reports, BrokerDedup::No);
+    assert!(failures.is_empty(), "{:?}", failures.first());
+    assert!(p.stats().actor_restarts >= 1, "the dead actor was replaced");
+}
+
+/// A retired connection actor stays stopped. actix's `Supervisor` restarts
+/// a stopped actor while any strong address to it is held; a coordinator
+/// request held one across its await, so a `Retire` arriving meanwhile
+/// brought the actor back: it connected again and ran its timers against
+/// the shared state its successor serves. Here the bootstrap connection
+/// actor (retired once the metadata names the real broker) has its
+/// address held throughout, and its connections are counted by a relay in
+/// front of the bootstrap address (Tansu advertises its own address, so
+/// only the bootstrap connection goes through the relay): exactly one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retired_connection_actor_stays_stopped_while_its_address_is_held() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let broker = support::Tansu::start();
+    let upstream = broker.bootstrap();
+    support::create_topic(&upstream, "retired", 1).await;
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = relay.local_addr().unwrap().to_string();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut client, _) = relay.accept().await.unwrap();
+            counted.fetch_add(1, Ordering::SeqCst);
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    let p = producer(&relay_addr, &[]);
+    let held = p
+        .hold_connection_actor(-1)
+        .expect("the bootstrap connection actor");
+    p.send(Record::to("retired").value("a")).await.unwrap();
+    // Retired by now; a restarted actor would connect at once, and again
+    // after each reconnect backoff (20-200 ms here).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    p.send(Record::to("retired").value("b")).await.unwrap();
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "the retired bootstrap connection actor connected again"
+    );
+    drop(held);
+    p.close().await;
+}

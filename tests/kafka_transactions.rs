@@ -571,3 +571,118 @@ async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
         "aborted never visible"
     );
 }
+
+/// `close` racing `commit_transaction` (issue: the close's abort could
+/// overtake the commit's EndTxn, so the commit returned `Ok` for an
+/// aborted transaction; and `close` announced "aborted" to transactional
+/// reports while a commit went on to succeed). Now, as the Java client,
+/// a commit under way is finished by `close`, and an open transaction
+/// can no longer start committing once `close` began (it is aborted). In
+/// every round, at a random offset between the two calls, the commit's
+/// result, the transactional reports and a read_committed reader agree:
+/// all of the round's records visible exactly when the commit says `Ok`
+/// and every report says `Committed`, none otherwise.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_racing_a_commit_never_contradicts_read_committed() {
+    use courier::TransactionReport;
+    const ROUNDS: usize = 24;
+    const RECORDS: usize = 20;
+    let _shared = CLUSTER.read().await;
+    let kafka = kafka();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-race");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    // (commit said Ok, every report Committed, every report Aborted)
+    let mut rounds = Vec::new();
+    for round in 0..ROUNDS {
+        let p = transactional(kafka, &unique("txn-race")).build().unwrap();
+        p.init_transactions().await.unwrap();
+        let (sub, mut reports) = p.subscribe_transactional().unwrap();
+        p.begin_transaction().unwrap();
+        for i in 0..RECORDS {
+            let v = format!("r{round}-{i}");
+            sub.produce(support::tagged_record(&topic, &v, true))
+                .await
+                .unwrap();
+        }
+        drop(sub);
+        // Each call after its own random delay: from "close first" (the
+        // commit refused) to "close during the commit's flush or EndTxn".
+        let (close_after, commit_after) = (
+            Duration::from_micros(fastrand::u64(0..12_000)),
+            Duration::from_micros(fastrand::u64(0..8_000)),
+        );
+        let commit = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(commit_after).await;
+                p.commit_transaction().await
+            })
+        };
+        let close = {
+            let p = p.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(close_after).await;
+                p.close().await
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(60), close)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: close hangs"))
+            .unwrap();
+        let committed = tokio::time::timeout(Duration::from_secs(60), commit)
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: commit hangs"))
+            .unwrap();
+        let delay = (close_after, commit_after);
+        drop(p);
+        let (mut yes, mut no) = (0, 0);
+        let mut seen = BTreeSet::new();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(30), reports.next())
+                .await
+                .unwrap_or_else(|_| panic!("round {round}: the reports never end"))
+            {
+                None => break,
+                Some(TransactionReport::Committed(d)) => {
+                    yes += 1;
+                    seen.insert(value_of(&DeliveryReport::Delivered(d)));
+                }
+                Some(TransactionReport::Aborted(r)) => {
+                    no += 1;
+                    seen.insert(value_of(&r));
+                }
+                Some(other) => panic!("round {round}: after a close that ended: {other:?}"),
+            }
+        }
+        assert_eq!(seen.len(), RECORDS, "round {round}: one report per record");
+        assert_eq!(yes + no, RECORDS, "round {round}: one report per record");
+        eprintln!(
+            "round {round}: (close, commit) after {delay:?}: commit {committed:?}, reports {yes} committed {no} aborted"
+        );
+        rounds.push((committed.is_ok(), yes == RECORDS, no == RECORDS));
+    }
+    let got = values(kafka, &topic, 3, "read_committed");
+    for (round, (commit_ok, all_committed, all_aborted)) in rounds.iter().enumerate() {
+        let visible = got
+            .iter()
+            .filter(|v| v.starts_with(&format!("r{round}-")))
+            .count();
+        assert!(
+            visible == 0 || visible == RECORDS,
+            "round {round}: {visible} of {RECORDS} visible: all or nothing"
+        );
+        let visible = visible == RECORDS;
+        assert_eq!(
+            *commit_ok, visible,
+            "round {round}: commit_transaction said {commit_ok}, read_committed sees {visible}"
+        );
+        assert_eq!(
+            (*all_committed, *all_aborted),
+            (visible, !visible),
+            "round {round}: the transactional reports contradict read_committed (visible: {visible})"
+        );
+    }
+    let commits = rounds.iter().filter(|r| r.0).count();
+    eprintln!("{commits} of {ROUNDS} rounds committed");
+}

@@ -100,11 +100,13 @@ impl Message for InitTransactional {
     type Result = Result<(i64, i16), FetchError>;
 }
 
-/// End the open transaction at the coordinator (EndTxn), retrying what is
-/// retriable up to `max.block.ms`.
+/// End transaction `generation` at the coordinator (EndTxn), retrying what
+/// is retriable up to `max.block.ms`; once it has ended, the answer is how
+/// it ended (a second commit of it learns the first one's outcome).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EndTransaction {
     pub commit: bool,
+    pub generation: u64,
 }
 
 impl Message for EndTransaction {

@@ -45,6 +45,12 @@ pub struct ProducerSupervisor {
     idem_retry: Option<SpawnHandle>,
     /// The transaction actor, for a transactional producer.
     transactions: Option<Addr<TransactionActor>>,
+    /// `Shutdown` arrived: the tree is being stopped, so a dead actor is
+    /// not restarted. Until then (a `close` still flushing, or ending its
+    /// transaction) dead actors are restarted as ever: the flush needs the
+    /// connection actors, and only a successor puts a dead one's in-flight
+    /// requests back in their queues.
+    shutting_down: bool,
 }
 
 impl std::fmt::Debug for ProducerSupervisor {
@@ -97,6 +103,7 @@ impl ProducerSupervisor {
                     addrs: HashMap::new(),
                     idem_retry: None,
                     transactions: None,
+                    shutting_down: false,
                 };
             }
             // The partitioner actor first: connection actors report stale
@@ -115,6 +122,7 @@ impl ProducerSupervisor {
                 addrs: HashMap::new(),
                 idem_retry: None,
                 transactions: None,
+                shutting_down: false,
             };
             sup.start_transaction_actor();
             for (i, addr) in engine
@@ -262,7 +270,7 @@ impl ProducerSupervisor {
     /// broker with the same shared state, so its in-flight batches are
     /// retried rather than lost.
     fn restart_dead_brokers(&mut self, ctx: &mut Context<Self>) {
-        if self.engine.closed.load(Ordering::Acquire) {
+        if self.shutting_down {
             return;
         }
         let dead: Vec<i32> = self
@@ -322,7 +330,7 @@ impl ProducerSupervisor {
     /// is in `Engine::txn`, so a new one carries on.
     fn restart_dead_transaction_actor(&mut self) {
         let dead = self.transactions.as_ref().is_some_and(|t| !t.connected());
-        if !dead || self.engine.closed.load(Ordering::Acquire) {
+        if !dead || self.shutting_down {
             return;
         }
         tracing::warn!("transaction actor died; restarting it");
@@ -334,7 +342,7 @@ impl ProducerSupervisor {
         let Some(current) = &self.partitioner else {
             return;
         };
-        if current.connected() || self.engine.closed.load(Ordering::Acquire) {
+        if current.connected() || self.shutting_down {
             return;
         }
         tracing::warn!("partitioner actor died; restarting it");
@@ -581,6 +589,7 @@ impl Handler<Produce> for ProducerSupervisor {
 impl Handler<Shutdown> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: Shutdown, ctx: &mut Context<Self>) {
+        self.shutting_down = true;
         self.engine.close_intake();
         let brokers: Vec<_> = self
             .addresses

@@ -132,14 +132,16 @@ impl Link {
             .get(&node)
             .map(|a| a.value().clone())
             .ok_or_else(|| Step::Recoordinate(format!("no connection to broker {node} yet")))?;
-        match addr
-            .send(Ask {
-                api,
-                max,
-                build: Box::new(build),
-            })
-            .await
-        {
+        // The address is let go of before the answer is awaited: a strong
+        // one held across the await would make actix restart the actor if
+        // it were retired meanwhile (its broker left the metadata).
+        let answer = addr.send(Ask {
+            api,
+            max,
+            build: Box::new(build),
+        });
+        drop(addr);
+        match answer.await {
             Ok(Ok(r)) => Ok(r),
             Ok(Err(e)) => Err(Step::Recoordinate(format!("broker {node}: {e}"))),
             Err(e) => Err(Step::Recoordinate(format!(
@@ -472,9 +474,38 @@ impl Link {
         worst.map_or(Ok(()), Err)
     }
 
-    /// EndTxn for the open transaction, when the coordinator knows of it.
-    async fn end(&self, commit: bool) -> Result<(), TransactionError> {
+    /// Ends transaction `generation`: EndTxn when the coordinator knows
+    /// of it, then `Transactions::finish`, both under `ops`, so that a
+    /// transaction ends once however many calls race to end it (the
+    /// application's commit and `close` finishing it). A call for a
+    /// transaction that has ended learns how it ended.
+    async fn end(&self, commit: bool, generation: u64) -> Result<(), TransactionError> {
         let _one = self.txn().ops.lock().await;
+        if let Some(committed) = self.txn().ended(generation) {
+            return match (committed, commit) {
+                (true, true) | (false, false) => Ok(()),
+                (false, true) => Err(TransactionError::State(
+                    "the transaction was aborted".into(),
+                )),
+                (true, false) => Err(TransactionError::State(
+                    "the transaction was committed".into(),
+                )),
+            };
+        }
+        if !self.txn().is_generation(generation) {
+            return Err(TransactionError::State(
+                "the transaction has already ended".into(),
+            ));
+        }
+        let result = self.end_txn(commit).await;
+        if result.is_ok() {
+            self.txn().finish(generation, commit);
+        }
+        result
+    }
+
+    /// EndTxn for the open transaction, when the coordinator knows of it.
+    async fn end_txn(&self, commit: bool) -> Result<(), TransactionError> {
         let Some(started) = self.txn().started_under() else {
             return Ok(()); // nothing was added: nothing to end
         };
@@ -694,7 +725,7 @@ impl Handler<EndTransaction> for TransactionActor {
     type Result = ResponseFuture<Result<(), TransactionError>>;
     fn handle(&mut self, msg: EndTransaction, _: &mut Context<Self>) -> Self::Result {
         let link = self.link.clone();
-        Box::pin(async move { link.end(msg.commit).await })
+        Box::pin(async move { link.end(msg.commit, msg.generation).await })
     }
 }
 

@@ -231,7 +231,7 @@ impl Engine {
             tracing::error!(transactional_id = %txn.id, %kind, message, "transactional producer fenced");
             self.acc.barrier();
             self.fail_queued(kind, message);
-            txn.announce(false, true);
+            txn.announce(crate::transaction::Ending::Aborted, true);
         }
     }
 
@@ -266,10 +266,29 @@ impl Engine {
         self.closed.store(true, Ordering::Release);
         self.acc.pool.close();
         self.acc.records.close();
-        // A transaction still under way never commits (the coordinator
-        // aborts it when it times out): transactional reports say so.
-        if let Some(t) = self.txn.as_ref().filter(|t| t.is_under_way()) {
-            t.announce(false, true);
+        // From here no transaction starts committing. One open (or
+        // abortable, or aborting) never commits: `close` aborts it, or the
+        // coordinator does when it times out; transactional reports say so
+        // now. One being committed is left to finish (`close` finishes it)
+        // and announces its own outcome.
+        if let Some(t) = &self.txn {
+            match t.closing() {
+                None | Some(crate::transaction::Phase::Committing) => {}
+                Some(_) => t.announce(crate::transaction::Ending::Aborted, true),
+            }
+        }
+    }
+
+    /// The transaction `close` (or the last handle's drop) could not end:
+    /// transactional reports are told how it will end, as far as the
+    /// producer knows (`Transactions::left_at_close`), so none waits for an
+    /// end that never comes.
+    pub(crate) fn announce_unfinished(&self) {
+        if let Some(how) = self.txn.as_ref().and_then(|t| t.left_at_close()) {
+            self.txn
+                .as_ref()
+                .expect("a transaction")
+                .announce(how, true);
         }
     }
 

@@ -35,6 +35,7 @@ struct HandleGuard {
 impl Drop for HandleGuard {
     fn drop(&mut self) {
         self.engine.close_intake();
+        self.engine.announce_unfinished();
         // Unless a `close` already sent its Shutdown (a `close` whose future
         // was dropped half-way has not: the actor tree must still stop).
         if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
@@ -265,7 +266,7 @@ impl Producer {
     pub async fn close(&self) {
         self.engine.close_intake();
         self.engine.flush().await;
-        self.abort_on_close(None).await;
+        self.end_on_close(None).await;
         self.stop_actors(false).await;
     }
 
@@ -279,31 +280,50 @@ impl Producer {
         self.engine.close_intake();
         let flushed = self.flush_timeout(timeout).await;
         if flushed.is_ok() {
-            self.abort_on_close(Some(deadline)).await;
+            self.end_on_close(Some(deadline)).await;
         }
+        self.engine.announce_unfinished();
         self.stop_actors(flushed.is_err()).await;
         flushed
     }
 
-    /// Aborts the transaction under way, if any, by `deadline`; when that
-    /// fails the coordinator aborts it at `transaction.timeout.ms`.
-    async fn abort_on_close(&self, deadline: Option<std::time::Instant>) {
-        if !self.engine.txn.as_ref().is_some_and(|t| t.is_under_way()) {
+    /// Ends the transaction under way, if any, by `deadline`, as the Java
+    /// client's close does: one being committed is finished (a commit the
+    /// application awaits at the same time learns the same outcome), any
+    /// other is aborted (a commit can no longer start: `close_intake`), and
+    /// so is one whose commit found a failed record. When that fails the
+    /// coordinator aborts it at `transaction.timeout.ms`.
+    async fn end_on_close(&self, deadline: Option<std::time::Instant>) {
+        let Some(txn) = self.engine.txn.as_ref().filter(|t| t.is_under_way()) else {
             return;
-        }
-        let abort = self.abort_transaction();
+        };
+        let end = async {
+            if txn.phase() == crate::transaction::Phase::Committing {
+                match self.commit_transaction().await {
+                    Err(e) if e.is_abortable() => {}
+                    other => return other,
+                }
+            }
+            self.abort_transaction().await
+        };
         let result = match deadline {
-            None => abort.await,
+            None => end.await,
             Some(d) => {
                 let left = d.saturating_duration_since(std::time::Instant::now());
                 self.engine
-                    .timeout(left, abort)
+                    .timeout(left, end)
                     .await
                     .unwrap_or_else(|_| Err(TransactionError::TimedOut("close_timeout".into())))
             }
         };
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "the transaction open at close was not aborted; the coordinator aborts it at transaction.timeout.ms");
+        match result {
+            Ok(()) => {}
+            // Ended by the application's own call meanwhile.
+            Err(TransactionError::State(_)) if !txn.is_under_way() => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the transaction under way at close was not ended; the coordinator ends it (an open one is aborted at transaction.timeout.ms)");
+                self.engine.announce_unfinished();
+            }
         }
     }
 
@@ -349,6 +369,18 @@ impl Producer {
             }
             None => false,
         }
+    }
+
+    /// Holds the address of the connection actor for `broker` (as an
+    /// in-flight request through it does) until the returned value is
+    /// dropped, to test that the actor, once retired, stays stopped. Only
+    /// with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn hold_connection_actor(&self, broker: i32) -> Option<Box<dyn std::any::Any + Send>> {
+        self.addresses
+            .connections
+            .get(&broker)
+            .map(|a| Box::new(a.value().clone()) as Box<dyn std::any::Any + Send>)
     }
 
     /// Makes the connection actor for `broker` panic inside a handler, to

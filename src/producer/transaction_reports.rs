@@ -22,10 +22,11 @@ use crate::producer::handle::Producer;
 use crate::producer::subscriber::Subscriber;
 use crate::report::{Delivered, DeliveryReport, ReportMode};
 use crate::sync::lock;
-use crate::transaction::TransactionError;
+use crate::transaction::{Ending, TransactionError};
 
 /// A record's report once its transaction has ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransactionReport {
     /// Written, and its transaction committed: read_committed consumers
     /// see it.
@@ -36,6 +37,11 @@ pub enum TransactionReport {
     /// went and its tag, not the record) or failed (the record handed
     /// back).
     Aborted(DeliveryReport),
+    /// The producer was closed (`close_timeout` ran out, or the last
+    /// handle was dropped) after its EndTxn(commit) was sent and before
+    /// the coordinator answered: the coordinator decides, and the producer
+    /// never learns which. A read_committed consumer tells.
+    Unresolved(DeliveryReport),
 }
 
 impl TransactionReport {
@@ -45,11 +51,11 @@ impl TransactionReport {
     }
 }
 
-/// Transaction ends not yet applied: (reports routed when it ended,
-/// committed); `u64::MAX` covers every report (fenced).
+/// Transaction ends not yet applied: (reports routed when it ended, how it
+/// ended); `u64::MAX` covers every report (fenced, or closed).
 #[derive(Debug, Default)]
 struct Ends {
-    queue: Mutex<VecDeque<(u64, bool)>>,
+    queue: Mutex<VecDeque<(u64, Ending)>>,
     waker: AtomicWaker,
 }
 
@@ -85,7 +91,7 @@ impl Producer {
         let ends = Arc::new(Ends::default());
         let weak_ends: Weak<Ends> = Arc::downgrade(&ends);
         let weak_shared: Weak<SubscriptionShared> = Arc::downgrade(stream.shared());
-        txn.on_end(Box::new(move |committed, everything| {
+        txn.on_end(Box::new(move |how, everything| {
             let (Some(ends), Some(shared)) = (weak_ends.upgrade(), weak_shared.upgrade()) else {
                 return false;
             };
@@ -94,7 +100,7 @@ impl Producer {
             } else {
                 shared.routed()
             };
-            lock(&ends.queue).push_back((upto, committed));
+            lock(&ends.queue).push_back((upto, how));
             ends.waker.wake();
             true
         }));
@@ -127,11 +133,16 @@ impl Stream for TransactionReports {
                 while ends.front().is_some_and(|(upto, _)| *upto <= released) {
                     ends.pop_front();
                 }
-                if let Some(&(_, committed)) = ends.front() {
+                if let Some(&(_, how)) = ends.front() {
                     drop(ends);
                     let r = this.held.pop_front().expect("not empty");
-                    return Poll::Ready(Some(match (committed, r) {
-                        (true, DeliveryReport::Delivered(d)) => TransactionReport::Committed(d),
+                    return Poll::Ready(Some(match (how, r) {
+                        (Ending::Committed, DeliveryReport::Delivered(d)) => {
+                            TransactionReport::Committed(d)
+                        }
+                        (Ending::Unknown, r @ DeliveryReport::Delivered(_)) => {
+                            TransactionReport::Unresolved(r)
+                        }
                         (_, r) => TransactionReport::Aborted(r),
                     }));
                 }

@@ -97,12 +97,12 @@ impl Producer {
     /// calling this again.
     pub async fn commit_transaction(&self) -> Result<(), TransactionError> {
         let txn = self.transactions()?;
-        txn.start_commit()?;
+        let generation = txn.start_commit()?;
         // No record that saw the gate open is still being appended.
         self.engine.acc.barrier();
         self.engine.flush().await;
-        txn.check_commit(self.engine.stats.failed.load(Ordering::Acquire))?;
-        self.end_transaction(txn, true).await
+        txn.check_commit(generation, self.engine.stats.failed.load(Ordering::Acquire))?;
+        self.end_transaction(true, generation).await
     }
 
     /// Aborts the open transaction: closes it to new records, fails every
@@ -112,7 +112,7 @@ impl Producer {
     /// to abort (EndTxn). The producer can then begin another transaction.
     pub async fn abort_transaction(&self) -> Result<(), TransactionError> {
         let txn = self.transactions()?;
-        txn.start_abort()?;
+        let generation = txn.start_abort()?;
         self.engine.acc.barrier();
         self.engine.fail_queued(
             ErrorKind::Aborted,
@@ -133,7 +133,7 @@ impl Producer {
             }
             self.init_transactions().await?;
         }
-        self.end_transaction(txn, false).await
+        self.end_transaction(false, generation).await
     }
 
     /// Adds a consumer group's offsets to the open transaction
@@ -164,16 +164,11 @@ impl Producer {
             .await
     }
 
-    async fn end_transaction(
-        &self,
-        txn: &Transactions,
-        commit: bool,
-    ) -> Result<(), TransactionError> {
-        self.ask_transaction_actor(|a| a.end.send(EndTransaction { commit }))
-            .await?;
-        txn.announce(commit, false);
-        txn.finished();
-        Ok(())
+    /// EndTxn, and the transaction's end announced, once (see
+    /// `TransactionActor`'s `end`).
+    async fn end_transaction(&self, commit: bool, generation: u64) -> Result<(), TransactionError> {
+        self.ask_transaction_actor(|a| a.end.send(EndTransaction { commit, generation }))
+            .await
     }
 
     /// Sends to the transaction actor, waiting for the supervisor to

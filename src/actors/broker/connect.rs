@@ -16,7 +16,7 @@ use crate::sync::lock;
 
 impl BrokerConnection {
     pub(super) fn ensure_connecting(&mut self, ctx: &mut Context<Self>) {
-        if !matches!(self.state, ConnState::Idle) {
+        if !matches!(self.state, ConnState::Idle) || self.retired {
             return;
         }
         self.state = ConnState::Connecting;

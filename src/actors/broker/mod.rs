@@ -188,6 +188,9 @@ impl BrokerConnection {
     /// (after starting another), so that a caller with other brokers to
     /// ask does not wait on an unreachable one.
     fn connected(&mut self, ctx: &mut Context<Self>) -> Connected {
+        if self.retired {
+            return Connected::Failed(format!("{}: connection retired", self.addr));
+        }
         if let ConnState::Connected { tx, versions, .. } = &self.state {
             return Connected::Ready(tx.clone(), *versions);
         }
@@ -225,6 +228,15 @@ impl Actor for BrokerConnection {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // Restarted by actix after `Retire` (a strong address, say a
+        // coordinator request's, was still held when it stopped): its
+        // `BrokerState` may already serve a successor, so it stays inert,
+        // touching nothing, until the last address goes and actix stops
+        // it for good. (Stopping again here would make actix restart it
+        // again at once, in a loop, while that address is held.)
+        if self.retired {
+            return;
+        }
         // A predecessor that died (panicked) may have left requests in
         // flight on its connection, which is gone with it: retry them.
         if self.in_flight_len() > 0 {
@@ -252,6 +264,11 @@ impl Actor for BrokerConnection {
 
 impl Supervised for BrokerConnection {
     fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        // Every stop goes through `let_go`, so a restarted actor is a
+        // retired one: what is in flight is its successor's now.
+        if self.retired {
+            return;
+        }
         self.requeue_in_flight(Some("connection actor restarted"));
         self.state = ConnState::Idle;
         self.generation += 1;
