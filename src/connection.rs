@@ -116,8 +116,9 @@ pub enum ConnectionError {
         /// The API.
         api: ApiKey,
     },
-    /// The TLS handshake failed (an untrusted CA, a certificate for
-    /// another host name, a broker that does not speak TLS there).
+    /// TLS refused the connection (an untrusted CA, a certificate for
+    /// another host name, an alert from the broker). A handshake the peer
+    /// merely cut (EOF, reset) is `Io`, and retried.
     #[error("TLS with {addr} failed: {reason}")]
     Tls {
         /// The broker address.
@@ -137,9 +138,10 @@ pub enum ConnectionError {
 }
 
 impl ConnectionError {
-    /// A TLS failure that surfaced on a read or write after the handshake
-    /// (TLS 1.3 lets the broker refuse a missing client certificate only
-    /// then, with an alert) is a TLS failure, not an I/O one.
+    /// An I/O error that carries rustls' own error is a TLS failure: in
+    /// the handshake, or on a read or write after it (TLS 1.3 lets the
+    /// broker refuse a missing client certificate only then, with an
+    /// alert). Any other I/O error stays one.
     fn tls_alert(self, addr: &str) -> ConnectionError {
         match self {
             ConnectionError::Io { source, .. }
@@ -303,12 +305,23 @@ impl Connection {
                                 addr: addr.to_string(),
                                 reason: format!("{host:?} is not a valid server name: {e}"),
                             })?;
+                        // Only a verdict of TLS itself (rustls' own error: a
+                        // certificate refused, a name mismatch, an alert, a
+                        // version refused) is a TLS failure, which fails what
+                        // waits at once. An EOF or reset in the middle of the
+                        // handshake (a broker restarting, a load balancer with
+                        // no healthy backend) is a plain I/O error: back off
+                        // and connect again, as for TCP, as the Java client
+                        // and librdkafka do.
                         let tls = tokio_rustls::TlsConnector::from(tls)
                             .connect(name, stream)
                             .await
-                            .map_err(|e| ConnectionError::Tls {
-                                addr: addr.to_string(),
-                                reason: e.to_string(),
+                            .map_err(|source| {
+                                ConnectionError::Io {
+                                    addr: addr.to_string(),
+                                    source,
+                                }
+                                .tls_alert(addr)
                             })?;
                         BrokerStream::Tls(Box::new(tls))
                     }

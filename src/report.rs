@@ -59,8 +59,12 @@ pub enum ErrorKind {
     /// SASL authentication failed (wrong password, unknown user, a
     /// mechanism the listener does not enable).
     Authentication,
-    /// The TLS handshake failed (an untrusted CA, a certificate for another
-    /// host name, a listener that does not speak TLS).
+    /// TLS refused the connection (an untrusted CA, a certificate for
+    /// another host name, an alert from the broker): records waiting for
+    /// it fail at once. A handshake the peer merely cut (a broker
+    /// restarting, a load balancer with no healthy backend, a plaintext
+    /// listener closing on the TLS hello) is a lost connection, retried
+    /// until `delivery.timeout.ms`.
     Tls,
     /// The record belonged to a transaction that was aborted before it was
     /// sent (`abort_transaction`), or the transaction could not commit

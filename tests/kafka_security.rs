@@ -533,3 +533,116 @@ async fn sessions_are_renewed_before_the_broker_ends_them() {
     assert!(renewed >= 2, "a 10 s stream renews 4 s sessions: {stats:?}");
     assert_eq!(lost, 0, "no connection lost: {stats:?}");
 }
+
+/// A relay in front of `port` that, until `drop_until`, accepts each
+/// connection and closes it at once (a load balancer with no healthy
+/// backend, a broker going down in a rolling restart), then relays to the
+/// listener. Counts the connections it dropped.
+struct DroppingRelay {
+    port: u16,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DroppingRelay {
+    async fn start(port: u16, drop_for: Duration) -> DroppingRelay {
+        use std::sync::atomic::Ordering;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay_port = listener.local_addr().unwrap().port();
+        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = dropped.clone();
+        let drop_until = Instant::now() + drop_for;
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                if Instant::now() < drop_until {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    drop(client);
+                    continue;
+                }
+                tokio::spawn(async move {
+                    if let Ok(mut server) =
+                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
+                    {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        DroppingRelay {
+            port: relay_port,
+            dropped,
+        }
+    }
+}
+
+/// A TLS handshake cut by the peer (EOF or reset before TLS said anything)
+/// is a connection error, retried with backoff as over plaintext; only a
+/// verdict of TLS itself (an untrusted certificate, a name mismatch, an
+/// alert) fails records at once. Before, every interrupted handshake
+/// failed every queued record with `ErrorKind::Tls` at once. Over SSL and
+/// SASL_SSL, with the default `delivery.timeout.ms`: the producer starts
+/// while its bootstrap address drops every connection for 3 s; every
+/// record is delivered once the path is back, and read back once over
+/// the same listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
+    use std::collections::BTreeSet;
+    use std::sync::atomic::Ordering;
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let s = kafka.secured();
+    for (name, listener, port) in [
+        ("ssl", Listener::ssl(kafka), s.ssl),
+        (
+            "sasl-ssl",
+            Listener::sasl_ssl(kafka, "SCRAM-SHA-256", SASL_USER),
+            s.sasl_ssl,
+        ),
+    ] {
+        let topic = unique(&format!("handshake-drop-{name}"));
+        kafka.create_topic(&topic, 3, 1, &[]).await;
+        let relay = DroppingRelay::start(port, Duration::from_secs(3)).await;
+        let mut through_relay = Listener {
+            bootstrap: format!("localhost:{}", relay.port),
+            settings: listener.settings.clone(),
+        };
+        through_relay = through_relay.with("reconnect.backoff.max.ms", "500");
+        let producer = through_relay.producer().build().unwrap();
+        let (sub, mut stream) = producer.subscribe(ReportMode::All);
+        let n = 200;
+        for i in 0..n {
+            sub.produce(support::tagged_record(&topic, &format!("{name}-{i}"), true))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: record {i} refused: {e}"));
+        }
+        drop(sub);
+        let mut delivered = BTreeSet::new();
+        for _ in 0..n {
+            match tokio::time::timeout(Duration::from_secs(60), stream.next())
+                .await
+                .expect("every report arrives")
+                .expect("a report")
+            {
+                r @ DeliveryReport::Delivered(_) => {
+                    assert!(delivered.insert(support::tagged_value(&r)), "{name}: twice")
+                }
+                DeliveryReport::Failed(e) => panic!("{name}: {e}"),
+            }
+        }
+        assert!(
+            relay.dropped.load(Ordering::SeqCst) >= 1,
+            "{name}: the relay dropped a handshake"
+        );
+        producer.close().await;
+        let read: Vec<String> = listener
+            .read_log(kafka, &topic, 3)
+            .into_iter()
+            .map(|r| String::from_utf8(r.value.unwrap()).unwrap())
+            .collect();
+        assert_eq!(read.len(), n, "{name}: no duplicate in the log");
+        let read: BTreeSet<String> = read.into_iter().collect();
+        assert_eq!(read, delivered, "{name}: the log holds each record once");
+    }
+}
