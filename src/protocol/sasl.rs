@@ -21,6 +21,13 @@ use sha2::{Digest, Sha256, Sha512};
 /// 16,384).
 pub const MAX_SCRAM_ITERATIONS: u32 = 100_000;
 
+/// The smallest SCRAM iteration count accepted from a broker, as the Java
+/// client's `ScramMechanism::minIterations` (RFC 7677 asks for at least
+/// 4,096): a broker, or a man in the middle of a connection without TLS,
+/// asking for fewer would make the proof it receives cheap to attack
+/// offline.
+pub const MIN_SCRAM_ITERATIONS: u32 = 4096;
+
 /// A SASL mechanism Courier speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mechanism {
@@ -232,9 +239,9 @@ impl ScramClient {
             .ok_or_else(|| malformed("has no iteration count"))?
             .parse()
             .map_err(|_| malformed("iteration count is not a number"))?;
-        if iterations == 0 || iterations > MAX_SCRAM_ITERATIONS {
+        if !(MIN_SCRAM_ITERATIONS..=MAX_SCRAM_ITERATIONS).contains(&iterations) {
             return Err(malformed(&format!(
-                "iteration count {iterations} is outside 1..={MAX_SCRAM_ITERATIONS}"
+                "iteration count {iterations} is outside {MIN_SCRAM_ITERATIONS}..={MAX_SCRAM_ITERATIONS}"
             )));
         }
         let h = self.hash;
@@ -319,6 +326,8 @@ mod tests {
             &b"r=xyz,s=AAAA,i=4096"[..],   // not our nonce
             b"r=abc,s=AAAA,i=4096",        // nothing added to it
             b"r=abcd,s=AAAA,i=0",          // no iterations
+            b"r=abcd,s=AAAA,i=1",          // one: a proof cheap to attack
+            b"r=abcd,s=AAAA,i=4095",       // under Java's minimum
             b"r=abcd,s=AAAA,i=4000000000", // a PBKDF2 storm
             b"r=abcd,s=!!,i=4096",         // salt not base64
             b"r=abcd,i=4096",              // no salt
