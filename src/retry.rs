@@ -315,6 +315,15 @@ pub struct RetryActor {
     next_id: u64,
     /// Stop the actix system on stop (the actor has its own thread).
     owns_system: bool,
+    /// Its own address, held while work is outstanding. actix stops an
+    /// actor once its last sender is gone and its mailbox was found empty;
+    /// a report sent (and its sender dropped) between that look and the
+    /// stop would be dropped with the mailbox. So the actor keeps itself
+    /// reachable until every handle is gone and nothing is outstanding
+    /// (`release_if_done`).
+    me: Option<Addr<RetryActor>>,
+    /// Every `RetryHandle` has been dropped (`HandlesGone`).
+    handles_gone: bool,
 }
 
 impl std::fmt::Debug for RetryActor {
@@ -333,6 +342,26 @@ pub struct RetryHandle {
     stats: Arc<RetryStats>,
     permits: Option<Arc<Semaphore>>,
     shared: Arc<Shared>,
+    _last: Arc<LastHandle>,
+}
+
+/// Tells the actor when the last handle is gone, so it lets go of its own
+/// address once nothing is outstanding.
+#[derive(Debug)]
+struct LastHandle(Addr<RetryActor>);
+
+impl Drop for LastHandle {
+    fn drop(&mut self) {
+        self.0.do_send(HandlesGone);
+    }
+}
+
+/// Every `RetryHandle` of the actor has been dropped.
+#[derive(Debug, Clone, Copy)]
+struct HandlesGone;
+
+impl Message for HandlesGone {
+    type Result = ();
 }
 
 impl RetryHandle {
@@ -492,6 +521,8 @@ impl RetryActor {
             stopping: false,
             next_id: 0,
             owns_system: false,
+            me: None,
+            handles_gone: false,
         };
         // Needs an actix system: the producer's own, via a spawn on its
         // arbiter, would tie the two; run where the caller is, or on a
@@ -516,6 +547,7 @@ impl RetryActor {
         };
         RetryHandle {
             producer,
+            _last: Arc::new(LastHandle(addr.clone())),
             addr,
             stats,
             permits,
@@ -715,6 +747,10 @@ const DEAD_LETTER_TRIES: u32 = 3;
 impl Actor for RetryActor {
     type Context = Context<Self>;
 
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address());
+    }
+
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.report_held();
         if self.owns_system {
@@ -763,12 +799,18 @@ impl RetryActor {
 
     /// A stopping actor stops once no record produced through its handle
     /// waits for a first report and no retry or dead-letter write is out.
+    /// Any actor lets go of its own address once, besides that, every
+    /// handle is gone and no record waits for a next attempt: then nothing
+    /// can come that it owes an outcome (a record produced to its address
+    /// directly holds that address until reported).
     fn finish_stopping(&mut self, ctx: &mut Context<Self>) {
-        if self.stopping
-            && self.sending.is_empty()
-            && self.shared.first_attempts.load(Ordering::Acquire) == 0
-        {
+        let out =
+            !self.sending.is_empty() || self.shared.first_attempts.load(Ordering::Acquire) > 0;
+        if self.stopping && !out {
             ctx.stop();
+        }
+        if self.handles_gone && !out && self.held.is_empty() {
+            self.me = None;
         }
     }
 }
@@ -807,6 +849,14 @@ struct StopRetry;
 
 impl Message for StopRetry {
     type Result = ();
+}
+
+impl Handler<HandlesGone> for RetryActor {
+    type Result = ();
+    fn handle(&mut self, _: HandlesGone, ctx: &mut Context<Self>) {
+        self.handles_gone = true;
+        self.finish_stopping(ctx);
+    }
 }
 
 impl Handler<StopRetry> for RetryActor {

@@ -722,3 +722,51 @@ impl actix::Handler<Count> for Forwarder {
         self.delivered_first_time
     }
 }
+
+/// Every `RetryHandle` dropped while records are on their first attempt
+/// and waiting for retries: every record still gets exactly one outcome,
+/// and the outcome stream ends once the last one is out (the actor lets go
+/// of itself only when nothing is outstanding). Ten rounds, each with
+/// injected retriable errors so that some records wait in the actor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_handle_with_records_in_flight_keeps_every_outcome() {
+    let topic = "dropped-handle";
+    let m = mock(&[topic]);
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("retries", "0"), ("enable.idempotence", "false")],
+    );
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    let n = 200;
+    for round in 0..10 {
+        let (retry, mut out) = RetryActor::start_with_stream(
+            p.clone(),
+            RetryPolicy::builder()
+                .backoff(Duration::from_millis(10), Duration::from_millis(50))
+                .build(),
+            10_000,
+        );
+        m.request_errors(
+            RDKafkaApiKey::Produce,
+            &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS; 3],
+        );
+        for i in 0..n {
+            let v = round * n + i;
+            retry
+                .produce(Record::to(topic).value(format!("{v}")).opaque(v as u64))
+                .await
+                .unwrap();
+        }
+        drop(retry);
+        let mut got = HashSet::new();
+        while let Some(o) = tokio::time::timeout(Duration::from_secs(30), out.next())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: the outcome stream never ends"))
+        {
+            assert!(o.is_delivered(), "round {round}: {o:?}");
+            assert!(got.insert(value(&o)), "round {round}: twice: {o:?}");
+        }
+        assert_eq!(got.len(), n, "round {round}: one outcome per record");
+    }
+    p.close().await;
+}
