@@ -8,14 +8,19 @@
 //!    │                             ▼                                              ▼
 //!    │        abort_transaction   Abortable ◀───────────────────────────────────────
 //!    └──── Aborting ◀──────────── (Open, Abortable, or a Committing that failed)
-//!          fail what is queued (`Aborted`), wait for what is in flight, EndTxn(abort)
+//!          fail what is queued (`Aborted`), wait for what is in flight, EndTxn(abort),
+//!          then an epoch bump when sequences were lost (`abort_plan`)
 //!
-//!   any state ──▶ Fatal: PRODUCER_FENCED, INVALID_PRODUCER_EPOCH (a newer producer
-//!                 with the same transactional.id, or the coordinator aborted a
-//!                 transaction that outlived transaction.timeout.ms),
-//!                 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, INVALID_TXN_STATE. Every
-//!                 pending record fails `Fenced`; every later call returns the cause.
+//!   any state ──▶ Fatal: PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+//!                 CLUSTER_AUTHORIZATION_FAILED, … (`is_fatal_produce_code` on a Produce
+//!                 answer, `is_fatal_code` on a coordinator's). Every pending record
+//!                 fails with the cause; every later call returns it.
 //! ```
+//!
+//! Commit and abort are serialised as in the Java client: no abort while
+//! committing, `close` finishes a commit under way and aborts any other,
+//! and a transaction ends once (`ended`, `finish`). ARCHITECTURE.md's
+//! "Errors, as the Java client classifies them" lists what each answer does.
 //!
 //! Records are taken only while a transaction is open: the `gate` flag is
 //! checked under each partition lock (as `closed` is), so no record slips
@@ -171,9 +176,29 @@ struct Inner {
     commit_sent: bool,
     /// A sequence error (OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest batch,
     /// UNKNOWN_PRODUCER_ID) lost the broker's sequence state: the abort
-    /// bumps the epoch (InitProducerId, which aborts the transaction on the
-    /// coordinator) instead of sending EndTxn, as the Java client does.
+    /// bumps the epoch after its EndTxn (InitProducerId with the current
+    /// id and epoch), so the next transaction starts with fresh
+    /// sequences, as the Java client does (`epochBumpRequired`).
     bump_on_abort: bool,
+    /// `Accumulator::stamped_lost` when the transaction began: more at the
+    /// abort means a stamped batch failed (a hole in its partition's
+    /// sequences), so the abort bumps the epoch too.
+    lost_before: u64,
+    /// The coordinator no longer knows this producer id
+    /// (INVALID_PRODUCER_ID_MAPPING): it would refuse EndTxn, so the abort
+    /// goes straight to the epoch bump (Java's `beginAbort`).
+    skip_end_txn: bool,
+    /// Counts coordinator answers saying the producer id is lost.
+    ids_lost: u64,
+}
+
+/// How an abort ends its transaction (Java's `beginAbort`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AbortPlan {
+    /// Send EndTxn(abort) (when the coordinator knows of the transaction).
+    pub end_txn: bool,
+    /// Then bump the epoch (InitProducerId with the current id and epoch).
+    pub bump: bool,
 }
 
 /// How a transaction ended, as the hooks are told.
@@ -239,6 +264,9 @@ impl Transactions {
                 closing: false,
                 commit_sent: false,
                 bump_on_abort: false,
+                lost_before: 0,
+                skip_end_txn: false,
+                ids_lost: 0,
             }),
         }
     }
@@ -248,8 +276,9 @@ impl Transactions {
     }
 
     /// Opens a transaction (`Idle` → `Open`); `failed_now` is the
-    /// producer's failed-record count.
-    pub fn begin(&self, failed_now: u64) -> Result<(), TransactionError> {
+    /// producer's failed-record count, `lost_now` its count of stamped
+    /// batches that failed (`Accumulator::stamped_lost`).
+    pub fn begin(&self, failed_now: u64, lost_now: u64) -> Result<(), TransactionError> {
         let mut i = lock(&self.inner);
         match i.phase {
             Phase::Idle => {}
@@ -273,6 +302,8 @@ impl Transactions {
         i.error = None;
         i.commit_sent = false;
         i.bump_on_abort = false;
+        i.lost_before = lost_now;
+        i.skip_end_txn = false;
         self.gate.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -345,9 +376,48 @@ impl Transactions {
         self.abortable(kind, message);
     }
 
-    /// Whether the abort must bump the epoch (and clears it).
-    pub fn take_bump_on_abort(&self) -> bool {
-        std::mem::take(&mut lock(&self.inner).bump_on_abort)
+    /// The coordinator no longer knows this producer id (UNKNOWN_PRODUCER_ID
+    /// or INVALID_PRODUCER_ID_MAPPING from a coordinator step): the
+    /// transaction can only be aborted, and the abort bumps the epoch so
+    /// the next transaction does not meet the same error; with
+    /// `skip_end_txn` (INVALID_PRODUCER_ID_MAPPING) the abort sends no
+    /// EndTxn, which the coordinator would refuse.
+    pub fn id_lost(&self, kind: ErrorKind, message: String, skip_end_txn: bool) {
+        let mut i = lock(&self.inner);
+        i.bump_on_abort = true;
+        i.skip_end_txn |= skip_end_txn;
+        i.ids_lost += 1;
+        drop(i);
+        self.abortable(kind, message);
+    }
+
+    /// How many times a coordinator said it lost the producer id.
+    pub fn ids_lost(&self) -> u64 {
+        lock(&self.inner).ids_lost
+    }
+
+    /// The coordinator refused EndTxn(commit) with an abortable error: the
+    /// commit did not happen, so the transaction can be aborted at once
+    /// (`Committing` → `Abortable`, which only this answer may do).
+    pub fn commit_refused(&self, generation: u64) {
+        let mut i = lock(&self.inner);
+        if i.generation == generation && i.phase == Phase::Committing {
+            i.phase = Phase::Abortable;
+            i.commit_sent = false;
+        }
+    }
+
+    /// How the abort ends the transaction: EndTxn unless the coordinator
+    /// lost the producer id's mapping; an epoch bump after it when the
+    /// broker lost the sequence state or a stamped batch of the
+    /// transaction failed (`lost_now`: `Accumulator::stamped_lost`), as
+    /// the Java client bumps when a transactional batch fails.
+    pub fn abort_plan(&self, lost_now: u64) -> AbortPlan {
+        let i = lock(&self.inner);
+        AbortPlan {
+            end_txn: !i.skip_end_txn,
+            bump: i.bump_on_abort || lost_now > i.lost_before,
+        }
     }
 
     /// AddOffsetsToTxn succeeded under `id`.
@@ -599,8 +669,36 @@ fn abortable_error(i: &Inner) -> TransactionError {
     TransactionError::Abortable { kind, message }
 }
 
-/// Errors after which a transactional producer cannot go on (Java's
-/// fatal errors in `TransactionManager`).
+/// Errors on a Produce answer after which a transactional producer cannot
+/// go on: Java's `TransactionManager::maybeTransitionToErrorState` makes
+/// only these fatal. INVALID_PRODUCER_EPOCH (KIP-588), INVALID_TXN_STATE
+/// and UNSUPPORTED_FOR_MESSAGE_FORMAT make the transaction abortable with
+/// an epoch bump instead (`abortable_on_produce`); a producer really
+/// fenced then learns it from the abort's EndTxn (PRODUCER_FENCED).
+pub(crate) fn is_fatal_produce_code(e: crate::kafka_error::ResponseError) -> bool {
+    use crate::kafka_error::ResponseError as E;
+    matches!(
+        e,
+        E::ProducerFenced
+            | E::TransactionalIdAuthorizationFailed
+            | E::ClusterAuthorizationFailed
+            | E::UnsupportedVersion
+    )
+}
+
+/// Errors on a Produce answer that make the transaction abortable with an
+/// epoch bump at the abort (besides the sequence errors): see
+/// `is_fatal_produce_code`.
+pub(crate) fn abortable_on_produce(e: crate::kafka_error::ResponseError) -> bool {
+    use crate::kafka_error::ResponseError as E;
+    matches!(
+        e,
+        E::InvalidProducerEpoch | E::InvalidTxnState | E::UnsupportedForMessageFormat
+    )
+}
+
+/// Errors on a coordinator's answer after which a transactional producer
+/// cannot go on (Java's fatal errors in `TransactionManager`'s handlers).
 pub(crate) fn is_fatal_code(e: crate::kafka_error::ResponseError) -> bool {
     use crate::kafka_error::ResponseError as E;
     matches!(
@@ -630,30 +728,30 @@ mod tests {
             txn.start_commit(),
             Err(TransactionError::State(_))
         ));
-        txn.begin(0).unwrap();
-        assert!(matches!(txn.begin(0), Err(TransactionError::State(_))));
+        txn.begin(0, 0).unwrap();
+        assert!(matches!(txn.begin(0, 0), Err(TransactionError::State(_))));
         assert_eq!(txn.sendable(), Some(1));
         txn.start_commit().unwrap();
         assert!(!txn.gate.load(std::sync::atomic::Ordering::Acquire));
         assert_eq!(txn.check_commit(1, 0), Ok(None));
         txn.finish(1, true);
         assert_eq!(txn.phase(), Phase::Idle);
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         assert_eq!(txn.sendable(), Some(2), "a new generation");
     }
 
     #[test]
     fn a_failed_record_makes_the_commit_abortable() {
         let txn = t();
-        txn.begin(5).unwrap();
+        txn.begin(5, 0).unwrap();
         txn.start_commit().unwrap();
         let e = txn.check_commit(1, 7).unwrap_err();
         assert!(e.is_abortable(), "{e}");
         assert!(e.to_string().contains("2 record(s)"), "{e}");
-        assert!(matches!(txn.begin(7), Err(TransactionError::State(_))));
+        assert!(matches!(txn.begin(7, 0), Err(TransactionError::State(_))));
         txn.start_abort().unwrap();
         txn.finish(1, false);
-        txn.begin(7).unwrap();
+        txn.begin(7, 0).unwrap();
     }
 
     /// Java refuses COMMITTING → ABORTING: a commit under way, whether its
@@ -662,7 +760,7 @@ mod tests {
     #[test]
     fn a_commit_under_way_cannot_be_aborted_only_resumed() {
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         assert_eq!(txn.start_commit(), Ok(1));
         let e = txn.start_abort().unwrap_err();
         assert!(e.to_string().contains("commit_transaction"), "{e}");
@@ -684,7 +782,7 @@ mod tests {
             t2.lock().unwrap().push((how, all));
             true
         }));
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         let g = txn.start_commit().unwrap();
         assert_eq!(txn.ended(g), None);
         txn.finish(g, true);
@@ -692,7 +790,7 @@ mod tests {
         txn.finish(g, false);
         assert_eq!(txn.ended(g), Some(true));
         assert_eq!(*told.lock().unwrap(), vec![(Ending::Committed, false)]);
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         assert_eq!(txn.ended(g + 1), None, "a new transaction");
         txn.finish(g, false);
         assert_eq!(
@@ -709,7 +807,7 @@ mod tests {
     #[test]
     fn close_finishes_a_commit_and_refuses_a_new_one() {
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         assert_eq!(txn.closing(), Some(Phase::Open));
         assert!(matches!(
             txn.start_commit(),
@@ -717,7 +815,7 @@ mod tests {
         ));
         assert_eq!(txn.left_at_close(), Some(Ending::Aborted));
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         txn.start_commit().unwrap();
         assert_eq!(txn.closing(), Some(Phase::Committing));
         assert_eq!(txn.start_commit(), Ok(1), "a commit under way goes on");
@@ -735,7 +833,7 @@ mod tests {
     #[test]
     fn a_lost_sequence_makes_the_transaction_abortable_and_asks_for_a_bump() {
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         txn.sequence_lost(ErrorKind::Aborted, "lost".into());
         assert_eq!(txn.phase(), Phase::Abortable);
         assert!(
@@ -744,21 +842,54 @@ mod tests {
         );
         assert!(txn.start_commit().unwrap_err().is_abortable());
         txn.start_abort().unwrap();
-        assert!(txn.take_bump_on_abort());
-        assert!(!txn.take_bump_on_abort(), "once");
+        assert_eq!(
+            txn.abort_plan(0),
+            AbortPlan {
+                end_txn: true,
+                bump: true
+            }
+        );
+    }
+
+    /// A stamped batch lost during the transaction makes its abort bump
+    /// the epoch; a lost producer-id mapping skips EndTxn; a new
+    /// transaction starts with neither.
+    #[test]
+    fn the_abort_plan_follows_what_was_lost() {
+        let txn = t();
+        txn.begin(0, 3).unwrap();
+        txn.start_abort().unwrap();
+        let plain = AbortPlan {
+            end_txn: true,
+            bump: false,
+        };
+        assert_eq!(txn.abort_plan(3), plain);
+        assert!(txn.abort_plan(4).bump, "a stamped batch failed");
+        txn.finish(1, false);
+        txn.begin(0, 4).unwrap();
+        assert_eq!(txn.abort_plan(4), plain, "counted from the new transaction");
+        txn.id_lost(ErrorKind::Aborted, "mapping".into(), true);
+        assert_eq!(txn.phase(), Phase::Abortable);
+        assert_eq!(
+            txn.abort_plan(4),
+            AbortPlan {
+                end_txn: false,
+                bump: true
+            }
+        );
     }
 
     #[test]
     fn fatal_is_final() {
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         assert!(txn.set_fatal(ErrorKind::Fenced, "fenced by a newer producer".into()));
         assert!(!txn.set_fatal(ErrorKind::Fenced, "again".into()));
         assert_eq!(txn.sendable(), None);
         for e in [
             txn.start_commit().unwrap_err(),
             txn.start_abort().unwrap_err(),
-            txn.begin(0).unwrap_err(),
+            txn.begin(0, 0).unwrap_err(),
         ] {
             assert!(e.is_fatal(), "{e}");
             assert!(e.to_string().contains("newer producer"), "{e}");
@@ -770,7 +901,7 @@ mod tests {
     #[test]
     fn partitions_are_added_once_per_generation() {
         let txn = t();
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         let p = (Topic::from("a"), 0);
         assert!(txn.want([p]));
         assert!(!txn.want([p]), "already asked for");
@@ -781,7 +912,7 @@ mod tests {
         // An answer for an older generation changes nothing.
         txn.start_abort().unwrap();
         txn.finish(g, false);
-        txn.begin(0).unwrap();
+        txn.begin(0, 0).unwrap();
         txn.want([p]);
         txn.added(g, &parts, (7, 0));
         assert_eq!(txn.wanted().1, vec![p]);

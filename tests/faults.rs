@@ -1357,3 +1357,159 @@ async fn a_retired_connection_actor_stays_stopped_while_its_address_is_held() {
     drop(held);
     p.close().await;
 }
+
+/// An abort that fails a stamped batch waiting to retry (here refused
+/// NOT_LEADER_OR_FOLLOWER, as during a leader move, and waiting out a 3 s
+/// backoff) leaves a hole in the partition's sequences: the broker never
+/// wrote that batch, so it still expects its base sequence. The Java
+/// client bumps the epoch on such an abort; without it the next
+/// transaction's first batch got OUT_OF_ORDER_SEQUENCE_NUMBER and that
+/// transaction could only be aborted too. Now the abort bumps the epoch
+/// (after its EndTxn, as Java), and the next transaction commits.
+/// librdkafka's mock checks sequences for transactional producers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_abort_failing_a_batch_waiting_to_retry_leaves_the_next_transaction_whole() {
+    let topic = "txn-abort-gap";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[
+            ("transactional.id", "txn-abort-gap-1"),
+            ("retry.backoff.ms", "3000"),
+            ("retry.backoff.max.ms", "3000"),
+        ],
+    );
+    p.init_transactions().await.unwrap();
+    // A first transaction starts the partition's sequences.
+    p.begin_transaction().unwrap();
+    p.send(Record::to(topic).value("one")).await.unwrap();
+    p.commit_transaction().await.unwrap();
+    let before = p.producer_id().expect("an id");
+    p.begin_transaction().unwrap();
+    m.request_errors(
+        RDKafkaApiKey::Produce,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION],
+    );
+    let waiting = {
+        let p = p.clone();
+        tokio::spawn(async move { p.send(Record::to(topic).value("aborted")).await })
+    };
+    // Sent once, refused, now waiting out its backoff.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    p.abort_transaction().await.unwrap();
+    let e = waiting
+        .await
+        .unwrap()
+        .expect_err("aborted before it was sent again");
+    assert_eq!(e.kind, ErrorKind::Aborted, "{e}");
+    assert_ne!(p.producer_id(), Some(before), "the abort bumped the epoch");
+    p.begin_transaction().unwrap();
+    let d = tokio::time::timeout(
+        Duration::from_secs(30),
+        p.send(Record::to(topic).value("two")),
+    )
+    .await
+    .expect("no hang")
+    .expect("the next transaction's record is written");
+    p.commit_transaction()
+        .await
+        .expect("the next transaction commits");
+    // The mock writes no control records: "one", then "two" (the aborted
+    // record was refused, never written).
+    assert_eq!(d.offset, Some(1), "one, then two");
+    p.close().await;
+}
+
+/// Answers that make a transaction abortable with an epoch bump, as the
+/// Java client's `TransactionManager` classifies them (each row was
+/// handled otherwise before, see ARCHITECTURE.md's error table):
+/// INVALID_TXN_STATE and INVALID_PRODUCER_EPOCH on a Produce answer
+/// (were fatal), UNKNOWN_PRODUCER_ID from AddPartitionsToTxn (was retried
+/// with the same epoch until max.block.ms), INVALID_PRODUCER_ID_MAPPING
+/// from AddPartitionsToTxn (aborted without a bump, so the next
+/// transaction met it again) and from EndTxn(commit) (left the producer
+/// committing, refusing the abort). In each: the commit fails abortable,
+/// the abort succeeds and bumps the epoch, and the next transaction
+/// commits. Each error is injected once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abortable_answers_are_mended_by_an_abort_that_bumps_the_epoch() {
+    use RDKafkaApiKey as Api;
+    use RDKafkaRespErr as E;
+    for (name, api, error) in [
+        (
+            "produce-invalid-txn-state",
+            Api::Produce,
+            E::RD_KAFKA_RESP_ERR_INVALID_TXN_STATE,
+        ),
+        (
+            "produce-invalid-producer-epoch",
+            Api::Produce,
+            E::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH,
+        ),
+        (
+            "add-partitions-unknown-producer-id",
+            Api::AddPartitionsToTxn,
+            E::RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID,
+        ),
+        (
+            "add-partitions-invalid-mapping",
+            Api::AddPartitionsToTxn,
+            E::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING,
+        ),
+        (
+            "end-txn-invalid-mapping",
+            Api::EndTxn,
+            E::RD_KAFKA_RESP_ERR_INVALID_PRODUCER_ID_MAPPING,
+        ),
+    ] {
+        let topic = format!("txn-{name}");
+        let m = MockCluster::new(1).expect("mock cluster");
+        m.create_topic(&topic, 1, 1).expect("create topic");
+        let p = producer(
+            &m.bootstrap_servers(),
+            &[("transactional.id", name), ("max.block.ms", "10000")],
+        );
+        p.init_transactions().await.unwrap();
+        let before = p.producer_id();
+        p.begin_transaction().unwrap();
+        m.request_errors(api, &[error]);
+        let sent = tokio::time::timeout(
+            Duration::from_secs(30),
+            p.send(Record::to(topic.as_str()).value("first")),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the send hangs"));
+        if api == Api::EndTxn {
+            sent.unwrap_or_else(|e| panic!("{name}: {e}"));
+        } else {
+            let e = sent.expect_err(name);
+            assert!(
+                !e.may_have_been_written() || api == Api::Produce,
+                "{name}: {e}"
+            );
+        }
+        let e = p.commit_transaction().await.expect_err(name);
+        assert!(e.is_abortable(), "{name}: {e}");
+        p.abort_transaction()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: the abort fails: {e}"));
+        assert_ne!(
+            p.producer_id(),
+            before,
+            "{name}: the abort bumped the epoch"
+        );
+        p.begin_transaction().unwrap();
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            p.send(Record::to(topic.as_str()).value("second")),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{name}: the next send hangs"))
+        .unwrap_or_else(|e| panic!("{name}: the next record fails: {e}"));
+        p.commit_transaction()
+            .await
+            .unwrap_or_else(|e| panic!("{name}: the next transaction does not commit: {e}"));
+        p.close().await;
+    }
+}

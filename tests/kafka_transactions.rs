@@ -151,7 +151,9 @@ async fn committed_records_are_seen_once_and_aborted_ones_never() {
 
 /// A second producer with the same transactional.id fences the first,
 /// whose transaction is open: the coordinator aborts it, the first's next
-/// records fail `Fenced` and its commit is fatal; the second commits.
+/// records fail `Fenced` (INVALID_PRODUCER_EPOCH), which makes its
+/// transaction abortable, as in the Java client since KIP-588; its abort's
+/// EndTxn is answered PRODUCER_FENCED, which is fatal. The second commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_producer_with_the_same_id_fences_the_older() {
     let _shared = CLUSTER.read().await;
@@ -178,6 +180,8 @@ async fn a_newer_producer_with_the_same_id_fences_the_older() {
     assert_eq!(e.kind, ErrorKind::Fenced, "{e}");
     assert!(started.elapsed() < Duration::from_secs(30));
     let e = old.commit_transaction().await.unwrap_err();
+    assert!(e.is_abortable(), "{e}");
+    let e = old.abort_transaction().await.unwrap_err();
     assert!(e.is_fatal(), "{e}");
     let e = old.begin_transaction().unwrap_err();
     assert!(e.is_fatal(), "{e}");

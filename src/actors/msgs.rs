@@ -107,6 +107,9 @@ impl Message for InitTransactional {
 pub(crate) struct EndTransaction {
     pub commit: bool,
     pub generation: u64,
+    /// For an abort: whether to send EndTxn, and whether to bump the
+    /// epoch after it (`Transactions::abort_plan`).
+    pub plan: crate::transaction::AbortPlan,
 }
 
 impl Message for EndTransaction {

@@ -62,6 +62,13 @@ enum Step {
     Recoordinate(String),
     /// The transaction must be aborted.
     Abortable(ErrorKind, String),
+    /// The coordinator no longer knows the producer id (UNKNOWN_PRODUCER_ID,
+    /// INVALID_PRODUCER_ID_MAPPING, say after `transactional.id.expiration.ms`):
+    /// the transaction must be aborted and the abort bumps the epoch, or
+    /// the next transaction would meet the same error (Java's
+    /// `abortableErrorIfPossible`); `true`: the coordinator would refuse
+    /// EndTxn too (the mapping is gone), so the abort skips it.
+    IdLost(ErrorKind, String, bool),
     /// The producer cannot go on.
     Fatal(ErrorKind, String),
 }
@@ -91,6 +98,11 @@ fn step_for(code: i16, what: &str) -> Result<(), Step> {
         ResponseError::NotCoordinator | ResponseError::CoordinatorNotAvailable => {
             Step::Recoordinate(message)
         }
+        ResponseError::UnknownProducerId | ResponseError::InvalidProducerIdMapping => Step::IdLost(
+            ErrorKind::Broker(e.into()),
+            message,
+            e == ResponseError::InvalidProducerIdMapping,
+        ),
         ResponseError::ConcurrentTransactions => Step::RetrySoon(message),
         ResponseError::CoordinatorLoadInProgress => Step::Retry(message),
         _ if c.retriable => Step::Retry(message),
@@ -230,6 +242,10 @@ impl Link {
                     self.txn().abortable(kind, message.clone());
                     return Err(TransactionError::Abortable { kind, message });
                 }
+                Err(Step::IdLost(kind, message, skip_end_txn)) => {
+                    self.txn().id_lost(kind, message.clone(), skip_end_txn);
+                    return Err(TransactionError::Abortable { kind, message });
+                }
                 Err(Step::Recoordinate(why)) => {
                     self.txn().set_coordinator(None);
                     why
@@ -336,7 +352,11 @@ impl Link {
                 self.txn().set_coordinator(None);
                 Err(FetchError::Transient(m))
             }
-            Err(Step::Retry(m)) | Err(Step::RetrySoon(m)) => Err(FetchError::Transient(m)),
+            // A bump whose id the coordinator lost is retried as a
+            // request for a fresh id (`Idempotence::fetched`).
+            Err(Step::Retry(m)) | Err(Step::RetrySoon(m)) | Err(Step::IdLost(_, m, _)) => {
+                Err(FetchError::Transient(m))
+            }
             Err(Step::Abortable(kind, message)) => Err(FetchError::Refused(kind, message)),
         }
     }
@@ -461,7 +481,8 @@ impl Link {
                 );
                 if let Err(s) = step_for(p.partition_error_code, &what) {
                     let rank = |s: &Step| match s {
-                        Step::Fatal(..) => 3,
+                        Step::Fatal(..) => 4,
+                        Step::IdLost(..) => 3,
                         Step::Abortable(..) => 2,
                         Step::Recoordinate(_) | Step::Retry(_) | Step::RetrySoon(_) => 1,
                     };
@@ -479,7 +500,12 @@ impl Link {
     /// transaction ends once however many calls race to end it (the
     /// application's commit and `close` finishing it). A call for a
     /// transaction that has ended learns how it ended.
-    async fn end(&self, commit: bool, generation: u64) -> Result<(), TransactionError> {
+    async fn end(
+        &self,
+        commit: bool,
+        generation: u64,
+        plan: crate::transaction::AbortPlan,
+    ) -> Result<(), TransactionError> {
         let _one = self.txn().ops.lock().await;
         if let Some(committed) = self.txn().ended(generation) {
             return match (committed, commit) {
@@ -497,8 +523,40 @@ impl Link {
                 "the transaction has already ended".into(),
             ));
         }
-        let result = self.end_txn(commit).await;
+        let mut plan = plan;
+        let ids_lost = self.txn().ids_lost();
+        let result = match if plan.end_txn {
+            self.end_txn(commit).await
+        } else {
+            Ok(())
+        } {
+            // EndTxn(abort) answered that the coordinator no longer knows
+            // the producer id: there is no transaction of it to abort
+            // there; the bump gets the producer going again.
+            Err(TransactionError::Abortable { .. })
+                if !commit && self.txn().ids_lost() > ids_lost =>
+            {
+                plan.bump = true;
+                Ok(())
+            }
+            // The coordinator answered EndTxn(commit) with an abortable
+            // error: the commit did not happen, and the transaction can
+            // only be aborted now (as Java's ABORTABLE_ERROR).
+            Err(e @ TransactionError::Abortable { .. }) if commit => {
+                self.txn().commit_refused(generation);
+                Err(e)
+            }
+            other => other,
+        };
         if result.is_ok() {
+            // The bump goes after EndTxn and before the transaction counts
+            // as ended, so no record of the next one is stamped with the
+            // old epoch; the supervisor drives it (`drive_idempotence`).
+            if let Some(idem) = self.engine.idem.as_ref().filter(|_| plan.bump) {
+                if let Some(current) = idem.ready() {
+                    idem.needs_bump(current);
+                }
+            }
             self.txn().finish(generation, commit);
         }
         result
@@ -725,7 +783,7 @@ impl Handler<EndTransaction> for TransactionActor {
     type Result = ResponseFuture<Result<(), TransactionError>>;
     fn handle(&mut self, msg: EndTransaction, _: &mut Context<Self>) -> Self::Result {
         let link = self.link.clone();
-        Box::pin(async move { link.end(msg.commit, msg.generation).await })
+        Box::pin(async move { link.end(msg.commit, msg.generation, msg.plan).await })
     }
 }
 

@@ -118,6 +118,12 @@ pub(crate) struct Accumulator {
     pub incomplete_changed: Notify,
     /// Sealed batches dropped unsettled, to repair (`Engine::bury_abandoned`).
     pub graveyard: Arc<Graveyard>,
+    /// Stamped batches (an idempotent producer's, with sequences) that
+    /// failed for good: the broker never acknowledged their sequences, so
+    /// each leaves a hole in its partition's. A transactional producer's
+    /// abort bumps the epoch when this grew during the transaction
+    /// (`Transactions::bump_on_abort`), as the Java client does.
+    pub stamped_lost: AtomicU64,
 }
 
 impl Accumulator {
@@ -151,6 +157,7 @@ impl Accumulator {
             incomplete: Mutex::new(BTreeSet::new()),
             incomplete_changed: Notify::new(),
             graveyard: Arc::default(),
+            stamped_lost: AtomicU64::new(0),
         }
     }
 
@@ -490,6 +497,7 @@ impl Accumulator {
             if b.encoded.stamp().producer_id >= 0 {
                 let q = self.queue(&b.topic, b.partition);
                 lock(&q.state).unacked.remove(&b.id);
+                self.stamped_lost.fetch_add(1, Ordering::AcqRel);
             }
         }
         let (id, topic, partition, count, attempts, owed, encoded) = match &mut batch {

@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::kafka_error::{classify, ResponseError};
 use crate::report::ErrorKind;
 use crate::sync::lock;
-use crate::transaction::is_fatal_code;
+use crate::transaction::{abortable_on_produce, is_fatal_produce_code};
 
 /// One partition's answer in a Produce response, as the batch needs it.
 #[derive(Debug, Clone, Default)]
@@ -53,7 +53,7 @@ impl Engine {
         // same transactional.id, or its transaction timed out on the
         // coordinator): this batch and everything not yet sent fail,
         // and the producer takes nothing more.
-        if let Some(c) = class.filter(|c| self.txn.is_some() && is_fatal_code(c.error)) {
+        if let Some(c) = class.filter(|c| self.txn.is_some() && is_fatal_produce_code(c.error)) {
             let kind = match c.error {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
@@ -77,23 +77,40 @@ impl Engine {
         // (the abort bumps the epoch, as the Java client does); an
         // out-of-order batch behind an unacknowledged one only waits
         // for it (retried below).
-        if let (Some(txn), Some(c)) = (&self.txn, class.filter(|c| c.sequence_reset)) {
+        // Likewise (abortable, and the abort bumps the epoch, as Java's
+        // `maybeTransitionToErrorState`) for INVALID_PRODUCER_EPOCH (a
+        // stale epoch: fenced, or the coordinator timed the transaction
+        // out; the abort's EndTxn tells which), INVALID_TXN_STATE (the
+        // broker's check that the partition joined the transaction) and
+        // UNSUPPORTED_FOR_MESSAGE_FORMAT.
+        if let (Some(txn), Some(c)) = (
+            &self.txn,
+            class.filter(|c| c.sequence_reset || abortable_on_produce(c.error)),
+        ) {
             let q = self.acc.queue(&b.topic, b.partition);
             let oldest = lock(&q.state).unacked.first() == Some(&b.id);
             if c.error != ResponseError::OutOfOrderSequenceNumber || oldest {
+                let (kind, why) = match c.error {
+                    ResponseError::InvalidProducerEpoch => (
+                        ErrorKind::Fenced,
+                        "the producer's epoch is stale (a newer producer with the same transactional.id, or the coordinator aborted a transaction open longer than transaction.timeout.ms)",
+                    ),
+                    ResponseError::InvalidTxnState | ResponseError::UnsupportedForMessageFormat => (
+                        ErrorKind::Broker(c.error.into()),
+                        "the broker refused the batch in this transaction",
+                    ),
+                    _ => (
+                        ErrorKind::Broker(c.error.into()),
+                        "the broker lost this producer's sequence state",
+                    ),
+                };
                 let message = format!(
-                    "{:?} from broker {broker}: the broker lost this producer's sequence state; the transaction must be aborted",
+                    "{:?} from broker {broker}: {why}; the transaction must be aborted",
                     c.error
                 );
-                txn.sequence_lost(ErrorKind::Broker(c.error.into()), message.clone());
+                txn.sequence_lost(kind, message.clone());
                 lock(&q.state).land(&mut b);
-                self.settle(
-                    b,
-                    Outcome::Failed {
-                        kind: ErrorKind::Broker(c.error.into()),
-                        message,
-                    },
-                );
+                self.settle(b, Outcome::Failed { kind, message });
                 return after;
             }
         }
@@ -228,6 +245,11 @@ impl Engine {
         if self.idem.is_some() {
             let q = self.acc.queue(&batch.topic, batch.partition);
             lock(&q.state).unacked.remove(&batch.id);
+            if matches!(outcome, Outcome::Failed { .. }) && batch.encoded.stamp().producer_id >= 0 {
+                self.acc
+                    .stamped_lost
+                    .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+            }
         }
         let owed = std::mem::take(&mut batch.owed);
         route(

@@ -10,7 +10,7 @@ use crate::actors::msgs::{EndTransaction, SendOffsets};
 use crate::producer::handle::Producer;
 use crate::record::Topic;
 use crate::report::ErrorKind;
-use crate::transaction::{GroupMetadata, TransactionError, Transactions};
+use crate::transaction::{AbortPlan, GroupMetadata, TransactionError, Transactions};
 
 impl Producer {
     fn transactions(&self) -> Result<&Transactions, TransactionError> {
@@ -84,7 +84,10 @@ impl Producer {
         if self.engine.closed.load(Ordering::Acquire) {
             return Err(TransactionError::State("the producer is closed".into()));
         }
-        txn.begin(self.engine.stats.failed.load(Ordering::Acquire))
+        txn.begin(
+            self.engine.stats.failed.load(Ordering::Acquire),
+            self.engine.acc.stamped_lost.load(Ordering::Acquire),
+        )
     }
 
     /// Commits the open transaction: closes it to new records, flushes
@@ -102,7 +105,17 @@ impl Producer {
         self.engine.acc.barrier();
         self.engine.flush().await;
         txn.check_commit(generation, self.engine.stats.failed.load(Ordering::Acquire))?;
-        self.end_transaction(true, generation).await
+        self.ask_transaction_actor(|a| {
+            a.end.send(EndTransaction {
+                commit: true,
+                generation,
+                plan: AbortPlan {
+                    end_txn: true,
+                    bump: false,
+                },
+            })
+        })
+        .await
     }
 
     /// Aborts the open transaction: closes it to new records, fails every
@@ -119,21 +132,26 @@ impl Producer {
             "the transaction was aborted before this record was sent",
         );
         self.engine.flush().await;
-        // After a lost sequence state the epoch is bumped instead of
-        // EndTxn: InitProducerId at the coordinator aborts the
-        // transaction, and the next one starts with fresh sequences.
-        if txn.take_bump_on_abort() {
-            let idem = self
-                .engine
-                .idem
-                .as_ref()
-                .expect("transactional is idempotent");
-            if let Some(current) = idem.ready() {
-                idem.needs_bump(current);
-            }
+        // As the Java client: EndTxn(abort) under the transaction's epoch
+        // first (unless the coordinator lost the producer id's mapping),
+        // then, when the broker lost the sequence state or a stamped batch
+        // of the transaction failed (a hole in its partition's sequences),
+        // an epoch bump, so the next transaction starts with fresh
+        // sequences. Bumping first would find the transaction still open
+        // on the coordinator, which fences the epoch instead.
+        let plan = txn.abort_plan(self.engine.acc.stamped_lost.load(Ordering::Acquire));
+        self.ask_transaction_actor(|a| {
+            a.end.send(EndTransaction {
+                commit: false,
+                generation,
+                plan,
+            })
+        })
+        .await?;
+        if plan.bump {
             self.init_transactions().await?;
         }
-        self.end_transaction(false, generation).await
+        Ok(())
     }
 
     /// Adds a consumer group's offsets to the open transaction
@@ -161,13 +179,6 @@ impl Producer {
             group: group.clone(),
         };
         self.ask_transaction_actor(|a| a.send_offsets.send(msg.clone()))
-            .await
-    }
-
-    /// EndTxn, and the transaction's end announced, once (see
-    /// `TransactionActor`'s `end`).
-    async fn end_transaction(&self, commit: bool, generation: u64) -> Result<(), TransactionError> {
-        self.ask_transaction_actor(|a| a.end.send(EndTransaction { commit, generation }))
             .await
     }
 
