@@ -455,3 +455,38 @@ fn partition_headers_properties_file_and_logs_on_stderr() {
         );
     }
 }
+
+/// `courier topic list` through a relay that answers ApiVersions and then
+/// nothing (the sockets stay open): the request waits `-X
+/// request.timeout.ms` (here 1 s), and the command fails naming the
+/// timeout instead of hanging; admin calls used 30 s whatever -X said.
+#[test]
+fn admin_calls_give_up_after_request_timeout_ms() {
+    let broker = Tansu::start();
+    let relay = support::SilentRelay::start(broker.bootstrap(), 1);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["topic", "list", "-b", &relay.bootstrap()])
+        .args(["-X", "request.timeout.ms=1000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run courier");
+    // A bound on a hang, not a timing assertion: the command's own limit
+    // is 1 s, the default was 30 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("courier topic list still waits for a broker that answers nothing");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("did not answer"), "{stderr}");
+    assert_eq!(relay.accepted(), 1);
+}

@@ -1357,3 +1357,38 @@ async fn connections_max_idle_ms_closes_idle_connections_and_reconnects_to_send(
     let want: Vec<Vec<u8>> = (0..23).map(|i| format!("v{i:02}").into_bytes()).collect();
     assert_eq!(got, want, "each record once in the log");
 }
+
+/// Every request gets `request.timeout.ms`, not only Produce: through a
+/// relay that answers ApiVersions and then nothing (requests reach the
+/// broker, answers are dropped, the socket stays open), the producer's
+/// Metadata requests time out and the silent connection is dropped and
+/// made again, as the Java client does. Before, only Produce requests
+/// were timed: the connection lived on and every later request went to
+/// it, unanswered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_answering_nothing_is_dropped_after_request_timeout_ms() {
+    let broker = broker_with_topic("silent", 1).await;
+    let relay = support::SilentRelay::start(broker.bootstrap(), 1);
+    let p = Producer::builder()
+        .bootstrap(&relay.bootstrap())
+        .set("request.timeout.ms", "500")
+        .set("max.block.ms", "5000")
+        .set("reconnect.backoff.ms", "50")
+        .set("reconnect.backoff.max.ms", "100")
+        .build()
+        .unwrap();
+    let e = tokio::time::timeout(
+        Duration::from_secs(60),
+        p.send(Record::to("silent").value("x")),
+    )
+    .await
+    .expect("no hang")
+    .expect_err("no metadata comes through a silent relay");
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    assert!(
+        relay.accepted() >= 2,
+        "the silent connection was dropped and made again: {} accepted",
+        relay.accepted()
+    );
+    let _ = p.close_timeout(Duration::from_secs(1)).await;
+}

@@ -713,9 +713,14 @@ fn admin_options(
     }
     let security = courier::security::Security::from_config(&config.security, None)
         .map_err(|e| e.to_string())?;
+    // Each request waits request.timeout.ms at most, as the Java admin
+    // client's; the connection (TCP, TLS, SASL, ApiVersions)
+    // socket.connection.setup.timeout.ms.
     Ok(courier::connection::ConnectionOptions {
         client_id: Some(config.client_id.clone()),
         security,
+        request_timeout: config.request_timeout,
+        connect_timeout: config.connection_setup_timeout,
         ..Default::default()
     })
 }

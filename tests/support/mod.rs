@@ -719,3 +719,92 @@ pub fn tagged_value(r: &courier::DeliveryReport) -> String {
     }
     value
 }
+
+/// A relay in front of a broker that passes each connection's first
+/// `answered` response frames (ApiVersions, say) and then goes silent:
+/// requests still reach the broker, its answers are read and dropped, and
+/// the sockets stay open (a black-holed flow, as a NAT or middlebox that
+/// lost its state leaves one). Counts the connections it accepted.
+pub struct SilentRelay {
+    pub port: u16,
+    pub accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentRelay {
+    pub fn start(upstream: String, answered: usize) -> SilentRelay {
+        use std::io::{Read, Write};
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind relay");
+        let port = listener.local_addr().unwrap().port();
+        listener.set_nonblocking(true).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (count, s) = (accepted.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let client = match listener.accept() {
+                    Ok((c, _)) => c,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(5));
+                        continue;
+                    }
+                };
+                count.fetch_add(1, Ordering::SeqCst);
+                client.set_nonblocking(false).unwrap();
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (mut c_read, mut s_write) =
+                    (client.try_clone().unwrap(), server.try_clone().unwrap());
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c_read, &mut s_write);
+                });
+                let (mut server, mut client) = (server, client);
+                std::thread::spawn(move || {
+                    let mut passed = 0;
+                    loop {
+                        let mut len = [0u8; 4];
+                        if server.read_exact(&mut len).is_err() {
+                            break;
+                        }
+                        let mut body = vec![0u8; i32::from_be_bytes(len).max(0) as usize];
+                        if server.read_exact(&mut body).is_err() {
+                            break;
+                        }
+                        if passed < answered {
+                            passed += 1;
+                            if client
+                                .write_all(&len)
+                                .and_then(|_| client.write_all(&body))
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        SilentRelay {
+            port,
+            accepted,
+            stop,
+        }
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Drop for SilentRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -152,7 +152,7 @@ impl BrokerConnection {
     pub(super) fn on_connect_failed(&mut self, error: String, ctx: &mut Context<Self>) {
         tracing::warn!(broker = self.node_id, addr = %self.addr, %error, "connect failed");
         self.last_connect_error = Some(error.clone());
-        for (_, c) in self.calls.drain() {
+        for (_, (_, c)) in self.calls.drain() {
             c.fail(error.clone());
         }
         self.connect_attempt_ended();
@@ -195,7 +195,7 @@ impl BrokerConnection {
         self.generation += 1;
         self.engine.stats.record_disconnect(self.node_id);
         self.requeue_in_flight(Some(&error));
-        for (_, c) in self.calls.drain() {
+        for (_, (_, c)) in self.calls.drain() {
             c.fail(error.clone());
         }
         self.upstream.refresh_metadata.do_send(RefreshMetadata);
@@ -206,9 +206,23 @@ impl BrokerConnection {
     /// the connection, as the Java client does.
     pub(super) fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
         let limit = self.engine.config.request_timeout;
-        let oldest = lock(&self.shared.in_flight)
+        // Every request gets `request.timeout.ms`, not only Produce: a
+        // connection that carries only Metadata, InitProducerId or a
+        // coordinator's request (`Ask`) and answers none is as dead as one
+        // that leaves a Produce unanswered, and an abandoned call would
+        // also hold off re-authentication and the idle close.
+        let oldest_produce = lock(&self.shared.in_flight)
             .front()
             .map(|f| (f.sent_at, f.correlation_id));
+        let oldest_call = self
+            .calls
+            .iter()
+            .map(|(id, (sent_at, _))| (*sent_at, *id))
+            .min();
+        let oldest = match (oldest_produce, oldest_call) {
+            (Some(p), Some(c)) => Some(p.min(c)),
+            (p, c) => p.or(c),
+        };
         if let Some((sent_at, id)) = oldest {
             if sent_at.elapsed() > limit {
                 let msg = format!("request {id} timed out after {limit:?}");

@@ -89,7 +89,7 @@ pub struct BrokerConnection {
     shared: Arc<BrokerState>,
     upstream: Upstream,
     /// Requests other than Produce, answered through a oneshot.
-    calls: HashMap<i32, Call>,
+    calls: HashMap<i32, (Instant, Call)>,
     reconnect_attempts: u32,
     /// Why the last connection attempt failed, until one succeeds (named
     /// in the errors of requests that find no connection).
@@ -319,7 +319,7 @@ impl BrokerConnection {
         }
         self.generation += 1;
         self.requeue_in_flight(Some(RETIRED));
-        for (_, c) in self.calls.drain() {
+        for (_, (_, c)) in self.calls.drain() {
             c.fail("connection retired".into());
         }
         // Dropped unanswered: their requests fail "connection retired".

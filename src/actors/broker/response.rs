@@ -86,7 +86,7 @@ impl BrokerConnection {
         let Ok(correlation_id) = peek_correlation_id(&frame) else {
             return self.connection_lost("response shorter than its header".into(), ctx);
         };
-        if let Some(call) = self.calls.remove(&correlation_id) {
+        if let Some((_, call)) = self.calls.remove(&correlation_id) {
             if let Err(e) = call.answer(frame) {
                 self.connection_lost(e, ctx);
             }
