@@ -190,6 +190,9 @@ struct Inner {
     skip_end_txn: bool,
     /// Counts coordinator answers saying the producer id is lost.
     ids_lost: u64,
+    /// `close` told transactional reports this transaction is aborted
+    /// (`left_at_close`): its commit must never be sent now.
+    declared_aborted: bool,
 }
 
 /// How an abort ends its transaction (Java's `beginAbort`).
@@ -267,6 +270,7 @@ impl Transactions {
                 lost_before: 0,
                 skip_end_txn: false,
                 ids_lost: 0,
+                declared_aborted: false,
             }),
         }
     }
@@ -304,6 +308,7 @@ impl Transactions {
         i.bump_on_abort = false;
         i.lost_before = lost_now;
         i.skip_end_txn = false;
+        i.declared_aborted = false;
         self.gate.store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
@@ -470,7 +475,16 @@ impl Transactions {
         if i.phase == Phase::Fatal {
             return Err(fatal_error(&i));
         }
-        if i.generation != generation || i.phase != Phase::Committing {
+        // Another transaction by now: this one ended, and `end` says how.
+        if i.generation != generation {
+            return Ok(None);
+        }
+        // A racing commit of this transaction found it cannot commit (or
+        // the coordinator refused the commit): never EndTxn(commit) now.
+        if matches!(i.phase, Phase::Abortable | Phase::Aborting) {
+            return Err(abortable_error(&i));
+        }
+        if i.phase != Phase::Committing {
             return Ok(None);
         }
         let failed = failed_now.saturating_sub(i.failed_before);
@@ -585,13 +599,40 @@ impl Transactions {
     /// none is left under way; `Unknown` when its EndTxn(commit) went
     /// unanswered; else `Aborted` (the coordinator aborts it at
     /// `transaction.timeout.ms`).
+    /// Once it has said `Aborted`, no EndTxn(commit) may go out for this
+    /// transaction any more (`may_send_commit`): a commit still queued
+    /// behind `ops` when `close_timeout` gave up would otherwise commit
+    /// what the reports were told is aborted.
     pub fn left_at_close(&self) -> Option<Ending> {
-        let i = lock(&self.inner);
+        let mut i = lock(&self.inner);
         match i.phase {
             Phase::Idle | Phase::Fatal => None,
             Phase::Committing if i.commit_sent => Some(Ending::Unknown),
-            _ => Some(Ending::Aborted),
+            _ => {
+                i.declared_aborted = true;
+                Some(Ending::Aborted)
+            }
         }
+    }
+
+    /// Whether EndTxn(commit) may be sent for transaction `generation`:
+    /// it is being committed, nothing made it abortable, and `close` has
+    /// not declared it aborted. Read under `ops`, right before the send,
+    /// which `commit_sent` then marks.
+    pub fn may_send_commit(&self, generation: u64) -> Result<(), TransactionError> {
+        let i = lock(&self.inner);
+        if i.phase == Phase::Fatal {
+            return Err(fatal_error(&i));
+        }
+        if i.declared_aborted {
+            return Err(TransactionError::State(
+                "the producer closed and declared the transaction aborted".into(),
+            ));
+        }
+        if i.generation != generation || i.phase != Phase::Committing || i.error.is_some() {
+            return Err(abortable_error(&i));
+        }
+        Ok(())
     }
 
     /// A step failed in a way only an abort mends. An open transaction
@@ -768,6 +809,40 @@ mod tests {
         assert_eq!(txn.start_commit(), Ok(1), "resumed");
         txn.commit_sent();
         assert!(txn.start_abort().is_err());
+    }
+
+    /// Two commits of one transaction racing (the application's and the
+    /// one `close` finishes): the first to look finds a failed record and
+    /// makes it abortable; the second must see that too, never go on to
+    /// EndTxn(commit) (`may_send_commit` is the last check, under `ops`).
+    #[test]
+    fn a_racing_commit_sees_what_the_first_found() {
+        let txn = t();
+        txn.begin(0, 0).unwrap();
+        let first = txn.start_commit().unwrap();
+        let second = txn.start_commit().unwrap();
+        assert!(txn.check_commit(first, 1).unwrap_err().is_abortable());
+        assert!(
+            txn.check_commit(second, 1).unwrap_err().is_abortable(),
+            "the second commit sees the failed record too"
+        );
+        assert!(txn.may_send_commit(second).is_err());
+    }
+
+    /// Once `close` declared the transaction aborted to transactional
+    /// reports, a commit still queued behind `ops` is never sent.
+    #[test]
+    fn a_transaction_declared_aborted_is_never_committed() {
+        let txn = t();
+        txn.begin(0, 0).unwrap();
+        let g = txn.start_commit().unwrap();
+        assert_eq!(txn.check_commit(g, 0), Ok(None));
+        assert_eq!(txn.may_send_commit(g), Ok(()));
+        assert_eq!(txn.left_at_close(), Some(Ending::Aborted));
+        assert!(matches!(
+            txn.may_send_commit(g),
+            Err(TransactionError::State(_))
+        ));
     }
 
     /// A transaction ends once: the second `finish` (a commit racing

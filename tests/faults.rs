@@ -1395,8 +1395,18 @@ async fn an_abort_failing_a_batch_waiting_to_retry_leaves_the_next_transaction_w
         let p = p.clone();
         tokio::spawn(async move { p.send(Record::to(topic).value("aborted")).await })
     };
-    // Sent once, refused, now waiting out its backoff.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Sent once, refused (its answer counted), now waiting out its 3 s
+    // backoff.
+    let answered = |p: &Producer| p.stats().brokers.get(&1).map_or(0, |b| b.requests);
+    let answers_before = answered(&p);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while answered(&p) == answers_before {
+        assert!(
+            Instant::now() < deadline,
+            "the refused Produce was never answered"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     p.abort_transaction().await.unwrap();
     let e = waiting
         .await

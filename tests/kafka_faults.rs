@@ -857,3 +857,144 @@ async fn chaos() {
     t.assert_exactly_once_in_order("chaos");
     assert_eq!(t.failed, 0, "nothing may be lost: {:?}", t.examples);
 }
+
+/// The broker forgets a producer's state (KIP-854: no write for
+/// `producer.id.expiration.ms`, here set to 2 s cluster-wide for the
+/// test) while an idempotent and a transactional producer are quiet; both
+/// resume. Every record is reported once and delivered, the log holds
+/// each once, in key order, and read_committed sees both transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_quiet_past_producer_id_expiration_resume_whole() {
+    let _serial = SERIAL.lock().await;
+    let kafka = cluster();
+    let _logs = kafka.logs_on_panic();
+    let set_expiration = |value: Option<&str>| {
+        let mut args = vec![
+            "--bootstrap-server".to_string(),
+            kafka.bootstrap(),
+            "--alter".to_string(),
+            "--entity-type".to_string(),
+            "brokers".to_string(),
+            "--entity-default".to_string(),
+        ];
+        match value {
+            Some(v) => args.extend([
+                "--add-config".to_string(),
+                format!("producer.id.expiration.ms={v}"),
+            ]),
+            None => args.extend([
+                "--delete-config".to_string(),
+                "producer.id.expiration.ms".to_string(),
+            ]),
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kafka.run("kafka.admin.ConfigCommand", &args);
+    };
+    let idempotent_topic = new_topic("expiry-idem").await;
+    let txn_topic = new_topic("expiry-txn").await;
+    set_expiration(Some("2000"));
+    let idem = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("linger.ms", "5")
+        .build()
+        .unwrap();
+    let txn = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set(
+            "transactional.id",
+            &format!("expiry-{:08x}", fastrand::u32(..)),
+        )
+        .set("linger.ms", "5")
+        .build()
+        .unwrap();
+    let record = |topic: &str, round: usize, i: usize| {
+        Record::to(topic)
+            .key(format!("k{}", i % 8))
+            .value(format!("{round}-{i:03}"))
+    };
+    let first_ids = (idem.producer_id(), txn.producer_id());
+    for round in 0..2 {
+        txn.begin_transaction().unwrap();
+        for i in 0..50 {
+            let (a, b) = tokio::join!(
+                idem.send(record(&idempotent_topic, round, i)),
+                txn.send(record(&txn_topic, round, i)),
+            );
+            a.unwrap_or_else(|e| panic!("idempotent, round {round}: {e}"));
+            b.unwrap_or_else(|e| panic!("transactional, round {round}: {e}"));
+        }
+        txn.commit_transaction()
+            .await
+            .unwrap_or_else(|e| panic!("commit, round {round}: {e}"));
+        if round == 0 {
+            // Quiet past the expiration and the broker's 1 s check, until
+            // the brokers hold no producer state for any partition.
+            let forgotten = |topic: &str| {
+                (0..PARTITIONS).all(|partition| {
+                    let out = kafka.run(
+                        "org.apache.kafka.tools.TransactionsCommand",
+                        &[
+                            "--bootstrap-server",
+                            &kafka.bootstrap(),
+                            "describe-producers",
+                            "--topic",
+                            topic,
+                            "--partition",
+                            &partition.to_string(),
+                        ],
+                    );
+                    // A header line and one line per active producer.
+                    out.lines().filter(|l| !l.trim().is_empty()).count() <= 1
+                })
+            };
+            assert!(
+                !forgotten(&idempotent_topic),
+                "describe-producers lists the producer while it writes"
+            );
+            let deadline = Instant::now() + Duration::from_secs(60);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            while !(forgotten(&idempotent_topic) && forgotten(&txn_topic)) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the brokers never forgot the producers"
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }
+    }
+    eprintln!(
+        "producer ids before and after the quiet spell: {first_ids:?} -> {:?}",
+        (idem.producer_id(), txn.producer_id())
+    );
+    idem.close().await;
+    txn.close().await;
+    set_expiration(None);
+    for (topic, isolation) in [
+        (&idempotent_topic, "read_uncommitted"),
+        (&txn_topic, "read_committed"),
+    ] {
+        let read: Vec<support::ReadRecord> = support::read_until_quiet(
+            &kafka.bootstrap(),
+            &[("isolation.level", isolation)],
+            topic,
+            PARTITIONS,
+            Duration::from_secs(3),
+        );
+        let values: Vec<String> = read
+            .iter()
+            .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+            .collect();
+        let unique: std::collections::BTreeSet<&String> = values.iter().collect();
+        assert_eq!(values.len(), 100, "{topic}: each record once: {values:?}");
+        assert_eq!(unique.len(), 100, "{topic}: no duplicate");
+        // Per key, in the order produced (the read is per partition, in
+        // offset order, and a key stays on its partition).
+        let mut last: BTreeMap<Vec<u8>, String> = BTreeMap::new();
+        for r in &read {
+            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+            if let Some(prev) = last.insert(r.key.clone().unwrap(), v.clone()) {
+                assert!(prev < v, "{topic}: {prev} before {v} for its key");
+            }
+        }
+    }
+}

@@ -599,12 +599,25 @@ async fn close_racing_a_commit_never_contradicts_read_committed() {
     // (commit said Ok, every report Committed, every report Aborted)
     let mut rounds = Vec::new();
     for round in 0..ROUNDS {
-        let p = transactional(kafka, &unique("txn-race")).build().unwrap();
+        let p = transactional(kafka, &unique("txn-race"))
+            .set("max.request.size", "20000")
+            .build()
+            .unwrap();
         p.init_transactions().await.unwrap();
         let (sub, mut reports) = p.subscribe_transactional().unwrap();
         p.begin_transaction().unwrap();
         for i in 0..RECORDS {
             let v = format!("r{round}-{i}");
+            sub.produce(support::tagged_record(&topic, &v, true))
+                .await
+                .unwrap();
+        }
+        // In odd rounds one record fails (larger than max.request.size):
+        // that transaction must never commit, whichever of the racing
+        // commits looks at it first.
+        let bad = round % 2 == 1;
+        if bad {
+            let v = format!("big{round}-{}", "x".repeat(30_000));
             sub.produce(support::tagged_record(&topic, &v, true))
                 .await
                 .unwrap();
@@ -659,12 +672,17 @@ async fn close_racing_a_commit_never_contradicts_read_committed() {
                 Some(other) => panic!("round {round}: after a close that ended: {other:?}"),
             }
         }
-        assert_eq!(seen.len(), RECORDS, "round {round}: one report per record");
-        assert_eq!(yes + no, RECORDS, "round {round}: one report per record");
+        let records = RECORDS + usize::from(bad);
+        assert_eq!(seen.len(), records, "round {round}: one report per record");
+        assert_eq!(yes + no, records, "round {round}: one report per record");
+        assert!(
+            !(bad && committed.is_ok()),
+            "round {round}: a transaction with a failed record committed"
+        );
         eprintln!(
             "round {round}: (close, commit) after {delay:?}: commit {committed:?}, reports {yes} committed {no} aborted"
         );
-        rounds.push((committed.is_ok(), yes == RECORDS, no == RECORDS));
+        rounds.push((committed.is_ok(), yes == records, no == records));
     }
     let got = values(kafka, &topic, 3, "read_committed");
     for (round, (commit_ok, all_committed, all_aborted)) in rounds.iter().enumerate() {

@@ -330,17 +330,14 @@ impl Link {
                 FetchError::Transient(format!("{s:?}"))
             })?;
         match step_for(resp.error_code, "InitProducerId") {
-            Ok(()) => {
-                if bump_from.is_some() {
-                    // Bumping the epoch aborts the open transaction on the
-                    // coordinator: it can no longer commit.
-                    self.txn().abortable(
-                        ErrorKind::Aborted,
-                        "the producer's epoch was bumped after a sequence error, which aborted the transaction on the coordinator".into(),
-                    );
-                }
-                Ok((resp.producer_id.0, resp.producer_epoch))
-            }
+            // A transactional producer bumps only when an abort asks for it,
+            // after its EndTxn (`Link::end`): no transaction is open on the
+            // coordinator then, and the one the application may have begun
+            // meanwhile is sent under the new epoch (nothing is stamped
+            // while the bump is pending), so it stays whole. (A bump that
+            // found a transaction open would abort it there; `end_txn`
+            // still checks the epoch it began under.)
+            Ok(()) => Ok((resp.producer_id.0, resp.producer_epoch)),
             // Fenced (a newer instance holds the id) or refused: the
             // producer is done, and must not ask for a fresh id, which
             // would fence its successor.
@@ -523,6 +520,14 @@ impl Link {
                 "the transaction has already ended".into(),
             ));
         }
+        // Under `ops`, right before the send: a commit is sent only while
+        // the transaction is being committed with nothing against it (a
+        // racing commit or the flush may have made it abortable; `close`
+        // may have declared it aborted).
+        if commit {
+            self.txn().may_send_commit(generation)?;
+            self.txn().commit_sent();
+        }
         let mut plan = plan;
         let ids_lost = self.txn().ids_lost();
         let result = match if plan.end_txn {
@@ -589,9 +594,6 @@ impl Link {
         } else {
             "EndTxn(abort)"
         };
-        if commit {
-            self.txn().commit_sent();
-        }
         self.retrying(what, || async {
             let coordinator = self.txn_coordinator().await?;
             let txn_id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));

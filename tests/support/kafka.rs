@@ -1628,6 +1628,10 @@ transaction.state.log.num.partitions=1
 # Transactions open past their transaction.timeout.ms are aborted within
 # a second (default: every 10 s), so timeout tests wait less.
 transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
+# Producer ids past producer.id.expiration.ms (KIP-854; 1 day unless a
+# test sets it lower, dynamically) are forgotten within a second, not ten
+# minutes, so the expiry test waits less.
+producer.id.expiration.check.interval.ms=1000
 share.coordinator.state.topic.replication.factor={n}
 share.coordinator.state.topic.min.isr={min_isr}
 group.initial.rebalance.delay.ms=0
