@@ -28,6 +28,11 @@ pub(crate) struct Stats {
     /// The same counts, published (a no-op without the `metrics` feature,
     /// or when made by `Default`).
     pub metrics: Metrics,
+    /// A planted bug, for showing that the fault simulation's invariants
+    /// catch one (`Producer::plant_lost_reports`): this many batches
+    /// settled from now on each lose one owed report without a trace.
+    #[cfg(feature = "fault-injection")]
+    pub plant_lost_reports: AtomicU64,
 }
 
 /// Request statistics for one broker.

@@ -35,6 +35,21 @@ pub(crate) fn route(
         Outcome::Failed { kind, .. } => Some(*kind),
         Outcome::Delivered { .. } => None,
     };
+    // The planted bug (fault-injection builds only, off unless a test
+    // plants it): one owed report of this batch vanishes, its target never
+    // told (a `send` waits for ever, a stream ends one report short).
+    #[cfg(feature = "fault-injection")]
+    if let Some(chunk) = owed.chunks.iter_mut().rev().find(|c| !c.entries.is_empty()) {
+        let planted = stats
+            .plant_lost_reports
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if planted {
+            if let Some(entry) = chunk.entries.pop() {
+                std::mem::forget(entry);
+            }
+        }
+    }
     stats
         .metrics
         .settled(topic, failed_kind, record_count as u64);

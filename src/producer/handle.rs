@@ -371,6 +371,18 @@ impl Producer {
         }
     }
 
+    /// Plants a bug, to show that a test's invariants catch it: each of
+    /// the next `batches` batches settled loses one owed report without a
+    /// trace (no report, no `Cancelled`). Only with the `fault-injection`
+    /// feature; `tests/simulation.rs` uses it.
+    #[cfg(feature = "fault-injection")]
+    pub fn plant_lost_reports(&self, batches: u64) {
+        self.engine
+            .stats
+            .plant_lost_reports
+            .store(batches, Ordering::Release);
+    }
+
     /// Holds the address of the connection actor for `broker` (as an
     /// in-flight request through it does) until the returned value is
     /// dropped, to test that the actor, once retired, stays stopped. Only
