@@ -37,8 +37,58 @@ const PARTITIONS: i32 = 6;
 /// One scenario at a time on the shared cluster.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// 3 brokers beside a dedicated controller, each with PLAINTEXT (what
+/// most scenarios use) and the secured listeners (SASL_SSL, SSL).
 fn cluster() -> &'static KafkaCluster {
-    KafkaCluster::shared_with_controller(3)
+    KafkaCluster::shared_secured_with_controller()
+}
+
+/// The listener a scenario's producer and its reader use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Via {
+    Plaintext,
+    /// SASL_SSL with SCRAM-SHA-512 as alice (sessions limited to 4 s by
+    /// the brokers, so they are renewed throughout).
+    SaslSsl,
+    Ssl,
+}
+
+impl Via {
+    fn from_env() -> Via {
+        match std::env::var("COURIER_CHAOS_LISTENER").as_deref() {
+            Ok("sasl_ssl") | Ok("SASL_SSL") => Via::SaslSsl,
+            Ok("ssl") | Ok("SSL") => Via::Ssl,
+            _ => Via::Plaintext,
+        }
+    }
+
+    fn bootstrap(self) -> String {
+        let c = cluster();
+        match self {
+            Via::Plaintext => c.bootstrap(),
+            Via::SaslSsl => format!("localhost:{}", c.secured().sasl_ssl),
+            Via::Ssl => format!("localhost:{}", c.secured().ssl),
+        }
+    }
+
+    /// Settings for the producer and the rdkafka reader alike.
+    fn settings(self) -> Vec<(&'static str, String)> {
+        let ca = || cluster().secured().ca_pem.display().to_string();
+        match self {
+            Via::Plaintext => vec![],
+            Via::SaslSsl => vec![
+                ("security.protocol", "SASL_SSL".into()),
+                ("sasl.mechanism", "SCRAM-SHA-512".into()),
+                ("sasl.username", support::kafka::SASL_USER.0.into()),
+                ("sasl.password", support::kafka::SASL_USER.1.into()),
+                ("ssl.ca.location", ca()),
+            ],
+            Via::Ssl => vec![
+                ("security.protocol", "SSL".into()),
+                ("ssl.ca.location", ca()),
+            ],
+        }
+    }
 }
 
 /// What a fault thread sees of the stream.
@@ -195,14 +245,31 @@ async fn stream_through(
     read_log: bool,
     fault: impl FnOnce(Progress) + Send + 'static,
 ) -> Tally {
+    stream_through_via(Via::Plaintext, topic, shape, settings, read_log, fault).await
+}
+
+/// [`stream_through`] over `via`'s listener: the producer, and the reader
+/// of the log.
+async fn stream_through_via(
+    via: Via,
+    topic: &str,
+    shape: Shape,
+    settings: &[(&str, &str)],
+    read_log: bool,
+    fault: impl FnOnce(Progress) + Send + 'static,
+) -> Tally {
     let c = cluster();
+    let via_settings = via.settings();
     let mut builder = Producer::builder()
-        .bootstrap(&c.bootstrap())
+        .bootstrap(&via.bootstrap())
         .set("acks", "all")
         .set("linger.ms", "5")
         .set("request.timeout.ms", "5000")
         .set("delivery.timeout.ms", "60000")
         .set("metadata.max.age.ms", "2000");
+    for (k, v) in &via_settings {
+        builder = builder.set(k, v);
+    }
     for (k, v) in settings {
         builder = builder.set(k, v);
     }
@@ -318,8 +385,11 @@ async fn stream_through(
     let partitions = partition_count(topic);
     let total: i64 = c.end_offsets(topic, partitions).iter().sum();
     let mut last_of_key: HashMap<(i32, Vec<u8>), usize> = HashMap::new();
-    support::for_each_read_back(
-        &c.bootstrap(),
+    let reader_settings: Vec<(&str, &str)> =
+        via_settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    support::for_each_read_back_with(
+        &via.bootstrap(),
+        &reader_settings,
         topic,
         partitions,
         total as usize,
@@ -646,10 +716,29 @@ async fn the_topic_deleted_mid_stream_fails_records_with_a_cause_and_nothing_han
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_all_three_brokers() {
+    rolling_restart(Via::Plaintext, "rolling restart of all three brokers").await;
+}
+
+/// The same over SASL_SSL (SCRAM-SHA-512, sessions renewed every few
+/// seconds) and over SSL: each broker's TLS listener goes away and comes
+/// back, connections are cut mid-handshake as it does, and none of that
+/// may fail a record (a handshake cut by the peer is a lost connection,
+/// retried). Read back over the same listener.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rolling_restart_over_sasl_ssl_and_ssl() {
+    rolling_restart(
+        Via::SaslSsl,
+        "rolling restart of all three brokers, SASL_SSL",
+    )
+    .await;
+    rolling_restart(Via::Ssl, "rolling restart of all three brokers, SSL").await;
+}
+
+async fn rolling_restart(via: Via, scenario: &str) {
     let _serial = SERIAL.lock().await;
     let _logs = cluster().logs_on_panic();
     let topic = new_topic("rolling").await;
-    let t = stream_through(&topic, Shape::of(RECORDS), &[], true, move |p| {
+    let t = stream_through_via(via, &topic, Shape::of(RECORDS), &[], true, move |p| {
         p.wait_for(RECORDS / 10);
         p.mark_fault();
         for id in cluster().broker_ids() {
@@ -661,9 +750,13 @@ async fn a_rolling_restart_of_all_three_brokers() {
         p.mark_healed();
     })
     .await;
-    report("rolling restart of all three brokers", &t);
-    t.assert_exactly_once_in_order("rolling restart");
-    assert_eq!(t.failed, 0, "nothing may be lost: {:?}", t.causes);
+    report(scenario, &t);
+    t.assert_exactly_once_in_order(scenario);
+    assert_eq!(
+        t.failed, 0,
+        "{scenario}: nothing may be lost: {:?}",
+        t.causes
+    );
 }
 
 /// A produce quota (KIP-219): the broker answers with a throttle time and
@@ -763,14 +856,18 @@ async fn chaos() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(600);
 
+    // COURIER_CHAOS_LISTENER: plaintext (default), sasl_ssl or ssl.
+    let via = Via::from_env();
     // The producer's top rate here: 200,000 records, unpaced.
     let probe = new_topic("chaos-probe").await;
-    let producer = Producer::builder()
-        .bootstrap(&cluster().bootstrap())
+    let mut builder = Producer::builder()
+        .bootstrap(&via.bootstrap())
         .set("acks", "all")
-        .set("linger.ms", "5")
-        .build()
-        .expect("producer");
+        .set("linger.ms", "5");
+    for (k, v) in via.settings() {
+        builder = builder.set(k, &v);
+    }
+    let producer = builder.build().expect("producer");
     let (sub, mut reports) = producer.subscribe_with_capacity(ReportMode::All, 50_000);
     let started = Instant::now();
     let count = tokio::spawn(async move {
@@ -804,7 +901,7 @@ async fn chaos() {
     let faults = Arc::new(Mutex::new(Vec::<String>::new()));
     let log = faults.clone();
     let moving = topic.clone();
-    let t = stream_through(&topic, shape, &[], true, move |p| {
+    let t = stream_through_via(via, &topic, shape, &[], true, move |p| {
         p.mark_fault();
         let end = shape.records.saturating_sub(45 * rate);
         loop {
@@ -848,7 +945,7 @@ async fn chaos() {
     let faults = faults.lock().unwrap().clone();
     report(
         &format!(
-            "chaos: {secs} s at {rate}/s, {} faults ({})",
+            "chaos ({via:?}): {secs} s at {rate}/s, {} faults ({})",
             faults.len(),
             faults.join("; ")
         ),

@@ -270,10 +270,7 @@ async fn a_handed_back_record_leaves_without_the_header() {
     // the topic exists: its first try cannot find the topic's metadata,
     // however fast the first fetch was (CI once saw a fetch that had
     // already named every topic before the first try).
-    producer
-        .send(Record::to("warm").value("w"))
-        .await
-        .unwrap();
+    producer.send(Record::to("warm").value("w")).await.unwrap();
     support::create_topic(&tansu.bootstrap(), "handed-back", 1).await;
     let (span, trace, parent) = app_span("try produce");
     let original = Record::to("handed-back")

@@ -273,6 +273,9 @@ pub struct KafkaCluster {
 /// a CA made for the cluster (`ca.pem` in its directory).
 #[derive(Debug, Clone)]
 pub struct SecuredListeners {
+    /// Each broker's SASL_SSL, SSL and mutual-TLS ports, by broker id (the
+    /// fields below are broker 0's).
+    pub brokers: Vec<[u16; 3]>,
     /// The SASL_SSL listener's port.
     pub sasl_ssl: u16,
     /// The SSL listener's port.
@@ -432,6 +435,20 @@ impl KafkaCluster {
         ]);
     }
 
+    /// 3 brokers beside a dedicated controller (as
+    /// [`shared_with_controller`](Self::shared_with_controller)), each also
+    /// with the secured listeners of [`start_secured`](Self::start_secured)
+    /// and the same users and ACLs, once per test binary: the fault matrix
+    /// over SASL_SSL and SSL.
+    pub fn shared_secured_with_controller() -> &'static KafkaCluster {
+        static SECURED3: OnceLock<KafkaCluster> = OnceLock::new();
+        SECURED3.get_or_init(|| {
+            let c = KafkaCluster::start_as_secured(3, true, None, true);
+            c.grant_test_acls();
+            c
+        })
+    }
+
     /// The secured listeners (of a `start_secured` cluster).
     pub fn secured(&self) -> &SecuredListeners {
         self.secured.as_ref().expect("a start_secured cluster")
@@ -507,10 +524,10 @@ impl KafkaCluster {
     ) -> KafkaCluster {
         let dir = new_cluster_dir();
         let secured = secured.then(|| {
-            assert_eq!(n, 1, "a secured cluster has one broker");
-            let ports = free_ports(3);
+            let ports = free_ports(3 * n);
             let (ca_pem, client_cert, client_key) = write_certificates(&dir);
             SecuredListeners {
+                brokers: ports.chunks(3).map(|p| [p[0], p[1], p[2]]).collect(),
                 sasl_ssl: ports[0],
                 ssl: ports[1],
                 mtls: ports[2],
@@ -562,7 +579,7 @@ impl KafkaCluster {
                     );
                 }
                 if let Some(s) = &secured {
-                    config = secured_config(&config, s, &dir);
+                    config = secured_config(&config, s, i, &dir);
                 }
                 std::fs::write(broker.config_path(), config).expect("write server.properties");
                 broker
@@ -576,7 +593,7 @@ impl KafkaCluster {
                 child: Mutex::new(None),
             };
             std::fs::create_dir_all(&c.dir).expect("create controller dir");
-            let config = broker_config(
+            let mut config = broker_config(
                 Roles::Controller,
                 n,
                 CONTROLLER_ID,
@@ -585,6 +602,14 @@ impl KafkaCluster {
                 &voters.join(","),
                 &c.data_dir(),
             );
+            // ACLs are kept (and created) by the controller: it runs the
+            // brokers' authorizer; the brokers reach it as ANONYMOUS.
+            if secured.is_some() {
+                config.push_str(
+                    "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+                     super.users=User:ANONYMOUS\n",
+                );
+            }
             std::fs::write(c.config_path(), config).expect("write server.properties");
             c
         });
@@ -1652,12 +1677,12 @@ replica.lag.time.max.ms=10000
 }
 
 /// `config` with the secured listeners added (see [`SecuredListeners`]).
-fn secured_config(config: &str, s: &SecuredListeners, dir: &Path) -> String {
+fn secured_config(config: &str, s: &SecuredListeners, broker: usize, dir: &Path) -> String {
     let plain_users: String = [SASL_USER, LIMITED_USER, UNTRUSTED_USER]
         .iter()
         .map(|(u, p)| format!(" user_{u}=\"{p}\""))
         .collect();
-    let (sasl_ssl, ssl, mtls) = (s.sasl_ssl, s.ssl, s.mtls);
+    let [sasl_ssl, ssl, mtls] = s.brokers[broker];
     let mut out = String::new();
     for line in config.lines() {
         if line.starts_with("listeners=") {

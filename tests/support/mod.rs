@@ -321,9 +321,23 @@ pub fn for_each_read_back(
     partitions: i32,
     expected: usize,
     limit: Duration,
+    f: impl FnMut(ReadRecord),
+) {
+    for_each_read_back_with(bootstrap, &[], topic, partitions, expected, limit, f)
+}
+
+/// [`for_each_read_back`] with reader `settings` (librdkafka's names:
+/// security.protocol, sasl.*, ssl.*), to read over a secured listener.
+pub fn for_each_read_back_with(
+    bootstrap: &str,
+    settings: &[(&str, &str)],
+    topic: &str,
+    partitions: i32,
+    expected: usize,
+    limit: Duration,
     mut f: impl FnMut(ReadRecord),
 ) {
-    let consumer = reader(bootstrap, &[], topic, partitions);
+    let consumer = reader(bootstrap, settings, topic, partitions);
     let deadline = Instant::now() + limit;
     let mut n = 0;
     while n < expected {
