@@ -6,9 +6,9 @@
 # leaders moved). At the end every record is checked: exactly one report,
 # every success in the log once at its offset, no duplicate, keys in order.
 # The result row goes to stderr; docs/kafka-faults.md keeps the last one.
-# COURIER_CHAOS_LISTENER=sasl_ssl (SCRAM-SHA-512, sessions renewed every
+# COURIER_FAULTS_LISTENER=sasl_ssl (SCRAM-SHA-512, sessions renewed every
 # 4 s) or ssl runs the producer and the reader over that listener instead
-# of PLAINTEXT.
+# of PLAINTEXT (the same variable runs the whole fault matrix over it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/install-tools.sh

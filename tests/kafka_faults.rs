@@ -54,8 +54,10 @@ enum Via {
 }
 
 impl Via {
+    /// `COURIER_FAULTS_LISTENER`: plaintext (default), sasl_ssl or ssl,
+    /// for the whole matrix and the chaos run.
     fn from_env() -> Via {
-        match std::env::var("COURIER_CHAOS_LISTENER").as_deref() {
+        match std::env::var("COURIER_FAULTS_LISTENER").as_deref() {
             Ok("sasl_ssl") | Ok("SASL_SSL") => Via::SaslSsl,
             Ok("ssl") | Ok("SSL") => Via::Ssl,
             _ => Via::Plaintext,
@@ -245,7 +247,7 @@ async fn stream_through(
     read_log: bool,
     fault: impl FnOnce(Progress) + Send + 'static,
 ) -> Tally {
-    stream_through_via(Via::Plaintext, topic, shape, settings, read_log, fault).await
+    stream_through_via(Via::from_env(), topic, shape, settings, read_log, fault).await
 }
 
 /// [`stream_through`] over `via`'s listener: the producer, and the reader
@@ -475,6 +477,15 @@ fn busiest_leader(topic: &str) -> i32 {
 }
 
 fn report(scenario: &str, t: &Tally) {
+    let named;
+    let scenario = match Via::from_env() {
+        Via::Plaintext => scenario,
+        _ if scenario.contains("SSL") => scenario,
+        via => {
+            named = format!("{scenario} ({via:?})");
+            &named
+        }
+    };
     eprintln!("{}", t.row(scenario));
     for (cause, message) in &t.examples {
         eprintln!("{scenario}: {cause}, e.g. {message:?}");
@@ -716,7 +727,7 @@ async fn the_topic_deleted_mid_stream_fails_records_with_a_cause_and_nothing_han
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_restart_of_all_three_brokers() {
-    rolling_restart(Via::Plaintext, "rolling restart of all three brokers").await;
+    rolling_restart(Via::from_env(), "rolling restart of all three brokers").await;
 }
 
 /// The same over SASL_SSL (SCRAM-SHA-512, sessions renewed every few
@@ -856,7 +867,6 @@ async fn chaos() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(600);
 
-    // COURIER_CHAOS_LISTENER: plaintext (default), sasl_ssl or ssl.
     let via = Via::from_env();
     // The producer's top rate here: 200,000 records, unpaced.
     let probe = new_topic("chaos-probe").await;
