@@ -1105,3 +1105,84 @@ async fn producers_quiet_past_producer_id_expiration_resume_whole() {
         }
     }
 }
+
+/// The log under an idempotent producer is deleted up to its end
+/// (DeleteRecords, as retention would; KAFKA-7190 was a broker that then
+/// forgot the producer's state) between two halves of a stream: every
+/// record is reported once and delivered, the second half is in the log
+/// once each, in key order, and nothing is refused on the way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_deleted_under_an_idempotent_producer_loses_nothing() {
+    let _serial = SERIAL.lock().await;
+    let kafka = cluster();
+    let _logs = kafka.logs_on_panic();
+    let topic = new_topic("deleted-log").await;
+    let p = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("linger.ms", "5")
+        .build()
+        .unwrap();
+    let send_half = |half: usize| {
+        let p = p.clone();
+        let topic = topic.clone();
+        async move {
+            for i in 0..200 {
+                p.send(
+                    Record::to(topic.as_str())
+                        .key(format!("k{}", i % 8))
+                        .value(format!("{half}-{i:03}")),
+                )
+                .await
+                .unwrap_or_else(|e| panic!("half {half}, record {i}: {e}"));
+            }
+        }
+    };
+    send_half(0).await;
+    // Everything written so far deleted: each partition's log start moves
+    // to its end.
+    let json = kafka_offsets_json(&topic);
+    let file = std::env::temp_dir().join(format!("{topic}-delete.json"));
+    std::fs::write(&file, json).unwrap();
+    kafka.run(
+        "org.apache.kafka.tools.DeleteRecordsCommand",
+        &[
+            "--bootstrap-server",
+            &kafka.bootstrap(),
+            "--offset-json-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    send_half(1).await;
+    p.close().await;
+    let read: Vec<support::ReadRecord> = support::read_until_quiet(
+        &kafka.bootstrap(),
+        &[],
+        &topic,
+        PARTITIONS,
+        Duration::from_secs(3),
+    );
+    let values: Vec<String> = read
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    assert_eq!(values.len(), 200, "the second half, each once: {values:?}");
+    assert!(values.iter().all(|v| v.starts_with("1-")), "{values:?}");
+    let unique: std::collections::BTreeSet<&String> = values.iter().collect();
+    assert_eq!(unique.len(), 200, "no duplicate");
+    let mut last: BTreeMap<Vec<u8>, String> = BTreeMap::new();
+    for r in &read {
+        let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
+        if let Some(prev) = last.insert(r.key.clone().unwrap(), v.clone()) {
+            assert!(prev < v, "{prev} before {v} for its key");
+        }
+    }
+}
+
+/// DeleteRecords' JSON: every partition of `topic` up to its high
+/// watermark (offset -1).
+fn kafka_offsets_json(topic: &str) -> String {
+    let partitions: Vec<String> = (0..PARTITIONS)
+        .map(|p| format!(r#"{{"topic":"{topic}","partition":{p},"offset":-1}}"#))
+        .collect();
+    format!(r#"{{"partitions":[{}],"version":1}}"#, partitions.join(","))
+}
