@@ -1319,27 +1319,11 @@ async fn close_after_a_connection_actor_died_with_requests_in_flight() {
 /// only the bootstrap connection goes through the relay): exactly one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_retired_connection_actor_stays_stopped_while_its_address_is_held() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
     let broker = support::Tansu::start();
     let upstream = broker.bootstrap();
     support::create_topic(&upstream, "retired", 1).await;
-    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let relay_addr = relay.local_addr().unwrap().to_string();
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counted = accepted.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut client, _) = relay.accept().await.unwrap();
-            counted.fetch_add(1, Ordering::SeqCst);
-            let upstream = upstream.clone();
-            tokio::spawn(async move {
-                if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
-                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                }
-            });
-        }
-    });
+    let relay = support::DroppingRelay::start(upstream, Duration::ZERO).await;
+    let relay_addr = format!("127.0.0.1:{}", relay.port);
     let p = producer(&relay_addr, &[]);
     let held = p
         .hold_connection_actor(-1)
@@ -1350,7 +1334,7 @@ async fn a_retired_connection_actor_stays_stopped_while_its_address_is_held() {
     tokio::time::sleep(Duration::from_millis(1500)).await;
     p.send(Record::to("retired").value("b")).await.unwrap();
     assert_eq!(
-        accepted.load(Ordering::SeqCst),
+        relay.accepted(),
         1,
         "the retired bootstrap connection actor connected again"
     );

@@ -534,49 +534,6 @@ async fn sessions_are_renewed_before_the_broker_ends_them() {
     assert_eq!(lost, 0, "no connection lost: {stats:?}");
 }
 
-/// A relay in front of `port` that, until `drop_until`, accepts each
-/// connection and closes it at once (a load balancer with no healthy
-/// backend, a broker going down in a rolling restart), then relays to the
-/// listener. Counts the connections it dropped.
-struct DroppingRelay {
-    port: u16,
-    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
-impl DroppingRelay {
-    async fn start(port: u16, drop_for: Duration) -> DroppingRelay {
-        use std::sync::atomic::Ordering;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let relay_port = listener.local_addr().unwrap().port();
-        let dropped = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let count = dropped.clone();
-        let drop_until = Instant::now() + drop_for;
-        tokio::spawn(async move {
-            loop {
-                let Ok((mut client, _)) = listener.accept().await else {
-                    return;
-                };
-                if Instant::now() < drop_until {
-                    count.fetch_add(1, Ordering::SeqCst);
-                    drop(client);
-                    continue;
-                }
-                tokio::spawn(async move {
-                    if let Ok(mut server) =
-                        tokio::net::TcpStream::connect(("127.0.0.1", port)).await
-                    {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-            }
-        });
-        DroppingRelay {
-            port: relay_port,
-            dropped,
-        }
-    }
-}
-
 /// A TLS handshake cut by the peer (EOF or reset before TLS said anything)
 /// is a connection error, retried with backoff as over plaintext; only a
 /// verdict of TLS itself (an untrusted certificate, a name mismatch, an
@@ -589,7 +546,6 @@ impl DroppingRelay {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
     use std::collections::BTreeSet;
-    use std::sync::atomic::Ordering;
     let kafka = KafkaCluster::shared_secured();
     let _logs = kafka.logs_on_panic();
     let s = kafka.secured();
@@ -603,7 +559,9 @@ async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
     ] {
         let topic = unique(&format!("handshake-drop-{name}"));
         kafka.create_topic(&topic, 3, 1, &[]).await;
-        let relay = DroppingRelay::start(port, Duration::from_secs(3)).await;
+        let relay =
+            support::DroppingRelay::start(format!("127.0.0.1:{port}"), Duration::from_secs(3))
+                .await;
         let mut through_relay = Listener {
             bootstrap: format!("localhost:{}", relay.port),
             settings: listener.settings.clone(),
@@ -632,7 +590,7 @@ async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
             }
         }
         assert!(
-            relay.dropped.load(Ordering::SeqCst) >= 1,
+            relay.dropped() >= 1,
             "{name}: the relay dropped a handshake"
         );
         producer.close().await;

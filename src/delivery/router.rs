@@ -39,14 +39,16 @@ pub(crate) fn route(
     // plants it): one owed report of this batch vanishes, its target never
     // told (a `send` waits for ever, a stream ends one report short).
     #[cfg(feature = "fault-injection")]
-    if let Some(chunk) = owed.chunks.iter_mut().rev().find(|c| !c.entries.is_empty()) {
-        let planted = stats
-            .plant_lost_reports
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-            .is_ok();
-        if planted {
-            if let Some(entry) = chunk.entries.pop() {
-                std::mem::forget(entry);
+    if stats.plant_lost_reports.load(Ordering::Acquire) > 0 {
+        if let Some(chunk) = owed.chunks.iter_mut().rev().find(|c| !c.entries.is_empty()) {
+            let planted = stats
+                .plant_lost_reports
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+                .is_ok();
+            if planted {
+                if let Some(entry) = chunk.entries.pop() {
+                    std::mem::forget(entry);
+                }
             }
         }
     }

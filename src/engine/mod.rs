@@ -284,11 +284,10 @@ impl Engine {
     /// producer knows (`Transactions::left_at_close`), so none waits for an
     /// end that never comes.
     pub(crate) fn announce_unfinished(&self) {
-        if let Some(how) = self.txn.as_ref().and_then(|t| t.left_at_close()) {
-            self.txn
-                .as_ref()
-                .expect("a transaction")
-                .announce(how, true);
+        if let Some(t) = &self.txn {
+            if let Some(how) = t.left_at_close() {
+                t.announce(how, true);
+            }
         }
     }
 

@@ -822,3 +822,57 @@ impl Drop for SilentRelay {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// A relay in front of `upstream` (tokio, on the caller's runtime) that
+/// for its first `drop_for` accepts each connection and closes it at once
+/// (a load balancer with no healthy backend, a broker going down), then
+/// relays. Counts the connections it accepted and those it dropped.
+pub struct DroppingRelay {
+    pub port: u16,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl DroppingRelay {
+    pub async fn start(upstream: String, drop_for: Duration) -> DroppingRelay {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (accepted, dropped) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+        let (a, d) = (accepted.clone(), dropped.clone());
+        let drop_until = Instant::now() + drop_for;
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut client, _)) = listener.accept().await else {
+                    return;
+                };
+                a.fetch_add(1, Ordering::SeqCst);
+                if Instant::now() < drop_until {
+                    d.fetch_add(1, Ordering::SeqCst);
+                    drop(client);
+                    continue;
+                }
+                let upstream = upstream.clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        DroppingRelay {
+            port,
+            accepted,
+            dropped,
+        }
+    }
+
+    pub fn accepted(&self) -> usize {
+        self.accepted.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    pub fn dropped(&self) -> usize {
+        self.dropped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
