@@ -151,6 +151,7 @@ impl Pipeline {
                 partition_count: 6,
                 leaders: vec![1; 6],
                 available: (0..6).collect(),
+                leader_epochs: Vec::new(),
                 topic_id: 0,
                 sticky: Default::default(),
                 cache: Default::default(),

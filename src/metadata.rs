@@ -21,6 +21,10 @@ pub struct TopicMetadata {
     pub leaders: Vec<i32>,
     /// Partitions that have a leader, ascending.
     pub available: Vec<i32>,
+    /// Leader epoch per partition (Metadata v7+; -1 where the broker gives
+    /// none). An answer carrying an older epoch than the one held for a
+    /// partition is stale: the partition keeps its leader (KIP-320).
+    pub leader_epochs: Vec<i32>,
     /// The topic's id (Metadata v10+; 0 when the broker gives none). A new
     /// id under the same name means the topic was deleted and re-created.
     pub topic_id: u128,
@@ -125,11 +129,13 @@ impl MetadataSnapshot {
             // unusable, and the previous view of it is kept.
             let n = t.partitions.len();
             let mut leaders = vec![-1; n];
+            let mut leader_epochs = vec![-1; n];
             let mut seen = vec![false; n];
             let bad = t.partitions.iter().find(|p| {
                 match usize::try_from(p.partition_index).ok().filter(|i| *i < n) {
                     Some(i) if !std::mem::replace(&mut seen[i], true) => {
                         leaders[i] = p.leader_id.0;
+                        leader_epochs[i] = p.leader_epoch;
                         false
                     }
                     _ => true,
@@ -145,7 +151,6 @@ impl MetadataSnapshot {
                 continue;
             };
             missing.remove(&topic);
-            let available = (0..count).filter(|p| leaders[*p as usize] >= 0).collect();
             let topic_id = t.topic_id.as_u128();
             // The same topic keeps its sticky partition; a re-created one
             // (a new id) starts afresh.
@@ -153,6 +158,10 @@ impl MetadataSnapshot {
                 .topics
                 .get(&topic)
                 .filter(|old| old.topic_id == topic_id);
+            if let Some(old) = same {
+                keep_newer_leaders(&topic, old, &mut leaders, &mut leader_epochs);
+            }
+            let available = (0..count).filter(|p| leaders[*p as usize] >= 0).collect();
             let sticky = same.map(|old| old.sticky.clone()).unwrap_or_default();
             let cache = same
                 .filter(|old| old.partition_count == count)
@@ -164,6 +173,7 @@ impl MetadataSnapshot {
                     partition_count: count,
                     leaders,
                     available,
+                    leader_epochs,
                     topic_id,
                     sticky,
                     cache,
@@ -175,6 +185,24 @@ impl MetadataSnapshot {
             topics,
             missing,
             fetched_at: Some(Instant::now()),
+        }
+    }
+}
+
+/// KIP-320, as the Java client's `Metadata.updateLatestMetadata`: a
+/// partition whose new leader epoch is older than the one `old` holds is
+/// described by an answer from a broker that has not caught up (answers
+/// come from any broker, and a slow one can still name the leader before
+/// a move). It keeps its leader and epoch; the rest of the answer stands.
+fn keep_newer_leaders(topic: &Topic, old: &TopicMetadata, leaders: &mut [i32], epochs: &mut [i32]) {
+    for (p, (leader, epoch)) in leaders.iter_mut().zip(epochs.iter_mut()).enumerate() {
+        let Some(&held) = old.leader_epochs.get(p) else {
+            continue;
+        };
+        if *epoch >= 0 && held > *epoch {
+            tracing::debug!(topic = %topic, partition = p, held, answered = *epoch, "stale leader epoch in a metadata answer; partition kept");
+            *leader = old.leaders[p];
+            *epoch = held;
         }
     }
 }
@@ -284,6 +312,49 @@ mod tests {
             d.cache.0.get().is_none(),
             "a new topic id, same count: a new cache"
         );
+    }
+
+    /// KIP-320: an answer naming an older leader epoch for a partition (a
+    /// broker that has not caught up with a leader move) leaves the
+    /// partition's leader as it is; a newer or equal epoch moves it. An
+    /// answer without epochs (before Metadata v7) is taken as it is.
+    #[test]
+    fn an_older_leader_epoch_does_not_move_a_partition_back() {
+        let with_epochs = |partitions: &[(i32, i32, i32)]| {
+            let mut r = response(
+                &partitions
+                    .iter()
+                    .map(|(p, l, _)| (*p, *l))
+                    .collect::<Vec<_>>(),
+            );
+            for (entry, (_, _, epoch)) in r.topics[0].partitions.iter_mut().zip(partitions) {
+                entry.leader_epoch = *epoch;
+            }
+            r
+        };
+        let t = |s: &MetadataSnapshot| {
+            let m = &s.topics[&Topic::from("t")];
+            (m.leaders.clone(), m.leader_epochs.clone())
+        };
+        let first = MetadataSnapshot::from_response(
+            &with_epochs(&[(0, 1, 4), (1, 2, 7)]),
+            &MetadataSnapshot::default(),
+        );
+        let moved = MetadataSnapshot::from_response(&with_epochs(&[(0, 3, 5), (1, 2, 7)]), &first);
+        assert_eq!(t(&moved), (vec![3, 2], vec![5, 7]));
+        let stale = MetadataSnapshot::from_response(&with_epochs(&[(0, 1, 4), (1, 3, 8)]), &moved);
+        assert_eq!(
+            t(&stale),
+            (vec![3, 3], vec![5, 8]),
+            "partition 0's answer is older than what is held; partition 1's is newer"
+        );
+        let leaderless =
+            MetadataSnapshot::from_response(&with_epochs(&[(0, 1, 3), (1, -1, 8)]), &stale);
+        assert_eq!(t(&leaderless), (vec![3, -1], vec![5, 8]));
+        assert_eq!(leaderless.topics[&Topic::from("t")].available, vec![0]);
+        let unversioned =
+            MetadataSnapshot::from_response(&with_epochs(&[(0, 1, -1), (1, 2, -1)]), &stale);
+        assert_eq!(t(&unversioned), (vec![1, 2], vec![-1, -1]));
     }
 
     fn uuid_of(v: u128) -> uuid::Uuid {

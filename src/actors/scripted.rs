@@ -261,6 +261,7 @@ impl Script {
                         partition_count: *n,
                         leaders: vec![BROKER_ID; *n as usize],
                         available: (0..*n).collect(),
+                        leader_epochs: Vec::new(),
                         topic_id: 0,
                         sticky: previous
                             .topics
