@@ -1507,3 +1507,67 @@ async fn abortable_answers_are_mended_by_an_abort_that_bumps_the_epoch() {
         p.close().await;
     }
 }
+
+/// One Metadata answer that lists fewer brokers than there are (here none:
+/// the proxy empties the list of one answer) retires no live connection.
+/// Before, the supervisor retired every connection the answer left out at
+/// once; with the only broker gone from the list the producer had no
+/// connection left to ask again, and every later record waited out
+/// `delivery.timeout.ms`. A broker now goes only once the answers have
+/// left it out for `metadata.max.age.ms`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_metadata_answer_listing_fewer_brokers_retires_no_live_connection() {
+    let topic = "fewer-brokers";
+    let cluster = support::ProxiedTansu::start();
+    let b = cluster.proxy.bootstrap();
+    support::create_topic(&b, topic, 2).await;
+    let p = producer(
+        &b,
+        &[
+            ("metadata.max.age.ms", "100"),
+            ("delivery.timeout.ms", "8000"),
+            ("request.timeout.ms", "4000"),
+        ],
+    );
+    let (sub, mut reports) = p.subscribe(ReportMode::All);
+    let send = |from: usize| {
+        let sub = sub.clone();
+        async move {
+            for i in from..from + 100 {
+                let r = Record::to(topic)
+                    .key(format!("k{}", i % 7))
+                    .value(i.to_string())
+                    .opaque(i as u64);
+                sub.produce(r).await.unwrap();
+            }
+        }
+    };
+    let mut delivered = HashSet::new();
+    send(0).await;
+    let stream = &mut reports;
+    for _ in 0..100 {
+        let r = stream.next().await.expect("a report");
+        assert!(r.is_delivered(), "before the stripped answer: {r:?}");
+        assert!(delivered.insert(value_of(&r)));
+    }
+    cluster.proxy.omit_brokers(1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster.proxy.brokers_to_omit() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no metadata answer was asked for"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    send(100).await;
+    for _ in 0..100 {
+        let r = stream.next().await.expect("a report");
+        assert!(r.is_delivered(), "after the stripped answer: {r:?}");
+        assert!(delivered.insert(value_of(&r)));
+    }
+    drop(sub);
+    assert!(stream.next().await.is_none(), "one report per record");
+    p.close().await;
+    let log = support::read_all(&b, topic, 2, 200);
+    assert_eq!(log.len(), 200, "each record once in the log");
+}

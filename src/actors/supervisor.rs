@@ -41,6 +41,9 @@ pub struct ProducerSupervisor {
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,
     addrs: HashMap<i32, String>,
+    /// Brokers with a connection actor that the metadata answers have
+    /// left out, since the first answer that did (`BrokersChanged`).
+    absent_since: HashMap<i32, std::time::Instant>,
     /// A timer for the next InitProducerId attempt after a failed one.
     idem_retry: Option<SpawnHandle>,
     /// The transaction actor, for a transactional producer.
@@ -101,6 +104,7 @@ impl ProducerSupervisor {
                     partitioner: None,
                     owns_system,
                     addrs: HashMap::new(),
+                    absent_since: HashMap::new(),
                     idem_retry: None,
                     transactions: None,
                     shutting_down: false,
@@ -120,6 +124,7 @@ impl ProducerSupervisor {
                 scripted: None,
                 owns_system,
                 addrs: HashMap::new(),
+                absent_since: HashMap::new(),
                 idem_retry: None,
                 transactions: None,
                 shutting_down: false,
@@ -490,19 +495,43 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
             }
         }
         // Retire brokers that left, and bootstrap connections once real
-        // ones exist.
+        // ones exist. One answer is not enough to retire a broker: answers
+        // come from any broker, and one whose view lags (or a KRaft broker
+        // fenced for a moment) lists fewer brokers than there are. A
+        // broker goes once the answers have left it out for
+        // `metadata.max.age.ms`; an answer listing no broker at all says
+        // nothing, and retires none (the connections are the only way to
+        // ask again). The Java client never closes such a connection
+        // itself; it idles out.
+        let now = std::time::Instant::now();
+        let patience = self.engine.config.metadata_max_age;
+        self.absent_since
+            .retain(|id, _| !msg.brokers.contains_key(id));
         let gone: Vec<i32> = self
             .addrs
             .keys()
             .copied()
-            .filter(|id| !msg.brokers.contains_key(id) && (*id >= 0 || !msg.brokers.is_empty()))
+            .filter(|id| {
+                if msg.brokers.contains_key(id) || msg.brokers.is_empty() {
+                    return false;
+                }
+                if *id < 0 {
+                    return true;
+                }
+                let since = *self.absent_since.entry(*id).or_insert(now);
+                now.duration_since(since) >= patience
+            })
             .collect();
         for id in gone {
             self.addrs.remove(&id);
+            self.absent_since.remove(&id);
             if let Some((_, a)) = self.addresses.connections.remove(&id) {
                 tracing::info!(broker = id, "broker connection retired");
                 a.do_send(Retire);
             }
+        }
+        for (id, since) in &self.absent_since {
+            tracing::debug!(broker = id, absent_for = ?now.duration_since(*since), "broker left out of a metadata answer; kept until it has been absent for metadata.max.age.ms");
         }
         // The first brokers known: ask for the producer id now, not at the
         // next tick (a new producer's first record waits for it).

@@ -498,6 +498,9 @@ pub struct FaultProxy {
     fault: std::sync::Arc<std::sync::atomic::AtomicU8>,
     /// Faults applied so far.
     pub applied: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// Metadata answers still to relay with an empty broker list
+    /// (`omit_brokers`).
+    omit_brokers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
@@ -511,7 +514,13 @@ impl FaultProxy {
         let fault = Arc::new(AtomicU8::new(0));
         let applied = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
-        let (f, a, s) = (fault.clone(), applied.clone(), stop.clone());
+        let omit_brokers = Arc::new(AtomicUsize::new(0));
+        let (f, a, s, o) = (
+            fault.clone(),
+            applied.clone(),
+            stop.clone(),
+            omit_brokers.clone(),
+        );
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
                 let client = match listener.accept() {
@@ -529,16 +538,35 @@ impl FaultProxy {
                 let apis = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
                 let apis2 = apis.clone();
                 std::thread::spawn(move || relay_requests(c_read, s_write, &apis2));
-                let (f, a) = (f.clone(), a.clone());
-                std::thread::spawn(move || relay_responses(server, client, &f, &a, &apis));
+                let faults = ResponseFaults {
+                    fault: f.clone(),
+                    applied: a.clone(),
+                    omit_brokers: o.clone(),
+                };
+                std::thread::spawn(move || relay_responses(server, client, &faults, &apis));
             }
         });
         FaultProxy {
             port,
             fault,
             applied,
+            omit_brokers,
             stop,
         }
+    }
+
+    /// Relays the next `n` Metadata answers, on any connection, with no
+    /// broker in them (topics and leaders as the broker gave them): what a
+    /// client sees from a broker whose view of the cluster lags, or during
+    /// a KRaft broker's fencing.
+    pub fn omit_brokers(&self, n: usize) {
+        self.omit_brokers
+            .store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Metadata answers still to be stripped of their brokers.
+    pub fn brokers_to_omit(&self) -> usize {
+        self.omit_brokers.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Breaks the next Produce response on any connection.
@@ -558,7 +586,31 @@ impl Drop for FaultProxy {
     }
 }
 
-type ApiByCorrelation = std::sync::Mutex<std::collections::HashMap<i32, i16>>;
+/// Each request's API key and version, by correlation id.
+type ApiByCorrelation = std::sync::Mutex<std::collections::HashMap<i32, (i16, i16)>>;
+
+/// What `relay_responses` breaks, shared by a proxy's connections.
+struct ResponseFaults {
+    fault: std::sync::Arc<std::sync::atomic::AtomicU8>,
+    applied: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    omit_brokers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// A Metadata response body (after the length prefix) of `version`, with
+/// its broker list emptied.
+fn without_brokers(body: &[u8], version: i16) -> Vec<u8> {
+    use kafka_protocol::messages::{MetadataResponse, ResponseHeader};
+    use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion};
+    let header_version = MetadataResponse::header_version(version);
+    let mut buf = bytes::Bytes::copy_from_slice(body);
+    let header = ResponseHeader::decode(&mut buf, header_version).expect("response header");
+    let mut response = MetadataResponse::decode(&mut buf, version).expect("metadata response");
+    response.brokers.clear();
+    let mut out = bytes::BytesMut::new();
+    header.encode(&mut out, header_version).unwrap();
+    response.encode(&mut out, version).unwrap();
+    out.to_vec()
+}
 
 /// Client to broker: relays request frames, noting each one's API key by
 /// correlation id, so faults can target Produce responses only.
@@ -578,8 +630,9 @@ fn relay_requests(
             break;
         }
         let api = i16::from_be_bytes([body[0], body[1]]);
+        let version = i16::from_be_bytes([body[2], body[3]]);
         let correlation = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
-        apis.lock().unwrap().insert(correlation, api);
+        apis.lock().unwrap().insert(correlation, (api, version));
         if server
             .write_all(&len)
             .and_then(|_| server.write_all(&body))
@@ -594,10 +647,14 @@ fn relay_requests(
 fn relay_responses(
     mut server: std::net::TcpStream,
     mut client: std::net::TcpStream,
-    fault: &std::sync::atomic::AtomicU8,
-    applied: &std::sync::atomic::AtomicUsize,
+    faults: &ResponseFaults,
     apis: &ApiByCorrelation,
 ) {
+    let ResponseFaults {
+        fault,
+        applied,
+        omit_brokers,
+    } = faults;
     use std::io::{Read, Write};
     use std::sync::atomic::Ordering;
     let close = |c: &std::net::TcpStream, s: &std::net::TcpStream| {
@@ -615,7 +672,17 @@ fn relay_responses(
             break close(&client, &server);
         }
         let correlation = i32::from_be_bytes([body[0], body[1], body[2], body[3]]);
-        let is_produce = apis.lock().unwrap().remove(&correlation) == Some(0);
+        let api = apis.lock().unwrap().remove(&correlation);
+        let is_produce = api.is_some_and(|(key, _)| key == 0);
+        if let Some((3, version)) = api {
+            let strip = omit_brokers
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if strip {
+                body = without_brokers(&body, version);
+                len = i32::try_from(body.len()).unwrap().to_be_bytes();
+            }
+        }
         let f = if is_produce {
             fault.swap(0, Ordering::SeqCst)
         } else {
