@@ -144,6 +144,12 @@ pub struct ProducerConfig {
     pub reconnect_backoff_max: Duration,
     /// `metadata.max.age.ms` (default 5 min).
     pub metadata_max_age: Duration,
+    /// `metadata.max.idle.ms` (default 5 min, at least 5 s, as Java): a
+    /// topic nothing has been produced to for this long, with nothing
+    /// queued or in flight, is dropped from the metadata the producer
+    /// keeps and asks for; the next record to it waits for its metadata
+    /// again.
+    pub metadata_max_idle: Duration,
     /// `socket.connection.setup.timeout.ms` (default 10 s).
     pub connection_setup_timeout: Duration,
     /// `enable.idempotence`: `None` means the Java default (on, unless
@@ -312,6 +318,7 @@ impl Default for ProducerConfig {
             reconnect_backoff: Duration::from_millis(50),
             reconnect_backoff_max: Duration::from_secs(1),
             metadata_max_age: Duration::from_secs(300),
+            metadata_max_idle: Duration::from_secs(300),
             connection_setup_timeout: Duration::from_secs(10),
             enable_idempotence: None,
             allow_auto_create_topics: true,
@@ -350,6 +357,7 @@ pub const PROPERTIES: &[&str] = &[
     "reconnect.backoff.ms",
     "reconnect.backoff.max.ms",
     "metadata.max.age.ms",
+    "metadata.max.idle.ms",
     "socket.connection.setup.timeout.ms",
     "enable.idempotence",
     "allow.auto.create.topics",
@@ -519,6 +527,7 @@ impl ProducerConfig {
             "reconnect.backoff.ms" => self.reconnect_backoff = ms(0)?,
             "reconnect.backoff.max.ms" => self.reconnect_backoff_max = ms(0)?,
             "metadata.max.age.ms" => self.metadata_max_age = ms(1)?,
+            "metadata.max.idle.ms" => self.metadata_max_idle = ms(5_000)?,
             "socket.connection.setup.timeout.ms" => self.connection_setup_timeout = ms(1)?,
             "enable.idempotence" => {
                 self.enable_idempotence =
@@ -936,6 +945,21 @@ mod tests {
         c.set("connections.max.idle.ms", "0").unwrap();
         assert_eq!(c.connections_max_idle, None, "0: never, as librdkafka");
         assert!(c.set("connections.max.idle.ms", "-1").is_err());
+    }
+
+    /// `metadata.max.idle.ms`: Java's default (5 minutes) and lower bound
+    /// (5 s).
+    #[test]
+    fn metadata_idle_bound() {
+        let mut c = ProducerConfig::default();
+        assert_eq!(c.metadata_max_idle, Duration::from_secs(300));
+        c.set("metadata.max.idle.ms", "5000").unwrap();
+        assert_eq!(c.metadata_max_idle, Duration::from_secs(5));
+        let e = c
+            .set("metadata.max.idle.ms", "4999")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("metadata.max.idle.ms"), "{e}");
     }
 
     #[test]

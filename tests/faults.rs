@@ -1571,3 +1571,83 @@ async fn a_metadata_answer_listing_fewer_brokers_retires_no_live_connection() {
     let log = support::read_all(&b, topic, 2, 200);
     assert_eq!(log.len(), 200, "each record once in the log");
 }
+
+/// `metadata.max.idle.ms`: a topic nothing has been produced to for that
+/// long leaves the producer's metadata (the Java producer's
+/// `ProducerMetadata`): it is no longer named in Metadata requests, and the
+/// next record to it asks for its metadata again, as for a new topic, and
+/// is delivered. A topic still written to stays. Before, every topic ever
+/// produced to was kept and asked about for the producer's life (and a
+/// second record to one never asked again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_topics_are_forgotten_and_come_back_when_produced_to() {
+    let cluster = support::ProxiedTansu::start();
+    let b = cluster.proxy.bootstrap();
+    let idle: Vec<String> = (0..12).map(|i| format!("idle-{i}")).collect();
+    for t in idle.iter().map(String::as_str).chain(["busy"]) {
+        support::create_topic(&b, t, 1).await;
+    }
+    let p = producer(
+        &b,
+        &[
+            ("metadata.max.idle.ms", "5000"),
+            ("metadata.max.age.ms", "300"),
+        ],
+    );
+    let named = |request: &Option<Vec<String>>, topic: &str| {
+        request
+            .as_ref()
+            .is_some_and(|topics| topics.iter().any(|t| t == topic))
+    };
+    let asked_since = |from: usize, topic: &str| {
+        cluster.proxy.metadata_requests()[from..]
+            .iter()
+            .any(|r| named(r, topic))
+    };
+    for t in idle.iter().map(String::as_str).chain(["busy"]) {
+        let from = cluster.proxy.metadata_requests().len();
+        p.send(Record::to(t).value("first")).await.unwrap();
+        assert!(asked_since(from, t), "a new topic's metadata is asked for");
+    }
+    // Until the requests have named `busy` and none of the idle topics
+    // for a second (every topic went idle within a moment of the others).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut quiet_since: Option<Instant> = None;
+    while quiet_since.is_none_or(|t| t.elapsed() < Duration::from_secs(1)) {
+        assert!(
+            Instant::now() < deadline,
+            "idle topics still asked about: {:?}",
+            cluster.proxy.metadata_requests().last()
+        );
+        p.send(Record::to("busy").value("more")).await.unwrap();
+        let requests = cluster.proxy.metadata_requests();
+        let last = requests.last().unwrap();
+        let forgotten = named(last, "busy") && !idle.iter().any(|t| named(last, t));
+        quiet_since = if forgotten {
+            quiet_since.or(Some(Instant::now()))
+        } else {
+            None
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let requests = cluster.proxy.metadata_requests();
+    let first_busy = requests.iter().position(|r| named(r, "busy")).unwrap();
+    assert!(
+        requests[first_busy..].iter().all(|r| named(r, "busy")),
+        "a topic still produced to was forgotten: {requests:?}"
+    );
+    // Each forgotten topic comes back with its next record.
+    for t in &idle {
+        let from = cluster.proxy.metadata_requests().len();
+        let delivered = p
+            .send(Record::to(t.as_str()).value("second"))
+            .await
+            .unwrap();
+        assert_eq!(delivered.offset, Some(1), "{t}: the second record");
+        assert!(
+            asked_since(from, t),
+            "{t}: a record to a forgotten topic asks for its metadata again"
+        );
+    }
+    p.close().await;
+}

@@ -52,6 +52,9 @@ pub(crate) struct PartitionerActor {
     /// A connection's TLS or authentication failure since the last
     /// metadata answer: topic waits fail with it at once.
     refused: Option<(ErrorKind, String)>,
+    /// Per topic asked about: the records appended to its queues when the
+    /// idle check last saw that count change, and when (`forget_idle`).
+    last_active: HashMap<Topic, (u64, Instant)>,
 }
 
 impl PartitionerActor {
@@ -73,6 +76,7 @@ impl PartitionerActor {
             topic_ids: HashMap::new(),
             vanished: HashMap::new(),
             refused: None,
+            last_active: HashMap::new(),
         }
     }
 
@@ -103,6 +107,7 @@ impl PartitionerActor {
             &known
         };
         let (broker, addr) = pool[(self.failures as usize) % pool.len()].clone();
+        self.forget_idle();
         self.fetching = true;
         self.again = false;
         let topics: Vec<Topic> = self.topics.iter().cloned().collect();
@@ -116,7 +121,12 @@ impl PartitionerActor {
                     act.fetch_errors.clear();
                     act.refused = None;
                     let previous = act.engine.metadata.load();
-                    let snapshot = MetadataSnapshot::from_response(&resp, &previous);
+                    let mut snapshot = MetadataSnapshot::from_response(&resp, &previous);
+                    // Only what was asked for (a broker may list every
+                    // topic it has), so what the producer holds is bounded
+                    // by what it writes to (`forget_idle`).
+                    snapshot.topics.retain(|t, _| act.topics.contains(t));
+                    snapshot.missing.retain(|t, _| act.topics.contains(t));
                     tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
                     let brokers = snapshot.brokers.clone();
                     act.track_recreated(&snapshot);
@@ -138,6 +148,67 @@ impl PartitionerActor {
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
         }));
+    }
+
+    /// `metadata.max.idle.ms`, as the Java producer's `ProducerMetadata`:
+    /// a topic whose queues took no record for that long, hold no batch
+    /// and have no one waiting for the topic is no longer asked about, and
+    /// leaves the published snapshot (the next record to it waits for its
+    /// metadata, as a new topic's does). Activity is read from the queues'
+    /// append counts at each fetch, so the produce path does nothing for
+    /// it. A topic with a batch in its queues is always asked about, even
+    /// one forgotten a moment before that batch was appended.
+    ///
+    /// What stays: the topic's queues (with an idempotent producer's
+    /// sequences, which the broker keeps far longer), its interned name and
+    /// its last topic id.
+    fn forget_idle(&mut self) {
+        let idle = self.engine.config.metadata_max_idle;
+        let now = Instant::now();
+        let activity: HashMap<Topic, (u64, bool)> = self
+            .engine
+            .acc
+            .topic_activity()
+            .into_iter()
+            .map(|(t, appended, busy)| (t, (appended, busy)))
+            .collect();
+        for (topic, (_, busy)) in &activity {
+            if *busy {
+                self.topics.insert(*topic);
+            }
+        }
+        // The snapshot holds only topics asked about, but a restarted
+        // partitioner starts from the last one published.
+        let snapshot = self.engine.metadata.load();
+        let held = snapshot.topics.keys().chain(snapshot.missing.keys());
+        let candidates: HashSet<Topic> = self.topics.iter().chain(held).copied().collect();
+        let mut forgotten = Vec::new();
+        for topic in candidates {
+            let (appended, busy) = activity.get(&topic).copied().unwrap_or((0, false));
+            let seen = self.last_active.entry(topic).or_insert((appended, now));
+            if busy || self.waiters.contains_key(&topic) || seen.0 != appended {
+                *seen = (appended, now);
+            } else if now.duration_since(seen.1) >= idle {
+                forgotten.push(topic);
+            }
+        }
+        if forgotten.is_empty() {
+            return;
+        }
+        for topic in &forgotten {
+            self.last_active.remove(topic);
+            self.topics.remove(topic);
+        }
+        tracing::debug!(
+            topics = forgotten.len(),
+            "idle topics forgotten (metadata.max.idle.ms)"
+        );
+        let mut snapshot = MetadataSnapshot::clone(&snapshot);
+        for topic in &forgotten {
+            snapshot.topics.remove(topic);
+            snapshot.missing.remove(topic);
+        }
+        self.engine.metadata.store(Arc::new(snapshot));
     }
 
     /// Notes topics whose id changed (deleted and re-created).

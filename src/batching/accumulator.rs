@@ -323,6 +323,30 @@ impl Accumulator {
         }
     }
 
+    /// Per topic with queues: the records ever appended to them, and
+    /// whether any holds a batch (open, ready or in flight). Locks each
+    /// queue once; for the partitioner's idle check
+    /// (`metadata.max.idle.ms`), not the produce path.
+    pub fn topic_activity(&self) -> Vec<(Topic, u64, bool)> {
+        let topics: Vec<(Topic, Box<[Arc<PartitionQueue>]>)> = self
+            .topics
+            .iter()
+            .map(|t| (*t.key(), t.partitions.clone()))
+            .collect();
+        topics
+            .into_iter()
+            .map(|(topic, queues)| {
+                let (mut appended, mut busy) = (0, false);
+                for q in queues.iter() {
+                    let st = lock(&q.state);
+                    appended += st.appended;
+                    busy |= st.open.is_some() || !st.ready.is_empty() || st.in_flight > 0;
+                }
+                (topic, appended, busy)
+            })
+            .collect()
+    }
+
     /// Every queue, for sweeps that lock them one by one.
     pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
         self.topics

@@ -501,8 +501,12 @@ pub struct FaultProxy {
     /// Metadata answers still to relay with an empty broker list
     /// (`omit_brokers`).
     omit_brokers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    /// The topics each Metadata request named, in order (`None`: all).
+    metadata_requests: MetadataRequests,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
+
+type MetadataRequests = std::sync::Arc<std::sync::Mutex<Vec<Option<Vec<String>>>>>;
 
 impl FaultProxy {
     /// Listens on `port` and relays to `upstream`.
@@ -515,11 +519,13 @@ impl FaultProxy {
         let applied = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
         let omit_brokers = Arc::new(AtomicUsize::new(0));
-        let (f, a, s, o) = (
+        let metadata_requests = MetadataRequests::default();
+        let (f, a, s, o, m) = (
             fault.clone(),
             applied.clone(),
             stop.clone(),
             omit_brokers.clone(),
+            metadata_requests.clone(),
         );
         std::thread::spawn(move || {
             while !s.load(Ordering::Relaxed) {
@@ -537,7 +543,8 @@ impl FaultProxy {
                 let (c_read, s_write) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let apis = Arc::new(std::sync::Mutex::new(std::collections::HashMap::new()));
                 let apis2 = apis.clone();
-                std::thread::spawn(move || relay_requests(c_read, s_write, &apis2));
+                let m = m.clone();
+                std::thread::spawn(move || relay_requests(c_read, s_write, &apis2, &m));
                 let faults = ResponseFaults {
                     fault: f.clone(),
                     applied: a.clone(),
@@ -551,8 +558,15 @@ impl FaultProxy {
             fault,
             applied,
             omit_brokers,
+            metadata_requests,
             stop,
         }
+    }
+
+    /// The topics each Metadata request through the proxy named, oldest
+    /// first (`None` for a request for all topics).
+    pub fn metadata_requests(&self) -> Vec<Option<Vec<String>>> {
+        self.metadata_requests.lock().unwrap().clone()
     }
 
     /// Relays the next `n` Metadata answers, on any connection, with no
@@ -596,6 +610,22 @@ struct ResponseFaults {
     omit_brokers: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
+/// The topics a Metadata request body (after the length prefix) of
+/// `version` names; `None` when it asks for all.
+fn metadata_topics(body: &[u8], version: i16) -> Option<Vec<String>> {
+    use kafka_protocol::messages::{MetadataRequest, RequestHeader};
+    use kafka_protocol::protocol::{Decodable, HeaderVersion};
+    let mut buf = bytes::Bytes::copy_from_slice(body);
+    RequestHeader::decode(&mut buf, MetadataRequest::header_version(version)).expect("header");
+    let request = MetadataRequest::decode(&mut buf, version).expect("metadata request");
+    request.topics.map(|topics| {
+        topics
+            .into_iter()
+            .filter_map(|t| t.name.map(|n| n.0.to_string()))
+            .collect()
+    })
+}
+
 /// A Metadata response body (after the length prefix) of `version`, with
 /// its broker list emptied.
 fn without_brokers(body: &[u8], version: i16) -> Vec<u8> {
@@ -618,6 +648,7 @@ fn relay_requests(
     mut client: std::net::TcpStream,
     mut server: std::net::TcpStream,
     apis: &ApiByCorrelation,
+    metadata_requests: &MetadataRequests,
 ) {
     use std::io::{Read, Write};
     loop {
@@ -633,6 +664,12 @@ fn relay_requests(
         let version = i16::from_be_bytes([body[2], body[3]]);
         let correlation = i32::from_be_bytes([body[4], body[5], body[6], body[7]]);
         apis.lock().unwrap().insert(correlation, (api, version));
+        if api == 3 {
+            metadata_requests
+                .lock()
+                .unwrap()
+                .push(metadata_topics(&body, version));
+        }
         if server
             .write_all(&len)
             .and_then(|_| server.write_all(&body))
