@@ -1683,3 +1683,33 @@ async fn cli_topic_describe_delete_and_cluster_agree_with_kafkas_tools() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// A topic name Kafka does not allow (a space, a `!`, `..`) is refused by
+/// the broker's Metadata answer with INVALID_TOPIC_EXCEPTION; the record
+/// fails with that error at once, as in the Java client, instead of
+/// waiting out `max.block.ms` and failing `Timeout` (which said the topic
+/// might yet appear). The record is handed back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_topic_name_kafka_does_not_allow_fails_with_the_brokers_error() {
+    let kafka = KafkaCluster::shared(1);
+    let _logs = kafka.logs_on_panic();
+    let producer = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("max.block.ms", "20000")
+        .build()
+        .unwrap();
+    for name in ["not a topic!", ".."] {
+        let e = producer
+            .send(Record::to(name).value("v"))
+            .await
+            .expect_err("no such topic can exist");
+        assert_eq!(
+            e.kind,
+            ErrorKind::Broker(BrokerError::InvalidTopicException),
+            "{name:?}: {e}"
+        );
+        assert_eq!(e.record.topic.as_str(), name);
+        assert_eq!(e.record.value.as_deref(), Some(&b"v"[..]));
+    }
+    producer.close().await;
+}

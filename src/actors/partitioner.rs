@@ -331,16 +331,25 @@ impl PartitionerActor {
     }
 }
 
-/// The answer for a topic the metadata says we may not describe
-/// (TOPIC_AUTHORIZATION_FAILED), if so.
+/// The answer for a topic the metadata refuses for good, if so: one we may
+/// not describe (TOPIC_AUTHORIZATION_FAILED), or a name the cluster does
+/// not allow (INVALID_TOPIC_EXCEPTION: a character outside
+/// `[a-zA-Z0-9._-]`, more than 249 of them, `.` or `..`). The Java client
+/// fails a send to either at once; waiting `max.block.ms` changes nothing.
 fn forbidden(snapshot: &MetadataSnapshot, topic: Topic) -> Option<(ErrorKind, String)> {
-    let code = snapshot.missing.get(&topic).copied();
-    (code == Some(ResponseError::TopicAuthorizationFailed.code())).then(|| {
-        (
-            ErrorKind::Broker(ResponseError::TopicAuthorizationFailed.into()),
-            "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)".to_string(),
-        )
-    })
+    let code = snapshot.missing.get(&topic).copied()?;
+    let (error, why) = match ResponseError::try_from_code(code)? {
+        e @ ResponseError::TopicAuthorizationFailed => (
+            e,
+            "not authorized to describe the topic (TOPIC_AUTHORIZATION_FAILED)",
+        ),
+        e @ ResponseError::InvalidTopicException => (
+            e,
+            "the cluster does not allow this topic name (INVALID_TOPIC_EXCEPTION)",
+        ),
+        _ => return None,
+    };
+    Some((ErrorKind::Broker(error.into()), why.to_string()))
 }
 
 impl Actor for PartitionerActor {
