@@ -674,15 +674,26 @@ impl Transactions {
     /// The producer is fenced or refused: nothing more is sent or taken.
     /// Returns whether this call made it so (the caller then fails what is
     /// pending).
-    pub fn set_fatal(&self, kind: ErrorKind, message: String) -> bool {
+    /// The producer cannot go on: `None` when it was fatal already, else
+    /// how the transaction under way ends as far as the producer can
+    /// tell: `Unknown` once its EndTxn(commit) was sent (the coordinator
+    /// may have committed it before the fatal answer: a fenced producer's
+    /// prepared commit is completed by its successor's InitProducerId),
+    /// `Aborted` otherwise (the coordinator aborts it).
+    pub fn set_fatal(&self, kind: ErrorKind, message: String) -> Option<Ending> {
         let mut i = lock(&self.inner);
         self.gate.store(false, std::sync::atomic::Ordering::Release);
         if i.phase == Phase::Fatal {
-            return false;
+            return None;
         }
+        let ending = if i.phase == Phase::Committing && i.commit_sent {
+            Ending::Unknown
+        } else {
+            Ending::Aborted
+        };
         i.phase = Phase::Fatal;
         i.error = Some((kind, message));
-        true
+        Some(ending)
     }
 
     pub fn coordinator(&self) -> Option<i32> {
@@ -958,8 +969,11 @@ mod tests {
     fn fatal_is_final() {
         let txn = t();
         txn.begin(0, 0).unwrap();
-        assert!(txn.set_fatal(ErrorKind::Fenced, "fenced by a newer producer".into()));
-        assert!(!txn.set_fatal(ErrorKind::Fenced, "again".into()));
+        assert_eq!(
+            txn.set_fatal(ErrorKind::Fenced, "fenced by a newer producer".into()),
+            Some(Ending::Aborted)
+        );
+        assert_eq!(txn.set_fatal(ErrorKind::Fenced, "again".into()), None);
         assert_eq!(txn.sendable(), None);
         for e in [
             txn.start_commit().unwrap_err(),

@@ -1651,3 +1651,50 @@ async fn idle_topics_are_forgotten_and_come_back_when_produced_to() {
     }
     p.close().await;
 }
+
+/// An answer to EndTxn(commit) that no rule names (here
+/// UNKNOWN_SERVER_ERROR) is fatal, as in every Java coordinator handler
+/// but AddPartitionsToTxn's: the commit may or may not have happened, and
+/// an abort would not make that known. The transaction's reports say
+/// `Unresolved`, not `Aborted`. Before, it made the transaction abortable
+/// and the reports said Aborted, whatever the coordinator had done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unexpected_answer_to_a_commit_is_fatal_and_its_records_unresolved() {
+    use courier::TransactionReport;
+    let topic = "txn-end-unknown";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 1, 1).expect("create topic");
+    let p = producer(
+        &m.bootstrap_servers(),
+        &[("transactional.id", "txn-end-unknown-1")],
+    );
+    p.init_transactions().await.unwrap();
+    let (sub, mut reports) = p.subscribe_transactional().unwrap();
+    p.begin_transaction().unwrap();
+    for i in 0..10u64 {
+        sub.produce(Record::to(topic).value(i.to_string()).opaque(i))
+            .await
+            .unwrap();
+    }
+    p.flush().await;
+    m.request_errors(
+        RDKafkaApiKey::EndTxn,
+        &[RDKafkaRespErr::RD_KAFKA_RESP_ERR_UNKNOWN],
+    );
+    let e = p.commit_transaction().await.expect_err("refused");
+    assert!(e.is_fatal(), "{e}");
+    assert!(p.abort_transaction().await.unwrap_err().is_fatal());
+    drop(sub);
+    let mut seen = HashSet::new();
+    while let Some(r) = tokio::time::timeout(Duration::from_secs(30), reports.next())
+        .await
+        .expect("the reports end")
+    {
+        match r {
+            TransactionReport::Unresolved(d) => assert!(seen.insert(d.opaque())),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(seen.len(), 10, "one report per record");
+    p.close().await;
+}

@@ -75,6 +75,19 @@ enum Step {
 
 /// A coordinator's error code, classified.
 fn step_for(code: i16, what: &str) -> Result<(), Step> {
+    step_with(code, what, false)
+}
+
+/// A coordinator's error code, classified; `other_abortable`: a code no
+/// rule names makes the transaction abortable (AddPartitionsToTxn's
+/// per-partition errors, as Java's `AddPartitionsToTxnHandler`) rather
+/// than fatal (every other coordinator answer, as Java's handlers: an
+/// unexpected answer to EndTxn(commit) leaves the outcome unknown, and an
+/// abort would not make it known). Codes that are abortable everywhere:
+/// TOPIC_AUTHORIZATION_FAILED, GROUP_AUTHORIZATION_FAILED, the group's
+/// UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION and FENCED_INSTANCE_ID
+/// (TxnOffsetCommit), and TRANSACTION_ABORTABLE (KIP-890).
+fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
     let Some(c) = classify(code) else {
         return Ok(());
     };
@@ -106,7 +119,19 @@ fn step_for(code: i16, what: &str) -> Result<(), Step> {
         ResponseError::ConcurrentTransactions => Step::RetrySoon(message),
         ResponseError::CoordinatorLoadInProgress => Step::Retry(message),
         _ if c.retriable => Step::Retry(message),
-        e => Step::Abortable(ErrorKind::Broker(e.into()), message),
+        ResponseError::TopicAuthorizationFailed
+        | ResponseError::GroupAuthorizationFailed
+        | ResponseError::UnknownMemberId
+        | ResponseError::IllegalGeneration
+        | ResponseError::FencedInstanceId
+        | ResponseError::TransactionAbortable => {
+            Step::Abortable(ErrorKind::Broker(e.into()), message)
+        }
+        e if other_abortable => Step::Abortable(ErrorKind::Broker(e.into()), message),
+        e => Step::Fatal(
+            ErrorKind::Broker(e.into()),
+            format!("{message} (an answer the transaction cannot go on from)"),
+        ),
     })
 }
 
@@ -476,7 +501,7 @@ impl Link {
                     t.name.0.as_str(),
                     p.partition_index
                 );
-                if let Err(s) = step_for(p.partition_error_code, &what) {
+                if let Err(s) = step_with(p.partition_error_code, &what, true) {
                     let rank = |s: &Step| match s {
                         Step::Fatal(..) => 4,
                         Step::IdLost(..) => 3,

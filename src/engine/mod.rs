@@ -227,11 +227,11 @@ impl Engine {
         let Some(txn) = &self.txn else {
             return;
         };
-        if txn.set_fatal(kind, message.to_string()) {
+        if let Some(ending) = txn.set_fatal(kind, message.to_string()) {
             tracing::error!(transactional_id = %txn.id, %kind, message, "transactional producer fenced");
             self.acc.barrier();
             self.fail_queued(kind, message);
-            txn.announce(crate::transaction::Ending::Aborted, true);
+            txn.announce(ending, true);
         }
     }
 

@@ -37,10 +37,12 @@ pub enum TransactionReport {
     /// went and its tag, not the record) or failed (the record handed
     /// back).
     Aborted(DeliveryReport),
-    /// The producer was closed (`close_timeout` ran out, or the last
-    /// handle was dropped) after its EndTxn(commit) was sent and before
-    /// the coordinator answered: the coordinator decides, and the producer
-    /// never learns which. A read_committed consumer tells.
+    /// The commit's outcome is unknown to the producer: it was closed
+    /// (`close_timeout` ran out, or the last handle was dropped) after its
+    /// EndTxn(commit) was sent and before the coordinator answered, or the
+    /// answer was fatal (fenced, or an error no rule names) after the
+    /// commit was sent. The coordinator decided; a read_committed consumer
+    /// tells.
     Unresolved(DeliveryReport),
 }
 
