@@ -99,6 +99,9 @@ mod disabled {
         pub(crate) fn disconnect(&self, _broker: i32) {}
         #[inline(always)]
         pub(crate) fn reauthentication(&self, _broker: i32) {}
+
+        #[inline(always)]
+        pub(crate) fn forget_topic(&self, _topic: crate::record::Topic) {}
     }
 }
 
@@ -350,6 +353,14 @@ mod enabled {
         pub(crate) fn reauthentication(&self, broker: i32) {
             if let Some(m) = &self.0 {
                 m.broker(broker, |b| b.reauthentications.increment(1));
+            }
+        }
+
+        /// Lets go of a forgotten topic's handles (`Accumulator::forget`);
+        /// they are resolved again at its next batch.
+        pub(crate) fn forget_topic(&self, topic: Topic) {
+            if let Some(m) = &self.0 {
+                m.topics.remove(&topic);
             }
         }
     }

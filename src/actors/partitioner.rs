@@ -159,9 +159,10 @@ impl PartitionerActor {
     /// it. A topic with a batch in its queues is always asked about, even
     /// one forgotten a moment before that batch was appended.
     ///
-    /// What stays: the topic's queues (with an idempotent producer's
-    /// sequences, which the broker keeps far longer), its interned name and
-    /// its last topic id.
+    /// Its queues are forgotten too (`Accumulator::forget`), and its
+    /// metric handles; an idempotent producer keeps the partitions'
+    /// sequences (the broker keeps its state far longer), 24 bytes each,
+    /// until the epoch changes. The interned name stays (`Topic`).
     fn forget_idle(&mut self) {
         let idle = self.engine.config.metadata_max_idle;
         let now = Instant::now();
@@ -192,12 +193,17 @@ impl PartitionerActor {
                 forgotten.push(topic);
             }
         }
+        // The queues go too, unless a batch arrived since the look above
+        // (then the topic stays, and is asked about).
+        let current = self.engine.idem.as_ref().and_then(|i| i.ready());
+        forgotten.retain(|topic| self.engine.acc.forget(topic, current));
         if forgotten.is_empty() {
             return;
         }
         for topic in &forgotten {
             self.last_active.remove(topic);
             self.topics.remove(topic);
+            self.topic_ids.remove(topic);
         }
         tracing::debug!(
             topics = forgotten.len(),

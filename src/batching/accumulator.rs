@@ -13,7 +13,7 @@
 //! actor finds its partitions' batches where it left them (the supervision
 //! invariant: state that must survive a restart lives outside the actor).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,7 +22,7 @@ use dashmap::DashMap;
 use tokio::sync::{Notify, Semaphore};
 
 use crate::batching::batch::{Graveyard, OpenBatch, SealFailure, SealedBatch};
-use crate::batching::queue::{PartitionQueue, QueueState, TopicQueues};
+use crate::batching::queue::{KeptSequence, PartitionQueue, QueueState, TopicQueues};
 use crate::batching::reservation::{RecordPool, Reservation, Reserved};
 use crate::clock::Mono;
 use crate::config::INITIAL_RESERVATION;
@@ -71,6 +71,9 @@ pub(crate) enum AppendError<'s> {
     /// The producer closed; checked under the partition lock, so nothing is
     /// appended after the final cancellation sweep has passed this queue.
     Closed,
+    /// The queue was forgotten (its topic idle, `Accumulator::forget`):
+    /// append to the partition's live queue (`Accumulator::queue`).
+    Retired(Option<ReplyTo<'s>>),
     /// A transactional producer with no transaction open; checked under
     /// the partition lock, so nothing is appended after `commit` or
     /// `abort` has closed the gate and passed this queue (`barrier`).
@@ -111,8 +114,10 @@ pub(crate) struct Accumulator {
     pub compression: Codec,
     pub delivery_timeout: Duration,
     next_batch_id: AtomicU64,
-    /// Queues created so far (they are never removed): connection actors
-    /// keep their list of queues until this or the metadata changes.
+    /// Queues created so far: connection actors keep their list of queues
+    /// until this or the metadata changes. (Queues are removed only with
+    /// their topic, `forget`, which the metadata then leaves out too; a
+    /// list that still holds a removed queue holds an empty, retired one.)
     queues_created: AtomicU64,
     incomplete: Mutex<BTreeSet<u64>>,
     pub incomplete_changed: Notify,
@@ -124,6 +129,10 @@ pub(crate) struct Accumulator {
     /// abort bumps the epoch when this grew during the transaction
     /// (`Transactions::bump_on_abort`), as the Java client does.
     pub stamped_lost: AtomicU64,
+    /// Sequence state of forgotten queues, for the partition's next queue
+    /// (`forget`, `grow`). Entries of an older producer id or epoch are
+    /// dropped: a new epoch starts every partition at 0.
+    kept_sequences: Mutex<HashMap<(Topic, i32), KeptSequence>>,
 }
 
 impl Accumulator {
@@ -158,6 +167,7 @@ impl Accumulator {
             incomplete_changed: Notify::new(),
             graveyard: Arc::default(),
             stamped_lost: AtomicU64::new(0),
+            kept_sequences: Mutex::default(),
         }
     }
 
@@ -184,6 +194,7 @@ impl Accumulator {
             return 0;
         };
         let mut q = lock(&queue.state);
+        // (A retired queue has no open batch: `append` checks.)
         if self.closed.load(Ordering::Acquire) || self.gate_shut() {
             return 0;
         }
@@ -250,8 +261,9 @@ impl Accumulator {
     }
 
     /// `topic`'s queue for `partition` from `cached`, filled on first use
-    /// (`queue`: created then, if need be). Queues are only ever added,
-    /// never replaced, so a filled slot stays the live queue. `None` when
+    /// (`queue`: created then, if need be). A filled slot stays the live
+    /// queue until its topic is forgotten (`forget`), which retires it: an
+    /// append then finds it so and goes to the live queue. `None` when
     /// `partition` is past the slots, or another accumulator (another
     /// producer's engine) made them.
     #[inline(always)]
@@ -280,18 +292,26 @@ impl Accumulator {
         let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
         self.queues_created
             .fetch_add((count - v.len()) as u64, Ordering::AcqRel);
+        let mut kept = lock(&self.kept_sequences);
         for p in v.len()..count {
+            let mut state = QueueState::default();
+            if let Some(k) = kept.remove(&(*topic, p as i32)) {
+                state.next_sequence = k.next_sequence;
+                state.sequence_owner = Some(k.owner);
+                state.confirmed = k.confirmed;
+            }
             v.push(Arc::new(PartitionQueue {
                 topic: *topic,
                 partition: p as i32,
-                state: parking_lot::Mutex::new(QueueState::default()),
+                state: parking_lot::Mutex::new(state),
             }));
         }
+        drop(kept);
         entry.partitions = v.into_boxed_slice();
     }
 
-    /// How many queues exist (only ever grows): a list of queues taken
-    /// with the same count and metadata is still whole.
+    /// How many queues were created (only ever grows): a list of queues
+    /// taken with the same count and metadata is still whole.
     pub fn queues_created(&self) -> u64 {
         self.queues_created.load(Ordering::Acquire)
     }
@@ -321,6 +341,58 @@ impl Accumulator {
         for q in self.all_queues() {
             drop(lock(&q.state));
         }
+    }
+
+    /// Forgets `topic`'s queues if none holds a batch (open, ready, in
+    /// flight or unacknowledged): each is marked retired and the topic's
+    /// entry removed, both under the entry's lock, so an append that
+    /// holds one of them finds it retired and goes to a new queue
+    /// (`AppendError::Retired`). An idempotent producer's sequences are
+    /// kept for the partitions' next queues, those of `current` (the
+    /// producer id and epoch now) only. Returns whether it was forgotten.
+    pub fn forget(&self, topic: &Topic, current: Option<(i64, i16)>) -> bool {
+        let dashmap::mapref::entry::Entry::Occupied(entry) = self.topics.entry(*topic) else {
+            return true;
+        };
+        let queues = entry.get().partitions.clone();
+        let mut states: Vec<_> = queues.iter().map(|q| lock(&q.state)).collect();
+        let busy = |st: &QueueState| {
+            st.open.is_some() || !st.ready.is_empty() || st.in_flight > 0 || !st.unacked.is_empty()
+        };
+        if states.iter().any(|st| busy(st)) {
+            return false;
+        }
+        let mut kept = lock(&self.kept_sequences);
+        if current.is_some() {
+            kept.retain(|_, k| Some(k.owner) == current);
+        }
+        for (p, st) in states.iter_mut().enumerate() {
+            st.retired = true;
+            match st.sequence_owner {
+                Some(owner) if Some(owner) == current && st.next_sequence != 0 => {
+                    kept.insert(
+                        (*topic, p as i32),
+                        KeptSequence {
+                            next_sequence: st.next_sequence,
+                            owner,
+                            confirmed: st.confirmed,
+                        },
+                    );
+                }
+                _ => {}
+            }
+        }
+        drop(kept);
+        drop(states);
+        entry.remove();
+        self.metrics.forget_topic(*topic);
+        true
+    }
+
+    /// Sequences kept for forgotten queues (`forget`).
+    #[cfg(test)]
+    pub fn kept_sequences(&self) -> usize {
+        lock(&self.kept_sequences).len()
     }
 
     /// Per topic with queues: the records ever appended to them, and
@@ -413,6 +485,12 @@ impl Accumulator {
             if !allow_new_batch {
                 return Err(AppendError::WouldOpenNewBatch(reply));
             }
+        }
+        // A retired queue has no open batch (`forget` retires only empty
+        // queues, and nothing opens one after): checked here, once per
+        // batch, not on the per-record path above.
+        if q.retired {
+            return Err(AppendError::Retired(reply));
         }
         let needed = self.reservation_for(record);
         let permit = match reserved.memory.take() {
@@ -641,5 +719,59 @@ mod tests {
             b.cached_queue(&cached, &t, 0).is_none(),
             "another producer's cache is ignored"
         );
+    }
+
+    /// `forget`: refused while a queue of the topic holds a batch; once
+    /// done, an append through a queue taken before (a cached slot) finds
+    /// it retired and the partition gets a new queue, which starts from
+    /// the sequences kept for the current producer id and epoch only.
+    #[test]
+    fn forgotten_queues_are_retired_and_keep_the_current_sequences() {
+        let a = accumulator();
+        let t = Topic::from("forget-me");
+        let old = a.queue(&t, 0);
+        let append = |q: &PartitionQueue| {
+            let record = Record::to("forget-me").value("v");
+            a.append(
+                q,
+                &record,
+                None,
+                Mono::now(),
+                true,
+                &mut Reserved::default(),
+                &mut Vec::new(),
+            )
+            .map(|_| ())
+        };
+        append(&old).unwrap();
+        assert!(!a.forget(&t, None), "an open batch keeps the topic");
+        assert!(Arc::ptr_eq(&old, &a.queue(&t, 0)));
+        let open = lock(&old.state).open.take().unwrap();
+        drop(a.seal(open, &old));
+        {
+            let mut st = lock(&old.state);
+            st.next_sequence = 42;
+            st.sequence_owner = Some((7, 1));
+            st.confirmed = Some((7, 1));
+        }
+        let other = a.queue(&t, 1);
+        lock(&other.state).sequence_owner = Some((7, 0));
+        lock(&other.state).next_sequence = 9;
+        assert!(a.forget(&t, Some((7, 1))));
+        assert!(a.all_queues().is_empty());
+        assert_eq!(a.kept_sequences(), 1, "only the current epoch's");
+        assert!(matches!(append(&old), Err(AppendError::Retired(None))));
+        let new = a.queue(&t, 0);
+        assert!(!Arc::ptr_eq(&old, &new));
+        {
+            let st = lock(&new.state);
+            assert_eq!(
+                (st.next_sequence, st.sequence_owner, st.confirmed),
+                (42, Some((7, 1)), Some((7, 1)))
+            );
+        }
+        assert_eq!(lock(&a.queue(&t, 1).state).next_sequence, 0);
+        assert_eq!(a.kept_sequences(), 0, "handed to the new queue");
+        append(&new).unwrap();
     }
 }

@@ -49,6 +49,20 @@ pub(crate) struct QueueState {
     /// added this partition (AddPartitionsToTxn); its batches are sent
     /// only when that is the current one. 0: never.
     pub txn_added: u64,
+    /// The queue was forgotten (`Accumulator::forget`, its topic idle for
+    /// `metadata.max.idle.ms`) and is no longer the partition's queue: an
+    /// append that finds it so goes to the live one.
+    pub retired: bool,
+}
+
+/// An idempotent producer's sequence state for a partition whose queue was
+/// forgotten: the broker still holds it (for `producer.id.expiration.ms`),
+/// so the partition's next queue starts from it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct KeptSequence {
+    pub next_sequence: i32,
+    pub owner: (i64, i16),
+    pub confirmed: Option<(i64, i16)>,
 }
 
 impl QueueState {

@@ -706,6 +706,11 @@ impl Engine {
                     return Ok(Ok(()));
                 }
                 Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
+                // Its topic was forgotten under this record (idle for
+                // metadata.max.idle.ms): it waits for the topic's metadata,
+                // as a new topic's record does, and then finds the live
+                // queue through the new snapshot.
+                Err(AppendError::Retired(rp)) => return Err(Slow::Metadata(record, rp)),
                 Err(AppendError::NoTransaction) => {
                     return Ok(Err(ProduceError::NoTransaction(Box::new(record))))
                 }
