@@ -158,7 +158,10 @@ impl MetadataSnapshot {
                 .topics
                 .get(&topic)
                 .filter(|old| old.topic_id == topic_id);
-            if let Some(old) = same {
+            // Only with topic ids (Metadata v10+): without them a topic
+            // deleted and re-created looks like the same one, and its new
+            // epochs (from 0) would lose to the old topic's.
+            if let Some(old) = same.filter(|_| topic_id != 0) {
                 keep_newer_leaders(&topic, old, &mut leaders, &mut leader_epochs);
             }
             let available = (0..count).filter(|p| leaders[*p as usize] >= 0).collect();
@@ -330,6 +333,7 @@ mod tests {
             for (entry, (_, _, epoch)) in r.topics[0].partitions.iter_mut().zip(partitions) {
                 entry.leader_epoch = *epoch;
             }
+            r.topics[0].topic_id = uuid_of(5);
             r
         };
         let t = |s: &MetadataSnapshot| {
@@ -355,6 +359,17 @@ mod tests {
         let unversioned =
             MetadataSnapshot::from_response(&with_epochs(&[(0, 1, -1), (1, 2, -1)]), &stale);
         assert_eq!(t(&unversioned), (vec![1, 2], vec![-1, -1]));
+        // Without topic ids (before v10) epochs are not compared: a topic
+        // deleted and re-created would start again from epoch 0.
+        let mut no_id = with_epochs(&[(0, 1, 0), (1, 2, 0)]);
+        no_id.topics[0].topic_id = uuid_of(0);
+        let mut held = MetadataSnapshot::from_response(&no_id, &MetadataSnapshot::default());
+        let mut t0 = (*held.topics[&Topic::from("t")]).clone();
+        t0.leader_epochs = vec![9, 9];
+        held.topics
+            .insert(Topic::from("t"), std::sync::Arc::new(t0));
+        let taken = MetadataSnapshot::from_response(&no_id, &held);
+        assert_eq!(t(&taken), (vec![1, 2], vec![0, 0]));
     }
 
     fn uuid_of(v: u128) -> uuid::Uuid {

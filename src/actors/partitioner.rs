@@ -96,16 +96,23 @@ impl PartitionerActor {
             return;
         }
         candidates.sort_by_key(|(id, _)| (*id < 0, *id));
-        let known: Vec<_> = candidates
-            .iter()
-            .filter(|(id, _)| *id >= 0)
-            .cloned()
-            .collect();
-        let pool = if known.is_empty() {
-            &candidates
-        } else {
-            &known
+        // Brokers the last answer listed first; then any known broker (one
+        // left out of the answers is kept a while, `BrokersChanged`); then
+        // the bootstrap connections.
+        let listed = &self.engine.metadata.load().brokers;
+        let pick = |f: &dyn Fn(i32) -> bool| -> Vec<_> {
+            candidates
+                .iter()
+                .filter(|(id, _)| f(*id))
+                .cloned()
+                .collect()
         };
+        let in_answer = pick(&|id| id >= 0 && listed.contains_key(&id));
+        let known = pick(&|id| id >= 0);
+        let pool = [&in_answer, &known, &candidates]
+            .into_iter()
+            .find(|p| !p.is_empty())
+            .expect("candidates is not empty");
         let (broker, addr) = pool[(self.failures as usize) % pool.len()].clone();
         self.forget_idle();
         self.fetching = true;

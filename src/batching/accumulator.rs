@@ -129,6 +129,9 @@ pub(crate) struct Accumulator {
     /// abort bumps the epoch when this grew during the transaction
     /// (`Transactions::bump_on_abort`), as the Java client does.
     pub stamped_lost: AtomicU64,
+    /// Records appended to queues since forgotten (`appended` counts them
+    /// on, so the producer's counts never go back).
+    appended_forgotten: AtomicU64,
     /// Sequence state of forgotten queues, for the partition's next queue
     /// (`forget`, `grow`). Entries of an older producer id or epoch are
     /// dropped: a new epoch starts every partition at 0.
@@ -168,6 +171,7 @@ impl Accumulator {
             graveyard: Arc::default(),
             stamped_lost: AtomicU64::new(0),
             kept_sequences: Mutex::default(),
+            appended_forgotten: AtomicU64::new(0),
         }
     }
 
@@ -245,8 +249,7 @@ impl Accumulator {
         {
             return q;
         }
-        self.grow(topic, p + 1);
-        self.topics.get(topic).expect("just grown").partitions[p].clone()
+        self.grow(topic, p + 1)
     }
 
     /// An empty slot for each of `count` partitions of a topic, for a
@@ -281,13 +284,15 @@ impl Accumulator {
     }
 
     /// Makes room for at least `count` partitions of `topic`, keeping the
-    /// existing queues (partitions are only ever added).
-    fn grow(&self, topic: &Topic, count: usize) {
+    /// existing queues (partitions are only ever added), and returns the
+    /// queue of partition `count - 1`, under the same entry lock (a
+    /// `forget` may remove the entry as soon as it is let go of).
+    fn grow(&self, topic: &Topic, count: usize) -> Arc<PartitionQueue> {
         let mut entry = self.topics.entry(*topic).or_insert_with(|| TopicQueues {
             partitions: Box::new([]),
         });
         if entry.partitions.len() >= count {
-            return;
+            return entry.partitions[count - 1].clone();
         }
         let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
         self.queues_created
@@ -298,7 +303,10 @@ impl Accumulator {
             if let Some(k) = kept.remove(&(*topic, p as i32)) {
                 state.next_sequence = k.next_sequence;
                 state.sequence_owner = Some(k.owner);
-                state.confirmed = k.confirmed;
+                // Not `confirmed`: the topic may have been deleted and
+                // re-created while forgotten (its id is forgotten too), and
+                // a leader that knows nothing of the producer takes any
+                // sequence; one batch at a time until the first answer.
             }
             v.push(Arc::new(PartitionQueue {
                 topic: *topic,
@@ -307,7 +315,9 @@ impl Accumulator {
             }));
         }
         drop(kept);
+        let queue = v[count - 1].clone();
         entry.partitions = v.into_boxed_slice();
+        queue
     }
 
     /// How many queues were created (only ever grows): a list of queues
@@ -366,6 +376,9 @@ impl Accumulator {
         if current.is_some() {
             kept.retain(|_, k| Some(k.owner) == current);
         }
+        let appended: u64 = states.iter().map(|st| st.appended).sum();
+        self.appended_forgotten
+            .fetch_add(appended, Ordering::Relaxed);
         for (p, st) in states.iter_mut().enumerate() {
             st.retired = true;
             match st.sequence_owner {
@@ -375,7 +388,6 @@ impl Accumulator {
                         KeptSequence {
                             next_sequence: st.next_sequence,
                             owner,
-                            confirmed: st.confirmed,
                         },
                     );
                 }
@@ -651,10 +663,12 @@ impl Accumulator {
 
     /// Records appended to any partition so far.
     pub fn appended(&self) -> u64 {
-        self.all_queues()
+        let live: u64 = self
+            .all_queues()
             .iter()
             .map(|q| lock(&q.state).appended)
-            .sum()
+            .sum();
+        live + self.appended_forgotten.load(Ordering::Relaxed)
     }
 
     /// The id the next batch will get: `flush` waits for every batch below it.
@@ -757,8 +771,10 @@ mod tests {
         let other = a.queue(&t, 1);
         lock(&other.state).sequence_owner = Some((7, 0));
         lock(&other.state).next_sequence = 9;
+        assert_eq!(a.appended(), 1);
         assert!(a.forget(&t, Some((7, 1))));
         assert!(a.all_queues().is_empty());
+        assert_eq!(a.appended(), 1, "the count does not go back");
         assert_eq!(a.kept_sequences(), 1, "only the current epoch's");
         assert!(matches!(append(&old), Err(AppendError::Retired(None))));
         let new = a.queue(&t, 0);
@@ -767,7 +783,8 @@ mod tests {
             let st = lock(&new.state);
             assert_eq!(
                 (st.next_sequence, st.sequence_owner, st.confirmed),
-                (42, Some((7, 1)), Some((7, 1)))
+                (42, Some((7, 1)), None),
+                "the sequence, not the confirmation (the topic may be new)"
             );
         }
         assert_eq!(lock(&a.queue(&t, 1).state).next_sequence, 0);

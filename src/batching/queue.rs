@@ -62,7 +62,6 @@ pub(crate) struct QueueState {
 pub(crate) struct KeptSequence {
     pub next_sequence: i32,
     pub owner: (i64, i16),
-    pub confirmed: Option<(i64, i16)>,
 }
 
 impl QueueState {

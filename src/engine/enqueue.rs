@@ -240,6 +240,7 @@ impl Engine {
                                         | ErrorKind::Tls
                                         | ErrorKind::Broker(
                                             crate::kafka_error::BrokerError::TopicAuthorizationFailed
+                                                | crate::kafka_error::BrokerError::InvalidTopicException
                                         )
                                 );
                                 let msg = if at_once {
@@ -710,7 +711,15 @@ impl Engine {
                 // metadata.max.idle.ms): it waits for the topic's metadata,
                 // as a new topic's record does, and then finds the live
                 // queue through the new snapshot.
-                Err(AppendError::Retired(rp)) => return Err(Slow::Metadata(record, rp)),
+                Err(AppendError::Retired(rp)) => {
+                    if !wait {
+                        if !self.actors.request_topic(record.topic) {
+                            return Ok(Err(ProduceError::Closed(Box::new(record))));
+                        }
+                        return Ok(Err(ProduceError::MetadataNotReady(Box::new(record))));
+                    }
+                    return Err(Slow::Metadata(record, rp));
+                }
                 Err(AppendError::NoTransaction) => {
                     return Ok(Err(ProduceError::NoTransaction(Box::new(record))))
                 }
