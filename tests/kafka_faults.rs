@@ -1089,23 +1089,28 @@ async fn producers_quiet_past_producer_id_expiration_resume_whole() {
             PARTITIONS,
             Duration::from_secs(3),
         );
-        let values: Vec<String> = read
-            .iter()
-            .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
-            .collect();
-        let unique: std::collections::BTreeSet<&String> = values.iter().collect();
-        assert_eq!(values.len(), 100, "{topic}: each record once: {values:?}");
-        assert_eq!(unique.len(), 100, "{topic}: no duplicate");
-        // Per key, in the order produced (the read is per partition, in
-        // offset order, and a key stays on its partition).
-        let mut last: BTreeMap<Vec<u8>, String> = BTreeMap::new();
-        for r in &read {
-            let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
-            if let Some(prev) = last.insert(r.key.clone().unwrap(), v.clone()) {
-                assert!(prev < v, "{topic}: {prev} before {v} for its key");
-            }
+        each_once_in_key_order(&read, 100, topic);
+    }
+}
+
+/// The values read: `n` of them, none twice, and per key in the order
+/// produced (values sort in produce order; the read is per partition, in
+/// offset order, and a key stays on its partition).
+fn each_once_in_key_order(read: &[support::ReadRecord], n: usize, what: &str) -> Vec<String> {
+    let values: Vec<String> = read
+        .iter()
+        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
+        .collect();
+    let unique: std::collections::BTreeSet<&String> = values.iter().collect();
+    assert_eq!(values.len(), n, "{what}: each record once: {values:?}");
+    assert_eq!(unique.len(), n, "{what}: no duplicate");
+    let mut last: BTreeMap<&[u8], &String> = BTreeMap::new();
+    for (r, v) in read.iter().zip(&values) {
+        if let Some(prev) = last.insert(r.key.as_deref().unwrap(), v) {
+            assert!(prev < v, "{what}: {prev} before {v} for its key");
         }
     }
+    values
 }
 
 /// The log under an idempotent producer is deleted up to its end
@@ -1163,21 +1168,8 @@ async fn a_log_deleted_under_an_idempotent_producer_loses_nothing() {
         PARTITIONS,
         Duration::from_secs(3),
     );
-    let values: Vec<String> = read
-        .iter()
-        .map(|r| String::from_utf8(r.value.clone().unwrap()).unwrap())
-        .collect();
-    assert_eq!(values.len(), 200, "the second half, each once: {values:?}");
+    let values = each_once_in_key_order(&read, 200, "the second half");
     assert!(values.iter().all(|v| v.starts_with("1-")), "{values:?}");
-    let unique: std::collections::BTreeSet<&String> = values.iter().collect();
-    assert_eq!(unique.len(), 200, "no duplicate");
-    let mut last: BTreeMap<Vec<u8>, String> = BTreeMap::new();
-    for r in &read {
-        let v = String::from_utf8(r.value.clone().unwrap()).unwrap();
-        if let Some(prev) = last.insert(r.key.clone().unwrap(), v.clone()) {
-            assert!(prev < v, "{prev} before {v} for its key");
-        }
-    }
 }
 
 /// DeleteRecords' JSON: every partition of `topic` up to its high

@@ -100,19 +100,16 @@ impl PartitionerActor {
         // left out of the answers is kept a while, `BrokersChanged`); then
         // the bootstrap connections.
         let listed = &self.engine.metadata.load().brokers;
-        let pick = |f: &dyn Fn(i32) -> bool| -> Vec<_> {
-            candidates
-                .iter()
-                .filter(|(id, _)| f(*id))
-                .cloned()
-                .collect()
+        let rank = |id: i32| match id {
+            _ if id < 0 => 2,
+            _ if listed.contains_key(&id) => 0,
+            _ => 1,
         };
-        let in_answer = pick(&|id| id >= 0 && listed.contains_key(&id));
-        let known = pick(&|id| id >= 0);
-        let pool = [&in_answer, &known, &candidates]
+        let best = candidates.iter().map(|(id, _)| rank(*id)).min();
+        let pool: Vec<_> = candidates
             .into_iter()
-            .find(|p| !p.is_empty())
-            .expect("candidates is not empty");
+            .filter(|(id, _)| Some(rank(*id)) == best)
+            .collect();
         let (broker, addr) = pool[(self.failures as usize) % pool.len()].clone();
         self.forget_idle();
         self.fetching = true;
@@ -173,13 +170,7 @@ impl PartitionerActor {
     fn forget_idle(&mut self) {
         let idle = self.engine.config.metadata_max_idle;
         let now = Instant::now();
-        let activity: HashMap<Topic, (u64, bool)> = self
-            .engine
-            .acc
-            .topic_activity()
-            .into_iter()
-            .map(|(t, appended, busy)| (t, (appended, busy)))
-            .collect();
+        let activity = self.engine.acc.topic_activity();
         for (topic, (_, busy)) in &activity {
             if *busy {
                 self.topics.insert(*topic);

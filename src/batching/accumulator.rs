@@ -366,10 +366,7 @@ impl Accumulator {
         };
         let queues = entry.get().partitions.clone();
         let mut states: Vec<_> = queues.iter().map(|q| lock(&q.state)).collect();
-        let busy = |st: &QueueState| {
-            st.open.is_some() || !st.ready.is_empty() || st.in_flight > 0 || !st.unacked.is_empty()
-        };
-        if states.iter().any(|st| busy(st)) {
+        if states.iter().any(|st| st.holds_batch()) {
             return false;
         }
         let mut kept = lock(&self.kept_sequences);
@@ -411,7 +408,7 @@ impl Accumulator {
     /// whether any holds a batch (open, ready or in flight). Locks each
     /// queue once; for the partitioner's idle check
     /// (`metadata.max.idle.ms`), not the produce path.
-    pub fn topic_activity(&self) -> Vec<(Topic, u64, bool)> {
+    pub fn topic_activity(&self) -> HashMap<Topic, (u64, bool)> {
         let topics: Vec<(Topic, Box<[Arc<PartitionQueue>]>)> = self
             .topics
             .iter()
@@ -424,9 +421,9 @@ impl Accumulator {
                 for q in queues.iter() {
                     let st = lock(&q.state);
                     appended += st.appended;
-                    busy |= st.open.is_some() || !st.ready.is_empty() || st.in_flight > 0;
+                    busy |= st.holds_batch();
                 }
-                (topic, appended, busy)
+                (topic, (appended, busy))
             })
             .collect()
     }

@@ -65,6 +65,16 @@ pub(crate) struct KeptSequence {
 }
 
 impl QueueState {
+    /// Whether a batch of this partition is open, waiting, in flight or
+    /// not yet reported: the queue cannot be forgotten
+    /// (`Accumulator::forget`, the partitioner's idle check).
+    pub fn holds_batch(&self) -> bool {
+        self.open.is_some()
+            || !self.ready.is_empty()
+            || self.in_flight > 0
+            || !self.unacked.is_empty()
+    }
+
     /// A batch goes out: counted in flight, and its ledger knows (so a
     /// batch dropped unsettled leaves the count: `batch::Graveyard`).
     pub fn take_off(&mut self, b: &mut SealedBatch) {

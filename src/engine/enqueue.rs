@@ -391,10 +391,7 @@ impl Engine {
                 return Ok(Ok(()));
             }
             if !wait {
-                if !self.actors.request_topic(record.topic) {
-                    return Ok(Err(ProduceError::Closed(Box::new(record))));
-                }
-                return Ok(Err(ProduceError::MetadataNotReady(Box::new(record))));
+                return Ok(Err(self.metadata_not_ready(record)));
             }
             return Err(Slow::Metadata(record, reply));
         };
@@ -545,6 +542,17 @@ impl Engine {
         match self.enqueue_now(record, reply, false, &mut Resume::default()) {
             Ok(r) => r,
             Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
+        }
+    }
+
+    /// A record that cannot wait for its topic's metadata: the topic is
+    /// asked for, and the record handed back (`Closed` once the producer
+    /// is).
+    fn metadata_not_ready(&self, record: Record) -> ProduceError {
+        if self.actors.request_topic(record.topic) {
+            ProduceError::MetadataNotReady(Box::new(record))
+        } else {
+            ProduceError::Closed(Box::new(record))
         }
     }
 
@@ -713,10 +721,7 @@ impl Engine {
                 // queue through the new snapshot.
                 Err(AppendError::Retired(rp)) => {
                     if !wait {
-                        if !self.actors.request_topic(record.topic) {
-                            return Ok(Err(ProduceError::Closed(Box::new(record))));
-                        }
-                        return Ok(Err(ProduceError::MetadataNotReady(Box::new(record))));
+                        return Ok(Err(self.metadata_not_ready(record)));
                     }
                     return Err(Slow::Metadata(record, rp));
                 }
