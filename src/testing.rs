@@ -27,7 +27,8 @@
 //!   broker (once per attempt: a record the producer retries arrives again
 //!   and takes the next verdict): [`Verdict::Deliver`],
 //!   [`Verdict::Fail`] with any broker error code, [`Verdict::TimeOut`],
-//!   or [`Verdict::Hold`]. Failures are what the producer would get from
+//!   [`Verdict::LoseAnswer`] (written, but the answer lost), or
+//!   [`Verdict::Hold`]. Failures are what the producer would get from
 //!   a broker, and it treats them the same way: a retriable code
 //!   (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, …) is retried within
 //!   `retries` and `delivery.timeout.ms`, with `retry.backoff.ms`, then
@@ -48,6 +49,13 @@
 //!   partition, key, value, headers, create time), with its attempt and
 //!   the answer it got; [`MockBroker::written`] is the log a consumer
 //!   would read.
+//! - **Idempotence**, when the producer sets `enable.idempotence=true`
+//!   (the double's producer runs without it otherwise): the double hands
+//!   out a producer id and epochs, and checks each batch's sequences as a
+//!   Kafka broker does. A retry of a batch already written is answered
+//!   with the offset it holds ([`Answer::Duplicate`]) and not written
+//!   again; a sequence out of order is refused
+//!   OUT_OF_ORDER_SEQUENCE_NUMBER. Each arrival carries its [`Stamp`].
 //!
 //! ```
 //! use courier::BrokerError;
@@ -94,11 +102,9 @@
 //! batch whose records get different verdicts is split into one batch per
 //! record first (as for MESSAGE_TOO_LARGE), and so is a held one.
 //!
-//! What it does not do: producer ids and sequences (its producer runs
-//! without idempotence: duplicates and order are what the script makes
-//! them), transactions (`transactional.id` is refused at build),
-//! `max.in.flight.requests.per.connection` (each batch is a request of its
-//! own), and connection-level failures (lost sockets, TLS, SASL). Use a
+//! What it does not do: transactions (`transactional.id` is refused at
+//! build), `max.in.flight.requests.per.connection` without idempotence
+//! (each batch is a request of its own), and connection-level failures (lost sockets, TLS, SASL). Use a
 //! real broker (the crate's own tests use Tansu, librdkafka's mock cluster
 //! and Apache Kafka) for those.
 
@@ -106,7 +112,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::actors::scripted::Script;
-pub use crate::actors::scripted::{Answer, Arrival, Verdict};
+pub use crate::actors::scripted::{Answer, Arrival, Stamp, Verdict};
 use crate::config::ConfigError;
 use crate::kafka_error::BrokerError;
 use crate::producer::{Producer, ProducerBuilder};

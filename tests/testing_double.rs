@@ -1022,3 +1022,107 @@ fn a_subscriber_shared_by_threads_reports_every_record_once() {
     assert_eq!(broker.history().len() as u64, total);
     runtime.block_on(producer.close());
 }
+
+/// `Verdict::LoseAnswer`: the broker writes the batch and the producer
+/// never hears so. Without idempotence its retry is written again; with
+/// it, the broker recognises the retry and answers with the first copy's
+/// offset.
+#[tokio::test]
+async fn a_lost_answer_is_written_twice_without_idempotence_and_once_with_it() {
+    for idempotent in [false, true] {
+        let broker = MockBroker::new().topic("t", 1);
+        broker.script_next([Verdict::LoseAnswer]);
+        let producer = broker
+            .build(
+                Producer::builder()
+                    .set("linger.ms", "0")
+                    .set("enable.idempotence", &idempotent.to_string())
+                    .set("request.timeout.ms", "50")
+                    .set("retry.backoff.ms", "1"),
+            )
+            .unwrap();
+        let d = producer.send(Record::to("t").value("once")).await.unwrap();
+        assert_eq!(d.attempts, 2, "idempotent: {idempotent}");
+        producer.close().await;
+        let answers: Vec<Answer> = broker.history().iter().map(|a| a.answer).collect();
+        let stamps: Vec<_> = broker.history().iter().map(|a| a.stamp).collect();
+        if idempotent {
+            assert_eq!(
+                answers,
+                [
+                    Answer::Written { offset: 0 },
+                    Answer::Duplicate { offset: 0 }
+                ]
+            );
+            assert_eq!(d.offset, Some(0));
+            assert_eq!(broker.written().len(), 1);
+            let first = stamps[0].expect("stamped");
+            assert_eq!((first.epoch, first.sequence), (0, 0));
+            assert_eq!(stamps[1], stamps[0], "a retry keeps its stamp");
+        } else {
+            assert_eq!(
+                answers,
+                [Answer::Written { offset: 0 }, Answer::Written { offset: 1 }]
+            );
+            assert_eq!(d.offset, Some(1));
+            assert_eq!(broker.written().len(), 2);
+            assert_eq!(stamps, [None, None]);
+        }
+    }
+}
+
+/// A record refused for good leaves a hole in its partition's sequences:
+/// the next batch is refused OUT_OF_ORDER_SEQUENCE_NUMBER, the producer
+/// bumps its epoch, and the batch goes again from sequence 0.
+#[tokio::test]
+async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_at_zero() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script(
+        |r| r.value.as_deref() == Some(&b"refused"[..]),
+        [Verdict::Fail(BrokerError::RecordListTooLarge)],
+    );
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "0")
+                .set("enable.idempotence", "true")
+                .set("retry.backoff.ms", "1"),
+        )
+        .unwrap();
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    let e = producer
+        .send(Record::to("t").value("refused"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Broker(BrokerError::RecordListTooLarge));
+    let d = producer.send(Record::to("t").value("after")).await.unwrap();
+    assert_eq!((d.offset, d.attempts), (Some(1), 2));
+    producer.close().await;
+    let seen: Vec<(String, Answer, i16, i32)> = broker
+        .history()
+        .iter()
+        .map(|a| {
+            let s = a.stamp.expect("stamped");
+            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("first".into(), Answer::Written { offset: 0 }, 0, 0),
+            (
+                "refused".into(),
+                Answer::Refused(BrokerError::RecordListTooLarge),
+                0,
+                1
+            ),
+            (
+                "after".into(),
+                Answer::Refused(BrokerError::OutOfOrderSequenceNumber),
+                0,
+                2
+            ),
+            ("after".into(), Answer::Written { offset: 1 }, 1, 0),
+        ]
+    );
+}

@@ -27,10 +27,24 @@
 //! never answered), cancelled by `close_timeout` or the last handle's drop
 //! (`CancelInFlight`), put back by a retiring close (`Retire`).
 //!
-//! Deliberately absent: producer ids and sequences (the double's engine
-//! runs without idempotence; its log is what the script says),
-//! transactions (refused at build), and `max.in.flight` (each batch is a
-//! request of its own, answered or held independently).
+//! With `enable.idempotence=true` (asked for explicitly: the double's
+//! default is without) the double is an idempotent broker too: it hands
+//! the producer an id (and a new epoch when the producer bumps it), the
+//! drain stamps sequences as a connection actor's does
+//! (`Accumulator::stamp`), and a batch the script lets through is first
+//! checked as Kafka's `ProducerAppendInfo` checks it: the same batch
+//! again (same epoch and sequences, among the partition's last five) is
+//! a duplicate, answered with the offset it was written at and not
+//! written again; an older epoch is INVALID_PRODUCER_EPOCH; a new epoch
+//! must start at sequence 0 and the same epoch must continue where the
+//! last batch ended, else OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the
+//! partition knows nothing of may start anywhere. In flight per
+//! partition: one batch until the broker has acknowledged one of the
+//! epoch, then up to `max.in.flight.requests.per.connection`.
+//!
+//! Deliberately absent: transactions (refused at build), and, without
+//! idempotence, `max.in.flight` (each batch is a request of its own,
+//! answered or held independently).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
@@ -47,11 +61,14 @@ use tokio::sync::Notify;
 
 use crate::actors::msgs::{CancelInFlight, Retire, Wake};
 use crate::batching::batch::SealedBatch;
+use crate::batching::queue::QueueState;
 use crate::delivery::settlement::Outcome;
 use crate::engine::answer::BatchAnswer;
 use crate::engine::{ActorTree, Engine};
+use crate::idempotence::Fetch;
 use crate::metadata::{MetadataSnapshot, TopicMetadata};
 use crate::protocol::record_batch::decode::decode_records;
+use crate::protocol::record_batch::increment_sequence;
 use crate::record::{Record, Topic};
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -85,6 +102,13 @@ pub enum Verdict {
     /// been written"), and after `request.timeout.ms` its request times
     /// out and is retried.
     Hold,
+    /// Written (the next offset of its partition, as `Deliver`), but the
+    /// answer is lost: the request times out, as when a connection drops
+    /// after the broker wrote the batch and before its response arrived.
+    /// The producer retries it: an idempotent producer's retry is a
+    /// duplicate the broker recognises (`Answer::Duplicate`), any other's
+    /// is written again.
+    LoseAnswer,
 }
 
 /// What became of one arrival.
@@ -93,9 +117,17 @@ pub enum Verdict {
 pub enum Answer {
     /// Held (`Verdict::Hold`): not answered yet.
     Held,
-    /// Written at this offset of its partition.
+    /// Written at this offset of its partition (whether or not the
+    /// producer heard so: `Verdict::LoseAnswer`).
     Written {
         /// Its offset.
+        offset: i64,
+    },
+    /// An idempotent producer's retry of a batch already written (its
+    /// earlier answer lost): not written again, answered with the offset
+    /// it holds.
+    Duplicate {
+        /// The offset it was written at.
         offset: i64,
     },
     /// Refused with this error code.
@@ -118,7 +150,38 @@ pub struct Arrival {
     pub attempt: u32,
     /// What the broker answered (updated when a held record is released).
     pub answer: Answer,
+    /// The idempotent producer's stamp on it; `None` without idempotence.
+    pub stamp: Option<Stamp>,
 }
+
+/// An idempotent producer's stamp on one record, as its batch carried it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The producer id the broker handed out.
+    pub producer_id: i64,
+    /// Its epoch (0 at first; each bump adds one).
+    pub epoch: i16,
+    /// The record's sequence in its partition.
+    pub sequence: i32,
+}
+
+/// What the broker keeps of one idempotent producer for one partition
+/// (Kafka's `ProducerStateEntry`).
+#[derive(Debug)]
+struct ProducerEntry {
+    epoch: i16,
+    last_sequence: i32,
+    /// The last five batches written under `epoch`: (first sequence, last
+    /// sequence, base offset), for recognising a retry.
+    recent: VecDeque<(i32, i32, i64)>,
+}
+
+/// How many written batches per producer and partition a broker keeps for
+/// recognising retries (Kafka's `NUM_BATCHES_TO_RETAIN`).
+const BATCHES_KEPT: usize = 5;
+
+/// The first producer id the double hands out.
+const FIRST_PRODUCER_ID: i64 = 1000;
 
 /// A test's rule: records it matches get its verdicts, one per arrival,
 /// until they run out (or forever).
@@ -149,6 +212,10 @@ struct State {
     history: Vec<Arrival>,
     held: VecDeque<Held>,
     engines: Vec<Weak<Engine>>,
+    /// Producer ids handed out so far.
+    producer_ids: i64,
+    /// Idempotent producers' state, by producer id and partition.
+    producers: HashMap<(i64, Topic, i32), ProducerEntry>,
 }
 
 /// The script and the broker's state, shared by the test's `MockBroker`
@@ -315,6 +382,80 @@ impl Script {
         st.default.unwrap_or(Verdict::Deliver)
     }
 
+    /// InitProducerId: a new id (`None`), or the next epoch of `bumped`
+    /// (a new id once the epoch is used up, as Kafka's coordinator does).
+    fn grant(&self, bumped: Option<(i64, i16)>) -> (i64, i16) {
+        let mut st = lock(&self.state);
+        match bumped {
+            Some((id, epoch)) if epoch < i16::MAX - 1 => (id, epoch + 1),
+            _ => {
+                st.producer_ids += 1;
+                (FIRST_PRODUCER_ID + st.producer_ids - 1, 0)
+            }
+        }
+    }
+
+    /// Whether `b` is a retry of a batch written already: the offset it
+    /// was written at.
+    fn duplicate_of(st: &State, b: &SealedBatch) -> Option<i64> {
+        let s = b.encoded.stamp();
+        if s.producer_id < 0 {
+            return None;
+        }
+        let e = st.producers.get(&(s.producer_id, b.topic, b.partition))?;
+        let last = increment_sequence(s.base_sequence, b.record_count - 1);
+        e.recent
+            .iter()
+            .find(|r| e.epoch == s.producer_epoch && (r.0, r.1) == (s.base_sequence, last))
+            .map(|r| r.2)
+    }
+
+    /// Writes `b` at the end of its partition, after the idempotent
+    /// producer's checks (module docs); `Err` is the broker's refusal.
+    fn write(st: &mut State, b: &SealedBatch, arrivals: Range<usize>) -> Result<i64, BrokerError> {
+        let s = b.encoded.stamp();
+        let key = (s.producer_id, b.topic, b.partition);
+        let last = increment_sequence(s.base_sequence, b.record_count - 1);
+        if let Some(e) = st.producers.get(&key).filter(|_| s.producer_id >= 0) {
+            if s.producer_epoch < e.epoch {
+                return Err(BrokerError::InvalidProducerEpoch);
+            }
+            let expected = if s.producer_epoch > e.epoch {
+                0
+            } else {
+                increment_sequence(e.last_sequence, 1)
+            };
+            if s.base_sequence != expected {
+                return Err(BrokerError::OutOfOrderSequenceNumber);
+            }
+        }
+        let next = st.next_offset.entry((b.topic, b.partition)).or_insert(0);
+        let base = *next;
+        *next += i64::from(b.record_count);
+        for (i, a) in arrivals.enumerate() {
+            st.history[a].answer = Answer::Written {
+                offset: base + i as i64,
+            };
+        }
+        if s.producer_id >= 0 {
+            let e = st.producers.entry(key).or_insert(ProducerEntry {
+                epoch: s.producer_epoch,
+                last_sequence: -1,
+                recent: VecDeque::new(),
+            });
+            if e.epoch != s.producer_epoch {
+                e.epoch = s.producer_epoch;
+                e.recent.clear();
+            }
+            e.last_sequence = last;
+            e.recent.push_back((s.base_sequence, last, base));
+            if e.recent.len() > BATCHES_KEPT {
+                e.recent.pop_front();
+            }
+        }
+        Ok(base)
+    }
+
     /// Answers the in-flight batch `b` (its arrivals at `arrivals` in the
     /// history) with `verdict`, as a broker's response would.
     fn apply(
@@ -328,21 +469,33 @@ impl Script {
         let acks0 = engine.config.acks.wire() == 0;
         let mut st = lock(&self.state);
         let answer = match verdict {
-            Verdict::Deliver => {
-                let next = st.next_offset.entry((b.topic, b.partition)).or_insert(0);
-                let base = *next;
-                *next += i64::from(b.record_count);
-                for (i, a) in arrivals.clone().enumerate() {
-                    st.history[a].answer = Answer::Written {
-                        offset: base + i as i64,
-                    };
+            Verdict::Deliver | Verdict::LoseAnswer => {
+                match Self::write(&mut st, &b, arrivals.clone()) {
+                    Ok(_) if verdict == Verdict::LoseAnswer => None,
+                    Ok(base) => Some(BatchAnswer {
+                        error_code: 0,
+                        base_offset: base,
+                        log_append_time_ms: -1,
+                        error_message: None,
+                    }),
+                    Err(error) => {
+                        for a in arrivals.clone() {
+                            st.history[a].answer = if verdict == Verdict::LoseAnswer {
+                                Answer::NoAnswer
+                            } else {
+                                Answer::Refused(error)
+                            };
+                        }
+                        (verdict == Verdict::Deliver).then(|| BatchAnswer {
+                            error_code: error.code(),
+                            base_offset: -1,
+                            log_append_time_ms: -1,
+                            error_message: Some(
+                                "refused by courier::testing::MockBroker's sequence check".into(),
+                            ),
+                        })
+                    }
                 }
-                Some(BatchAnswer {
-                    error_code: 0,
-                    base_offset: base,
-                    log_append_time_ms: -1,
-                    error_message: None,
-                })
             }
             Verdict::Fail(error) => {
                 for a in arrivals.clone() {
@@ -434,11 +587,16 @@ impl Script {
                 return;
             }
         };
-        let (start, verdicts) = {
+        let stamp = b.encoded.stamp();
+        let (start, verdicts, duplicate) = {
             let mut st = lock(&self.state);
             let start = st.history.len();
+            // A retry of a batch written already is answered as one,
+            // whatever the script says: the broker recognises it before
+            // anything else.
+            let duplicate = Self::duplicate_of(&st, &b);
             let mut verdicts = Vec::with_capacity(records.len());
-            for r in records {
+            for (i, r) in records.into_iter().enumerate() {
                 let record = Record {
                     topic: b.topic,
                     partition: Some(b.partition),
@@ -449,15 +607,42 @@ impl Script {
                     // As written: the application's tag is never sent.
                     opaque: 0,
                 };
-                verdicts.push(Self::verdict(&mut st, &record));
+                let answer = match duplicate {
+                    Some(base) => Answer::Duplicate {
+                        offset: base + i as i64,
+                    },
+                    None => {
+                        verdicts.push(Self::verdict(&mut st, &record));
+                        Answer::Held
+                    }
+                };
                 st.history.push(Arrival {
                     record,
                     attempt: b.attempts,
-                    answer: Answer::Held,
+                    answer,
+                    stamp: (stamp.producer_id >= 0).then(|| Stamp {
+                        producer_id: stamp.producer_id,
+                        epoch: stamp.producer_epoch,
+                        sequence: increment_sequence(stamp.base_sequence, i as i32),
+                    }),
                 });
             }
-            (start, verdicts)
+            (start, verdicts, duplicate)
         };
+        if let Some(base) = duplicate {
+            engine.answer(
+                b,
+                BROKER_ID,
+                &BatchAnswer {
+                    error_code: 0,
+                    base_offset: base,
+                    log_append_time_ms: -1,
+                    error_message: None,
+                },
+                now,
+            );
+            return;
+        }
         let first = verdicts[0];
         let alike = verdicts.iter().all(|v| *v == first);
         if b.record_count == 1 || (alike && first != Verdict::Hold) {
@@ -489,6 +674,16 @@ impl Script {
                 }
             }
         }
+    }
+
+    /// How many of `engine`'s requests are held.
+    fn held_by(&self, engine: &Arc<Engine>) -> usize {
+        let target = Arc::downgrade(engine);
+        lock(&self.state)
+            .held
+            .iter()
+            .filter(|h| h.engine.ptr_eq(&target))
+            .count()
     }
 
     /// Takes the oldest `n` held records out.
@@ -579,6 +774,37 @@ impl ScriptedBroker {
             self.script
                 .apply(&engine, h.batch, h.arrivals, Verdict::TimeOut, now);
         }
+        // The idempotent producer sends nothing until it has an id, and
+        // nothing while an epoch bump is due; the bump waits until none of
+        // its requests is held.
+        let idem = match &engine.idem {
+            None => None,
+            Some(i) => match i.ready() {
+                Some(id) => Some(id),
+                None => match i.begin_fetch(self.script.held_by(&engine), now) {
+                    Fetch::Start(bumped) => {
+                        i.fetched(Ok(self.script.grant(bumped)), now);
+                        i.ready()
+                    }
+                    Fetch::After(at) => {
+                        self.schedule_wake(at, ctx);
+                        return;
+                    }
+                    // Woken again when a held request is answered or times
+                    // out (the supervisor's tick).
+                    Fetch::Nothing => return,
+                },
+            },
+        };
+        // Idempotent: one batch in flight per partition until the broker
+        // has acknowledged one of this epoch, then up to max.in.flight.
+        let max_in_flight = engine.config.max_in_flight;
+        let waits = |qi: &QueueState| match idem {
+            None => false,
+            Some(id) => {
+                qi.in_flight >= max_in_flight || (qi.in_flight > 0 && qi.confirmed != Some(id))
+            }
+        };
         let flushing = engine.flushing.load(Ordering::Acquire) > 0
             || engine.starved.load(Ordering::Acquire) > 0
             || engine.closed.load(Ordering::Acquire);
@@ -589,6 +815,9 @@ impl ScriptedBroker {
         for q in engine.acc.all_queues() {
             let mut qi = lock(&q.state);
             loop {
+                if waits(&qi) {
+                    break;
+                }
                 let mut b = if let Some(front) = qi.ready.front() {
                     if front.retry_at.is_some_and(|at| at > now) {
                         break;
@@ -617,6 +846,9 @@ impl ScriptedBroker {
                 } else {
                     break;
                 };
+                if let Some(id) = idem {
+                    engine.acc.stamp(&mut qi, &mut b, id, false);
+                }
                 qi.take_off(&mut b);
                 taken.push(b);
             }
@@ -629,6 +861,10 @@ impl ScriptedBroker {
         let mut next_wake: Option<Instant> = None;
         for q in engine.acc.all_queues() {
             let qi = lock(&q.state);
+            // Woken when its request is answered.
+            if waits(&qi) {
+                continue;
+            }
             let at = match (qi.ready.front(), &qi.open) {
                 (Some(front), _) => front.retry_at.unwrap_or(now),
                 (None, Some(open)) if open.full || flushing => now,

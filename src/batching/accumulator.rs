@@ -31,7 +31,9 @@ use crate::delivery::router::route;
 use crate::delivery::settlement::{Outcome, Readback};
 use crate::delivery::subscription::SubscriptionShared;
 use crate::metric_handles::Metrics;
-use crate::protocol::record_batch::{single_record_batch_size, Codec, EncodedBatch};
+use crate::protocol::record_batch::{
+    increment_sequence, single_record_batch_size, Codec, EncodedBatch, ProducerStamp,
+};
 use crate::record::{Record, Topic, TopicHasher};
 use crate::report::ErrorKind;
 use crate::stats::Stats;
@@ -132,6 +134,11 @@ pub(crate) struct Accumulator {
     /// Records appended to queues since forgotten (`appended` counts them
     /// on, so the producer's counts never go back).
     appended_forgotten: AtomicU64,
+    /// A planted bug, for showing that the fault simulation's invariants
+    /// catch one (`Producer::plant_unrewound_sequences`): a partition's
+    /// sequences do not start again at 0 under a new epoch.
+    #[cfg(feature = "fault-injection")]
+    pub plant_unrewound_sequences: AtomicBool,
     /// Sequence state of forgotten queues, for the partition's next queue
     /// (`forget`, `grow`). Entries of an older producer id or epoch are
     /// dropped: a new epoch starts every partition at 0.
@@ -172,6 +179,8 @@ impl Accumulator {
             stamped_lost: AtomicU64::new(0),
             kept_sequences: Mutex::default(),
             appended_forgotten: AtomicU64::new(0),
+            #[cfg(feature = "fault-injection")]
+            plant_unrewound_sequences: AtomicBool::new(false),
         }
     }
 
@@ -566,10 +575,48 @@ impl Accumulator {
         )
     }
 
+    /// Stamps `b` (of the queue `qi` guards) with the producer id, epoch
+    /// and its partition's next sequence, the first time it is sent under
+    /// this epoch; a retry under the same epoch keeps its stamp (the
+    /// broker deduplicates on it). Under a new epoch a partition's
+    /// sequences start again at 0, as the broker requires.
+    pub fn stamp(
+        &self,
+        qi: &mut QueueState,
+        b: &mut SealedBatch,
+        (id, epoch): (i64, i16),
+        transactional: bool,
+    ) {
+        let current = b.encoded.stamp();
+        if (current.producer_id, current.producer_epoch) == (id, epoch) {
+            return;
+        }
+        if qi.sequence_owner != Some((id, epoch)) {
+            qi.sequence_owner = Some((id, epoch));
+            #[cfg(feature = "fault-injection")]
+            let rewind = !self.plant_unrewound_sequences.load(Ordering::Relaxed);
+            #[cfg(not(feature = "fault-injection"))]
+            let rewind = true;
+            if rewind {
+                qi.next_sequence = 0;
+            }
+        }
+        let seq = qi.next_sequence;
+        qi.next_sequence = increment_sequence(seq, b.record_count);
+        b.encoded.set_stamp(ProducerStamp {
+            producer_id: id,
+            producer_epoch: epoch,
+            base_sequence: seq,
+            transactional,
+        });
+        qi.unacked.insert(b.id);
+    }
+
     /// Splits a batch the broker refused as too large into one batch per
     /// record, in its place (see `SealedBatch::split`). `Err` hands the
     /// batch back with the reason: it has more records than ids between it
-    /// and the next batch, or its records cannot be read back.
+    /// and the next batch, or its records cannot be read back. Call it
+    /// without the batch's queue locked.
     pub fn split(&self, batch: SealedBatch) -> Result<Vec<SealedBatch>, (SealedBatch, String)> {
         if batch.record_count as u64 > BATCH_ID_SPACING {
             let why = format!(
@@ -579,11 +626,20 @@ impl Accumulator {
             return Err((batch, why));
         }
         let max_size = self.readback(&batch.encoded).max_size;
-        let id = batch.id;
+        let (id, topic, partition) = (batch.id, batch.topic, batch.partition);
         let parts = batch.split(id, max_size)?;
-        let mut incomplete = lock(&self.incomplete);
-        for p in &parts {
-            incomplete.insert(p.id);
+        {
+            let mut incomplete = lock(&self.incomplete);
+            for p in &parts {
+                incomplete.insert(p.id);
+            }
+        }
+        // A stamped batch's parts carry its sequences: they are what the
+        // broker has not acknowledged now.
+        let q = self.queue(&topic, partition);
+        let mut qs = lock(&q.state);
+        if qs.unacked.remove(&id) {
+            qs.unacked.extend(parts.iter().map(|p| p.id));
         }
         Ok(parts)
     }

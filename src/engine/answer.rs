@@ -272,7 +272,7 @@ impl Engine {
     /// them without an epoch bump.
     fn split_too_large(&self, mut b: SealedBatch, broker: i32) {
         let q = self.acc.queue(&b.topic, b.partition);
-        let (id, records) = (b.id, b.record_count);
+        let records = b.record_count;
         lock(&q.state).land(&mut b);
         match self.acc.split(b) {
             Ok(parts) => {
@@ -284,9 +284,6 @@ impl Engine {
                     "MESSAGE_TOO_LARGE for a batch; retrying its records one by one"
                 );
                 let mut qs = lock(&q.state);
-                if qs.unacked.remove(&id) {
-                    qs.unacked.extend(parts.iter().map(|p| p.id));
-                }
                 for p in parts {
                     qs.requeue(p);
                 }

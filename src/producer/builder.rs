@@ -178,7 +178,8 @@ impl ProducerBuilder {
     /// (`courier::testing::MockBroker`): the settings are validated as for
     /// a real one, `bootstrap.servers` may be left out, and
     /// `transactional.id` is refused (the double has no coordinator). The
-    /// engine runs without idempotence: the double has no producer ids.
+    /// engine runs without idempotence unless `enable.idempotence=true`
+    /// is set explicitly.
     /// `own_thread`: as `build`, else as `start`.
     pub(crate) fn scripted(
         mut self,
@@ -198,7 +199,11 @@ impl ProducerBuilder {
                     .into(),
             ));
         }
-        self.config.enable_idempotence = Some(false);
+        // Idempotence only when asked for: the double's producer runs
+        // without unless `enable.idempotence=true` is set.
+        if self.config.enable_idempotence != Some(true) {
+            self.config.enable_idempotence = Some(false);
+        }
         let tree = Arc::new(ScriptedTree::new(script));
         let engine = Engine::new(self.config, self.partitioner, tree.clone(), None);
         tree.attach(&engine);

@@ -383,6 +383,18 @@ impl Producer {
             .store(batches, Ordering::Release);
     }
 
+    /// Plants a bug (for the fault simulation to catch): from now on a
+    /// partition's sequences do not start again at 0 under a new epoch,
+    /// so after an epoch bump the broker refuses them. Only with the
+    /// `fault-injection` feature; `tests/simulation.rs` uses it.
+    #[cfg(feature = "fault-injection")]
+    pub fn plant_unrewound_sequences(&self) {
+        self.engine
+            .acc
+            .plant_unrewound_sequences
+            .store(true, Ordering::Release);
+    }
+
     /// Holds the address of the connection actor for `broker` (as an
     /// in-flight request through it does) until the returned value is
     /// dropped, to test that the actor, once retired, stays stopped. Only

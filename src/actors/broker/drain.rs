@@ -14,11 +14,10 @@ use crate::actors::broker::state::{InFlight, MyQueues};
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{AddPartitionsWanted, EnsureProducerId};
 use crate::batching::batch::SealedBatch;
-use crate::batching::queue::{PartitionQueue, QueueState};
+use crate::batching::queue::PartitionQueue;
 use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
-use crate::protocol::record_batch::{increment_sequence, ProducerStamp};
 use crate::protocol::versions::TRANSACTIONAL_PRODUCE_MAX;
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -213,7 +212,9 @@ impl BrokerConnection {
                 };
                 if let Some(mut b) = batch {
                     if let Some((id, epoch)) = idem {
-                        stamp_sequence(&mut qi, &mut b, id, epoch, txn_generation.is_some());
+                        engine
+                            .acc
+                            .stamp(&mut qi, &mut b, (id, epoch), txn_generation.is_some());
                     }
                     qi.take_off(&mut b);
                     size += b.encoded.len();
@@ -349,35 +350,6 @@ impl BrokerConnection {
             batches,
         });
     }
-}
-
-/// Stamps a batch with the producer id, epoch and its partition's next
-/// sequence, the first time it is sent under this epoch. A retry under the
-/// same epoch keeps its stamp (the broker deduplicates on it).
-fn stamp_sequence(
-    qi: &mut QueueState,
-    b: &mut SealedBatch,
-    id: i64,
-    epoch: i16,
-    transactional: bool,
-) {
-    let current = b.encoded.stamp();
-    if (current.producer_id, current.producer_epoch) == (id, epoch) {
-        return;
-    }
-    if qi.sequence_owner != Some((id, epoch)) {
-        qi.sequence_owner = Some((id, epoch));
-        qi.next_sequence = 0;
-    }
-    let seq = qi.next_sequence;
-    qi.next_sequence = increment_sequence(seq, b.record_count);
-    b.encoded.set_stamp(ProducerStamp {
-        producer_id: id,
-        producer_epoch: epoch,
-        base_sequence: seq,
-        transactional,
-    });
-    qi.unacked.insert(b.id);
 }
 
 /// How early a lingering batch may go: a timer set for its deadline fires
