@@ -33,12 +33,15 @@
 //! drain stamps sequences as a connection actor's does
 //! (`Accumulator::stamp`), and a batch the script lets through is first
 //! checked as Kafka's `ProducerAppendInfo` checks it: the same batch
-//! again (same epoch and sequences, among the partition's last five) is
+//! again (same epoch and sequences, among the partition's last batches) is
 //! a duplicate, answered with the offset it was written at and not
 //! written again; an older epoch is INVALID_PRODUCER_EPOCH; a new epoch
 //! must start at sequence 0 and the same epoch must continue where the
-//! last batch ended, else OUT_OF_ORDER_SEQUENCE_NUMBER; a producer the
-//! partition knows nothing of may start anywhere. In flight per
+//! last batch ended, else OUT_OF_ORDER_SEQUENCE_NUMBER. So must a
+//! producer's first batch in a partition: the double loses no producer
+//! state, so a first batch not at 0 means sequences were skipped (Kafka,
+//! which cannot tell a new producer from one whose state expired, takes
+//! any sequence from a producer it knows nothing of). In flight per
 //! partition: one batch until the broker has acknowledged one of the
 //! epoch, then up to `max.in.flight.requests.per.connection`.
 //!
@@ -171,14 +174,17 @@ pub struct Stamp {
 struct ProducerEntry {
     epoch: i16,
     last_sequence: i32,
-    /// The last five batches written under `epoch`: (first sequence, last
-    /// sequence, base offset), for recognising a retry.
+    /// The last batches written under `epoch` (`BATCHES_KEPT`): (first
+    /// sequence, last sequence, base offset), for recognising a retry.
     recent: VecDeque<(i32, i32, i64)>,
 }
 
-/// How many written batches per producer and partition a broker keeps for
-/// recognising retries (Kafka's `NUM_BATCHES_TO_RETAIN`).
-const BATCHES_KEPT: usize = 5;
+/// How many written batches per producer and partition the double keeps
+/// for recognising retries. Kafka keeps five (`NUM_BATCHES_TO_RETAIN`),
+/// enough for a producer with at most five requests in flight; the double
+/// keeps more, because its per-record split makes many batches of one
+/// request.
+const BATCHES_KEPT: usize = 5_000;
 
 /// The first producer id the double hands out.
 const FIRST_PRODUCER_ID: i64 = 1000;
@@ -416,14 +422,14 @@ impl Script {
         let s = b.encoded.stamp();
         let key = (s.producer_id, b.topic, b.partition);
         let last = increment_sequence(s.base_sequence, b.record_count - 1);
-        if let Some(e) = st.producers.get(&key).filter(|_| s.producer_id >= 0) {
-            if s.producer_epoch < e.epoch {
-                return Err(BrokerError::InvalidProducerEpoch);
-            }
-            let expected = if s.producer_epoch > e.epoch {
-                0
-            } else {
-                increment_sequence(e.last_sequence, 1)
+        if s.producer_id >= 0 {
+            let expected = match st.producers.get(&key) {
+                Some(e) if s.producer_epoch < e.epoch => {
+                    return Err(BrokerError::InvalidProducerEpoch)
+                }
+                Some(e) if s.producer_epoch == e.epoch => increment_sequence(e.last_sequence, 1),
+                // A new epoch, or the producer's first batch here.
+                _ => 0,
             };
             if s.base_sequence != expected {
                 return Err(BrokerError::OutOfOrderSequenceNumber);

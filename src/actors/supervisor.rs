@@ -188,7 +188,8 @@ impl ProducerSupervisor {
         let Some(idem) = &self.engine.idem else {
             return;
         };
-        if idem.ready().is_some() {
+        // A scripted broker hands out ids itself (`actors/scripted.rs`).
+        if idem.ready().is_some() || self.scripted.is_some() {
             return;
         }
         // A fenced transactional producer asks for no id again: a fresh
