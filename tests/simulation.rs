@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use courier::testing::{Answer, MockBroker, Verdict};
+use courier::testing::{Answer, MockBroker, Stamp, Verdict};
 use courier::{BrokerError, DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 
@@ -535,7 +535,7 @@ fn check(
 
 /// What became of each arrival of the record with `value`: (attempt,
 /// answer, epoch and sequence).
-fn arrivals_of(broker: &MockBroker, value: &[u8]) -> Vec<(u32, Answer, Option<(i64, i16, i32)>)> {
+fn arrivals_of(broker: &MockBroker, value: &[u8]) -> Vec<(u32, Answer, Option<Stamp>)> {
     broker
         .history()
         .iter()
