@@ -540,13 +540,7 @@ fn arrivals_of(broker: &MockBroker, value: &[u8]) -> Vec<(u32, Answer, Option<St
         .history()
         .iter()
         .filter(|a| a.record.value.as_deref() == Some(value))
-        .map(|a| {
-            (
-                a.attempt,
-                a.answer,
-                a.stamp.map(|s| (s.producer_id, s.epoch, s.sequence)),
-            )
-        })
+        .map(|a| (a.attempt, a.answer, a.stamp))
         .collect()
 }
 
