@@ -576,22 +576,32 @@ impl Accumulator {
     }
 
     /// Stamps `b` (of the queue `qi` guards) with the producer id, epoch
-    /// and its partition's next sequence, the first time it is sent under
-    /// this epoch; a retry under the same epoch keeps its stamp (the
-    /// broker deduplicates on it). Under a new epoch a partition's
-    /// sequences start again at 0, as the broker requires.
+    /// and its partition's next sequence, the first time it is sent in the
+    /// partition's current sequence space; returns whether `b` may be sent
+    /// now.
+    ///
+    /// A retry keeps its stamp, so the broker can recognise a batch it
+    /// wrote already. After an epoch bump a partition moves to the new
+    /// epoch, its sequences starting again at 0, once nothing it sent
+    /// under the old one is unresolved: until then its old batches go
+    /// again as they were, and new ones wait (`false`). A batch of the old
+    /// epoch may have been written with its answer lost; stamped again, it
+    /// would be written twice. The partition whose lost sequences asked
+    /// for the bump (`QueueState::sequence_owner` cleared) moves at once,
+    /// as in the Java client (`partitionsToRewriteSequences`), and so does
+    /// a transactional producer's: its bump comes with an abort that
+    /// resolves every batch of the old epoch.
     pub fn stamp(
         &self,
         qi: &mut QueueState,
         b: &mut SealedBatch,
         (id, epoch): (i64, i16),
         transactional: bool,
-    ) {
+    ) -> bool {
         let current = b.encoded.stamp();
-        if (current.producer_id, current.producer_epoch) == (id, epoch) {
-            return;
-        }
-        if qi.sequence_owner != Some((id, epoch)) {
+        if qi.sequence_owner != Some((id, epoch))
+            && (qi.sequence_owner.is_none() || qi.unacked.is_empty() || transactional)
+        {
             qi.sequence_owner = Some((id, epoch));
             #[cfg(feature = "fault-injection")]
             let rewind = !self.plant_unrewound_sequences.load(Ordering::Relaxed);
@@ -600,6 +610,15 @@ impl Accumulator {
             if rewind {
                 qi.next_sequence = 0;
             }
+        }
+        let Some(owner) = qi.sequence_owner else {
+            return false;
+        };
+        if current.producer_id >= 0 && (current.producer_id, current.producer_epoch) == owner {
+            return true;
+        }
+        if owner != (id, epoch) {
+            return false;
         }
         let seq = qi.next_sequence;
         qi.next_sequence = increment_sequence(seq, b.record_count);
@@ -610,6 +629,7 @@ impl Accumulator {
             transactional,
         });
         qi.unacked.insert(b.id);
+        true
     }
 
     /// Splits a batch the broker refused as too large into one batch per

@@ -211,10 +211,17 @@ impl BrokerConnection {
                     None
                 };
                 if let Some(mut b) = batch {
-                    if let Some((id, epoch)) = idem {
-                        engine
+                    // Not yet: the partition's batches of an older epoch
+                    // are unresolved (`Accumulator::stamp`); their answers
+                    // wake this drain.
+                    if let Some(id) = idem {
+                        if !engine
                             .acc
-                            .stamp(&mut qi, &mut b, (id, epoch), txn_generation.is_some());
+                            .stamp(&mut qi, &mut b, id, txn_generation.is_some())
+                        {
+                            qi.ready.push_front(b);
+                            continue;
+                        }
                     }
                     qi.take_off(&mut b);
                     size += b.encoded.len();
