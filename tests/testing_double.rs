@@ -1208,3 +1208,48 @@ async fn a_bump_for_one_partition_leaves_another_partitions_unanswered_batch_as_
     assert_eq!((after_stamp.epoch, after_stamp.sequence), (1, 0));
     assert_eq!(broker.written().len(), 3, "x, first, after: each once");
 }
+
+/// The double's broker actor panics (fault-injection builds): the
+/// supervisor starts another, which finds the queues and the held
+/// requests where they were; every record still gets its one report, also
+/// when the panic races the shutdown.
+#[cfg(feature = "fault-injection")]
+#[tokio::test]
+async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script_next([Verdict::Hold]);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "0")
+                .supervisor_tick(std::time::Duration::from_millis(5)),
+        )
+        .unwrap();
+    let held = producer
+        .submit(Record::to("t").value("held"))
+        .await
+        .unwrap();
+    until("held", || broker.held() == 1).await;
+    producer.inject_partitioner_panic();
+    until("restarted", || producer.stats().actor_restarts == 1).await;
+    let d = producer.send(Record::to("t").value("after")).await.unwrap();
+    assert_eq!(d.offset, Some(0));
+    assert!(broker.release_next(Verdict::Deliver));
+    assert_eq!(held.await.unwrap().offset, Some(1));
+    // A panic just before the last handle goes, with a record held: the
+    // `CancelInFlight` the shutdown sends dies with the actor's mailbox,
+    // and the supervisor cancels the held record itself.
+    broker.script_next([Verdict::Hold]);
+    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+    sub.produce(Record::to("t").value("last")).await.unwrap();
+    drop(sub);
+    until("last held", || broker.held() == 1).await;
+    producer.inject_partitioner_panic();
+    drop(producer);
+    use futures::StreamExt;
+    let reports: Vec<_> =
+        tokio::time::timeout(std::time::Duration::from_secs(10), stream.collect())
+            .await
+            .expect("the stream ends");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+}

@@ -921,6 +921,22 @@ impl ScriptedBroker {
 
 impl Actor for ScriptedBroker {
     type Context = Context<Self>;
+
+    /// A restarted broker (its predecessor panicked) finds the queues and
+    /// the held requests where they were: drain them.
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.notify(Wake);
+    }
+}
+
+/// Makes the scripted broker panic inside a handler (tests of its
+/// supervision: `Producer::inject_partitioner_panic` under the double).
+#[cfg(feature = "fault-injection")]
+impl Handler<crate::actors::msgs::InjectPanic> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: crate::actors::msgs::InjectPanic, _: &mut Context<Self>) {
+        panic!("injected panic in the scripted broker");
+    }
 }
 
 impl Handler<Wake> for ScriptedBroker {
@@ -957,9 +973,18 @@ impl Handler<Retire> for ScriptedBroker {
 impl Handler<CancelInFlight> for ScriptedBroker {
     type Result = ();
     fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
-        let engine = self.engine.clone();
-        for mut h in self.script.take_held_of(&engine, |_| true) {
-            self.script.mark(h.arrivals, Answer::NoAnswer);
+        self.script.cancel_held(&self.engine);
+        self.stop(ctx);
+    }
+}
+
+impl Script {
+    /// Fails `engine`'s held requests `Cancelled`, as a connection actor's
+    /// in-flight batches are when `close_timeout` runs out or the last
+    /// handle is dropped.
+    fn cancel_held(&self, engine: &Arc<Engine>) {
+        for mut h in self.take_held_of(engine, |_| true) {
+            self.mark(h.arrivals, Answer::NoAnswer);
             let q = engine.acc.queue(&h.batch.topic, h.batch.partition);
             lock(&q.state).land(&mut h.batch);
             engine.settle(
@@ -970,11 +995,8 @@ impl Handler<CancelInFlight> for ScriptedBroker {
                 },
             );
         }
-        self.stop(ctx);
     }
-}
 
-impl Script {
     fn mark(&self, arrivals: Range<usize>, answer: Answer) {
         let mut st = lock(&self.state);
         for a in arrivals {
@@ -990,8 +1012,8 @@ impl Script {
 #[derive(Debug)]
 pub(crate) struct ScriptedTree {
     script: Arc<Script>,
-    /// Set once the broker actor starts.
-    broker: OnceLock<Addr<ScriptedBroker>>,
+    /// The broker actor, once started (again, when one died).
+    broker: Mutex<Option<Addr<ScriptedBroker>>>,
     /// Set once the engine exists (weak: the engine holds this tree).
     engine: OnceLock<Weak<Engine>>,
     /// The producer is stopping: topic waits answer `None`.
@@ -1002,7 +1024,7 @@ impl ScriptedTree {
     pub(crate) fn new(script: Arc<Script>) -> ScriptedTree {
         ScriptedTree {
             script,
-            broker: OnceLock::new(),
+            broker: Mutex::new(None),
             engine: OnceLock::new(),
             closed: AtomicBool::new(false),
         }
@@ -1017,8 +1039,36 @@ impl ScriptedTree {
     /// Starts the broker actor (in the current actix system).
     pub(crate) fn start_broker(self: &Arc<Self>, engine: Arc<Engine>) -> Addr<ScriptedBroker> {
         let addr = ScriptedBroker::new(engine, self.clone()).start();
-        let _ = self.broker.set(addr.clone());
+        *lock(&self.broker) = Some(addr.clone());
         addr
+    }
+
+    /// The broker actor, started again if it died (a panic: actix does
+    /// not catch it). What it worked on lives outside it (the queues, the
+    /// script's held requests), so its successor carries on. Returns the
+    /// address and whether it was restarted.
+    pub(crate) fn live_broker(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+    ) -> (Addr<ScriptedBroker>, bool) {
+        if let Some(addr) = lock(&self.broker).clone().filter(Addr::connected) {
+            return (addr, false);
+        }
+        (self.start_broker(engine.clone()), true)
+    }
+
+    /// The producer is stopping and its broker actor died before it could
+    /// report what it held (a panic racing the shutdown: the `Retire` or
+    /// `CancelInFlight` sent to it died with its mailbox): the held
+    /// requests fail `Cancelled` here instead, so that no report waits
+    /// for a broker actor that will never answer.
+    pub(crate) fn cancel_if_dead(&self, engine: &Arc<Engine>) {
+        if lock(&self.broker).as_ref().is_some_and(Addr::connected) {
+            return;
+        }
+        self.script.cancel_held(engine);
+        self.closed.store(true, Ordering::Release);
+        self.script.topics_changed.notify_waiters();
     }
 
     fn may_create(&self) -> bool {
@@ -1035,7 +1085,7 @@ impl ActorTree for ScriptedTree {
     }
 
     fn wake_all(&self) {
-        if let Some(b) = self.broker.get() {
+        if let Some(b) = lock(&self.broker).as_ref() {
             b.do_send(Wake);
         }
     }

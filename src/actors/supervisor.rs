@@ -18,7 +18,7 @@ use crate::actors::addresses::Addresses;
 use crate::actors::broker::{BrokerConnection, Upstream};
 use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
-use crate::actors::scripted::{ScriptedBroker, ScriptedTree};
+use crate::actors::scripted::ScriptedTree;
 use crate::actors::transaction::TransactionActor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::Resume;
@@ -35,9 +35,9 @@ pub struct ProducerSupervisor {
     /// The metadata cache; `None` under a scripted broker, which answers
     /// topic waits itself.
     partitioner: Option<Addr<PartitionerActor>>,
-    /// The testing double's broker, in place of the partitioner and the
-    /// connection actors (`courier::testing`).
-    scripted: Option<Addr<ScriptedBroker>>,
+    /// The testing double's tree, whose broker actor stands in place of
+    /// the partitioner and the connection actors (`courier::testing`).
+    scripted: Option<Arc<ScriptedTree>>,
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,
     addrs: HashMap<i32, String>,
@@ -97,8 +97,9 @@ impl ProducerSupervisor {
         let _ = engine.actor_thread.set(std::thread::current().id());
         ProducerSupervisor::create(move |ctx| {
             if let Some(tree) = scripted {
+                tree.start_broker(engine.clone());
                 return ProducerSupervisor {
-                    scripted: Some(tree.start_broker(engine.clone())),
+                    scripted: Some(tree),
                     engine,
                     addresses,
                     partitioner: None,
@@ -344,6 +345,21 @@ impl ProducerSupervisor {
         self.start_transaction_actor();
     }
 
+    /// The scripted broker died (a panic): start another, which finds the
+    /// queues and the script's held requests where they were.
+    fn restart_dead_scripted(&mut self) {
+        let Some(tree) = &self.scripted else {
+            return;
+        };
+        if self.shutting_down {
+            return;
+        }
+        if tree.live_broker(&self.engine).1 {
+            tracing::warn!("scripted broker died; restarted it");
+            self.engine.stats.record_actor_restart();
+        }
+    }
+
     fn restart_dead_partitioner(&mut self, ctx: &mut Context<Self>) {
         let Some(current) = &self.partitioner else {
             return;
@@ -451,6 +467,7 @@ impl Actor for ProducerSupervisor {
             act.guarded("partitioner actor", ctx, |act, ctx| {
                 act.restart_dead_partitioner(ctx)
             });
+            act.guarded("scripted broker", ctx, |act, _| act.restart_dead_scripted());
             act.guarded("transaction actor", ctx, |act, _| {
                 act.restart_dead_transaction_actor()
             });
@@ -654,7 +671,8 @@ impl Handler<Shutdown> for ProducerSupervisor {
         }
         // The scripted broker reports what it holds as connection actors
         // report what is in flight.
-        if let Some(s) = &self.scripted {
+        if let Some(tree) = &self.scripted {
+            let (s, _) = tree.live_broker(&self.engine);
             if msg.cancel {
                 s.do_send(CancelInFlight);
             } else {
@@ -664,6 +682,9 @@ impl Handler<Shutdown> for ProducerSupervisor {
         self.addresses.topic_waits.close();
         // Give the connection actors a moment to report what they hold.
         ctx.run_later(Duration::from_millis(50), |act, ctx| {
+            if let Some(tree) = &act.scripted {
+                tree.cancel_if_dead(&act.engine);
+            }
             act.engine.cancel_queued();
             act.engine.close_subscriptions();
             ctx.stop();
@@ -705,13 +726,17 @@ impl Handler<RefreshMetadata> for ProducerSupervisor {
     }
 }
 
-/// Makes the partitioner actor panic (tests of its supervision only).
+/// Makes the partitioner actor panic, or the scripted broker standing in
+/// its place (tests of their supervision only).
 #[cfg(feature = "fault-injection")]
 impl Handler<InjectPanic> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: InjectPanic, _: &mut Context<Self>) {
         if let Some(p) = &self.partitioner {
             p.do_send(msg);
+        }
+        if let Some(tree) = &self.scripted {
+            tree.live_broker(&self.engine).0.do_send(msg);
         }
     }
 }

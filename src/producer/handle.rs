@@ -350,8 +350,9 @@ impl Producer {
             .store(true, Ordering::Release);
     }
 
-    /// Makes the partitioner actor panic, to test its supervision. Only
-    /// with the `fault-injection` feature.
+    /// Makes the partitioner actor panic, to test its supervision (under
+    /// `courier::testing`'s double, its scripted broker, which stands in
+    /// the partitioner's place). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_partitioner_panic(&self) {
         self.supervisor.do_send(InjectPanic);
