@@ -1308,6 +1308,46 @@ async fn close_after_a_connection_actor_died_with_requests_in_flight() {
     assert!(p.stats().actor_restarts >= 1, "the dead actor was replaced");
 }
 
+/// A connection actor with requests in flight panics just as
+/// `close_timeout(0)` begins (its `CancelInFlight` may reach it dead):
+/// every record is still reported, while the handle is still held. (A
+/// guard: it passes on the code it was written against. The same race
+/// lost reports under the testing double, where held requests live in
+/// the script; see `testing_double::a_panic_in_the_doubles_broker_actor_loses_no_report`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panic_racing_close_timeout_loses_no_report() {
+    let topic = "panic-racing-close";
+    let m = MockCluster::new(1).expect("mock cluster");
+    m.create_topic(topic, 3, 1).expect("create topic");
+    let p = producer(&m.bootstrap_servers(), &[]);
+    p.send(Record::to(topic).value("warm")).await.unwrap();
+    // Answers 1 s away: the requests are written and stay unanswered.
+    m.broker_round_trip_time(1, Duration::from_secs(1)).unwrap();
+    let (sub, mut stream) = p.subscribe(ReportMode::All);
+    let n = 300;
+    for i in 0..n {
+        let r = Record::to(topic).opaque(i as u64).value(i.to_string());
+        sub.produce(r).await.expect("accepted");
+    }
+    drop(sub);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(p.inject_connection_panic(1), "broker 1 had an actor");
+    tokio::time::timeout(Duration::from_secs(60), p.close_timeout(Duration::ZERO))
+        .await
+        .expect("close_timeout ends")
+        .ok();
+    let mut reports = 0;
+    while let Some(r) = tokio::time::timeout(Duration::from_secs(10), stream.next())
+        .await
+        .expect("the stream ends while the handle is still held")
+    {
+        let _ = r;
+        reports += 1;
+    }
+    assert_eq!(reports, n, "one report per record");
+    drop(p);
+}
+
 /// A retired connection actor stays stopped. actix's `Supervisor` restarts
 /// a stopped actor while any strong address to it is held; a coordinator
 /// request held one across its await, so a `Retire` arriving meanwhile
