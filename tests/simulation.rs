@@ -98,7 +98,10 @@ struct Planned {
 #[derive(Debug, Clone, Copy)]
 enum Step {
     Flush,
-    ReleaseHeld,
+    /// Every held request answered with this verdict: `Deliver`, or, as
+    /// when the connection drops with them in flight, `TimeOut` (not
+    /// written) or `LoseAnswer` (written).
+    ReleaseHeld(Verdict),
     Pause(Duration),
     /// The scripted broker actor panics; the supervisor starts another,
     /// which finds the queues and the held requests where they were.
@@ -145,7 +148,7 @@ impl Schedule {
         // How often the broker misbehaves in this run: some seeds are
         // calm, some stormy.
         let storm = rng.u32(0..=60);
-        let records = (0..n)
+        let records: Vec<Planned> = (0..n)
             .map(|_| {
                 let (topic, partitions) = topics[rng.usize(..topics.len())].clone();
                 let key = (rng.u32(..4) != 0).then(|| format!("k{}", rng.u32(..6)));
@@ -179,7 +182,7 @@ impl Schedule {
             .map(|_| {
                 let step = match rng.u32(..3) {
                     0 => Step::Flush,
-                    1 => Step::ReleaseHeld,
+                    1 => Step::ReleaseHeld(Verdict::Deliver),
                     _ => Step::Pause(Duration::from_micros(rng.u64(..3_000))),
                 };
                 (rng.usize(0..=n), step)
@@ -195,6 +198,26 @@ impl Schedule {
         let mut steps = steps;
         for _ in 0..rng.usize(0..3) {
             steps.push((rng.usize(0..=n), Step::Panic));
+        }
+        // A release is, one time in three, a dropped connection instead.
+        for (_, step) in &mut steps {
+            if let Step::ReleaseHeld(v) = step {
+                *v = match rng.u32(..6) {
+                    0 => Verdict::TimeOut,
+                    1 => Verdict::LoseAnswer,
+                    _ => Verdict::Deliver,
+                };
+            }
+        }
+        // A retriable refusal is, one time in four, NOT_LEADER_OR_FOLLOWER
+        // (a leader moved) instead of NOT_ENOUGH_REPLICAS.
+        let mut records = records;
+        for r in &mut records {
+            for v in &mut r.verdicts {
+                if *v == Verdict::Fail(BrokerError::NotEnoughReplicas) && rng.u32(..4) == 0 {
+                    *v = Verdict::Fail(BrokerError::NotLeaderOrFollower);
+                }
+            }
         }
         Schedule {
             settings,
@@ -285,8 +308,8 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), Strin
                     // Bounded: held records wait out request.timeout.ms.
                     let _ = producer.flush_timeout(Duration::from_secs(5)).await;
                 }
-                Step::ReleaseHeld => {
-                    broker.release_all(Verdict::Deliver);
+                Step::ReleaseHeld(v) => {
+                    broker.release_all(v);
                 }
                 Step::Pause(d) => tokio::time::sleep(d).await,
                 Step::Panic => producer.inject_partitioner_panic(),
@@ -416,15 +439,14 @@ fn check(
             continue;
         }
         let name = String::from_utf8_lossy(value);
-        let i: usize = name
-            .rsplit('r')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(usize::MAX);
-        let lost = s
-            .records
-            .get(i)
-            .is_some_and(|r| r.verdicts.contains(&Verdict::LoseAnswer));
+        // Written, and then sent again: its answer never reached the
+        // producer (a `LoseAnswer` verdict, or a connection dropped).
+        let arrivals = arrivals_of(broker, value);
+        let lost = arrivals
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|(_, answer, _)| matches!(answer, Answer::Written { .. }));
         if !lost || s.idempotent() {
             return Err(format!(
                 "{name} written {} times: {places:?}; arrivals: {:?}",
