@@ -10,9 +10,11 @@
 //! each attempt (written; refused with a retriable error, a fatal one, or
 //! MESSAGE_TOO_LARGE, which splits its batch; no answer, so the request
 //! times out; written with the answer lost; held, then timed out after
-//! `request.timeout.ms`), what happens between records (a flush, held
-//! records released, a pause, a panic in the broker actor, which the
-//! supervisor restarts), and how the run ends (`close`, `close_timeout`
+//! `request.timeout.ms`; retriable refusals are NOT_ENOUGH_REPLICAS or
+//! NOT_LEADER_OR_FOLLOWER), what happens between records (a flush, held
+//! records released, or a dropped connection that leaves every held
+//! request unanswered, written or not; a pause; a panic in the broker
+//! actor, which the supervisor restarts), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
 //! refused, epochs). Answers are bound to each record and attempt, not to
