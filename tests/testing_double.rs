@@ -1253,3 +1253,83 @@ async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
             .expect("the stream ends");
     assert_eq!(reports.len(), 1, "{reports:?}");
 }
+
+/// A partition whose lost sequences asked for an epoch bump is stamped
+/// afresh as a whole: none of its waiting batches keeps the old epoch's
+/// stamp. Found in review: p3, left stamped under epoch 0 while its
+/// partition had moved to epoch 1, could never be sent once a second
+/// bump (asked for by partition 0) moved the producer to epoch 2, and
+/// failed Timeout at `delivery.timeout.ms` without ever being written.
+#[tokio::test]
+async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
+    let broker = MockBroker::new().topic("t", 2);
+    for refused in ["p1", "r2"] {
+        broker.script(
+            move |r| r.value.as_deref() == Some(refused.as_bytes()),
+            [Verdict::Fail(BrokerError::RecordListTooLarge)],
+        );
+    }
+    broker.script(
+        |r| r.value.as_deref() == Some(&b"p2"[..]),
+        [Verdict::Hold, Verdict::Hold],
+    );
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "0")
+                .set("enable.idempotence", "true")
+                .set("request.timeout.ms", "30000")
+                .set("delivery.timeout.ms", "60000")
+                .set("retry.backoff.ms", "1")
+                .set("retry.backoff.max.ms", "5"),
+        )
+        .unwrap();
+    let rec = |v: &str, p: i32| Record::to("t").value(v.to_string()).partition(p);
+    let refused_out_of_order = |value: &'static str| {
+        let broker = broker.clone();
+        move || {
+            broker.history().iter().any(|a| {
+                text(a.record.value.as_ref()) == value
+                    && a.answer == Answer::Refused(BrokerError::OutOfOrderSequenceNumber)
+            })
+        }
+    };
+    // Partition 1: a hole (p1) before p2, which is held; p3 behind it is
+    // refused out of order.
+    producer.send(rec("p0", 1)).await.unwrap();
+    producer.send(rec("p1", 1)).await.unwrap_err();
+    let p2 = producer.submit(rec("p2", 1)).await.unwrap();
+    until("p2 held", || broker.held() == 1).await;
+    let p3 = producer.submit(rec("p3", 1)).await.unwrap();
+    until("p3 refused", refused_out_of_order("p3")).await;
+    // p2 answered: out of order and the oldest, so a bump to epoch 1; sent
+    // again under it, and held again.
+    assert!(broker.release_next(Verdict::Deliver));
+    until("p2 held under epoch 1", || {
+        broker.held() == 1
+            && broker
+                .history()
+                .iter()
+                .rev()
+                .find(|a| text(a.record.value.as_ref()) == "p2")
+                .and_then(|a| a.stamp)
+                .is_some_and(|s| s.epoch == 1)
+    })
+    .await;
+    // Partition 0: a hole under epoch 1, so a second bump (after p2).
+    producer.send(rec("r1", 0)).await.unwrap();
+    producer.send(rec("r2", 0)).await.unwrap_err();
+    let r3 = producer.submit(rec("r3", 0)).await.unwrap();
+    until("r3 refused", refused_out_of_order("r3")).await;
+    assert!(broker.release_next(Verdict::Deliver));
+    let timed = |f| tokio::time::timeout(std::time::Duration::from_secs(10), f);
+    let r3 = timed(r3).await.expect("r3 reported").unwrap();
+    let p2 = timed(p2).await.expect("p2 reported").unwrap();
+    let p3 = timed(p3)
+        .await
+        .expect("p3 reported without waiting for delivery.timeout.ms")
+        .unwrap();
+    producer.close().await;
+    assert_eq!((p2.offset, p3.offset), (Some(1), Some(2)));
+    assert_eq!(r3.offset, Some(1));
+}

@@ -598,10 +598,24 @@ impl Accumulator {
         (id, epoch): (i64, i16),
         transactional: bool,
     ) -> bool {
-        let current = b.encoded.stamp();
         if qi.sequence_owner != Some((id, epoch))
             && (qi.sequence_owner.is_none() || qi.unacked.is_empty() || transactional)
         {
+            // Asked to rewrite: every unfinished batch of the partition
+            // is stamped afresh, in order (nothing of this partition is in
+            // flight during a bump, so they all wait here; the broker
+            // refused everything from the oldest of them on, so none was
+            // written). Left with its old stamp, a batch could never be
+            // sent once a second bump moved the producer on (the Java
+            // client's `startSequencesAtBeginning` does the same).
+            if qi.sequence_owner.is_none() {
+                for r in qi.ready.iter_mut() {
+                    if r.encoded.stamp().producer_id >= 0 {
+                        r.encoded.set_stamp(ProducerStamp::NONE);
+                        qi.unacked.remove(&r.id);
+                    }
+                }
+            }
             qi.sequence_owner = Some((id, epoch));
             #[cfg(feature = "fault-injection")]
             let rewind = !self.plant_unrewound_sequences.load(Ordering::Relaxed);
@@ -611,6 +625,7 @@ impl Accumulator {
                 qi.next_sequence = 0;
             }
         }
+        let current = b.encoded.stamp();
         let Some(owner) = qi.sequence_owner else {
             return false;
         };
