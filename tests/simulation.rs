@@ -38,6 +38,8 @@
 //!   producer state, so only a batch failed for good leaves a hole);
 //! - per key, offsets follow produce order: always with idempotence,
 //!   without it when no record was retried;
+//! - nothing is stuck: with a `delivery.timeout.ms` of 20 s (half the
+//!   runs) no record expires;
 //! - `close` ends, and afterwards nothing is in flight or buffered;
 //!   `close` (unbounded) reports nothing `Cancelled`.
 //!
@@ -60,6 +62,10 @@ use courier::{BrokerError, DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 const DEFAULT_SEEDS: u64 = 3_000;
+/// A `delivery.timeout.ms` no record of a run comes near unless it is
+/// stuck: a run's every retry, backoff and held request takes well under
+/// a second.
+const LONG_DELIVERY: &str = "20000";
 /// Runs at once: a run mostly waits (request timeouts of held records,
 /// the 50 ms the supervisor gives actors to report at shutdown), so more
 /// runs than cores keep the cores busy.
@@ -138,7 +144,12 @@ impl Schedule {
             ("retries", pick(&mut rng, retries)),
             ("compression.type", pick(&mut rng, &["none", "lz4"])),
             ("request.timeout.ms", "30".to_string()),
-            ("delivery.timeout.ms", pick(&mut rng, &["200", "2000"])),
+            // 20 s: long enough that nothing expires unless it is stuck
+            // (see `check`).
+            (
+                "delivery.timeout.ms",
+                pick(&mut rng, &["200", LONG_DELIVERY]),
+            ),
             ("retry.backoff.ms", "1".to_string()),
             ("retry.backoff.max.ms", "5".to_string()),
             ("max.block.ms", "2000".to_string()),
@@ -237,6 +248,12 @@ impl Schedule {
         self.records
             .iter()
             .all(|r| r.verdicts.first().is_none_or(|v| *v == Verdict::Deliver))
+    }
+
+    fn long_delivery(&self) -> bool {
+        self.settings
+            .iter()
+            .any(|(k, v)| *k == "delivery.timeout.ms" && v == LONG_DELIVERY)
     }
 
     fn idempotent(&self) -> bool {
@@ -510,6 +527,15 @@ fn check(
                 }
                 if s.ending == Ending::Close && e.kind == courier::ErrorKind::Cancelled {
                     return Err(format!("record {i}: cancelled by an unbounded close: {e}"));
+                }
+                // Nothing is stuck: with a long delivery.timeout.ms no
+                // record expires (records fail when refused for good or
+                // when their retries are used up, long before).
+                if s.long_delivery() && e.to_string().contains("delivery.timeout.ms") {
+                    return Err(format!(
+                        "record {i}: expired, stuck for delivery.timeout.ms ({LONG_DELIVERY} ms): {e}; arrivals: {:?}",
+                        arrivals_of(broker, &value)
+                    ));
                 }
             }
         }
