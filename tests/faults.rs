@@ -1264,23 +1264,17 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
     p.close().await;
 }
 
-/// `close()` right after a connection actor died with requests in flight.
-/// Only a successor puts a dead actor's in-flight requests back in their
-/// queues, and the supervisor did not restart dead actors once `close` had
-/// begun, so the flush inside `close` waited for those requests forever.
-/// Now dead actors are restarted until the `Shutdown`: `close` ends, and
-/// every record gets one report, delivered and found in the log.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn close_after_a_connection_actor_died_with_requests_in_flight() {
-    let topic = "close-after-panic";
+/// `n` keyed records in flight on a one-broker mock cluster whose answers
+/// are 1 s away, then a panic in the connection actor: the cluster, the
+/// producer and the stream of the records' reports.
+async fn in_flight_then_a_panic(topic: &str, n: usize) -> (Mock, Producer, courier::ReportStream) {
     let m = MockCluster::new(1).expect("mock cluster");
     m.create_topic(topic, 3, 1).expect("create topic");
     let p = producer(&m.bootstrap_servers(), &[]);
     p.send(Record::to(topic).value("warm")).await.unwrap();
     // Answers 1 s away: the requests are written and stay unanswered.
     m.broker_round_trip_time(1, Duration::from_secs(1)).unwrap();
-    let (sub, mut stream) = p.subscribe(ReportMode::All);
-    let n = 300;
+    let (sub, stream) = p.subscribe(ReportMode::All);
     for i in 0..n {
         let r = Record::to(topic)
             .opaque(i as u64)
@@ -1291,6 +1285,20 @@ async fn close_after_a_connection_actor_died_with_requests_in_flight() {
     drop(sub);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(p.inject_connection_panic(1), "broker 1 had an actor");
+    (m, p, stream)
+}
+
+/// `close()` right after a connection actor died with requests in flight.
+/// Only a successor puts a dead actor's in-flight requests back in their
+/// queues, and the supervisor did not restart dead actors once `close` had
+/// begun, so the flush inside `close` waited for those requests forever.
+/// Now dead actors are restarted until the `Shutdown`: `close` ends, and
+/// every record gets one report, delivered and found in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_after_a_connection_actor_died_with_requests_in_flight() {
+    let topic = "close-after-panic";
+    let n = 300;
+    let (m, p, mut stream) = in_flight_then_a_panic(topic, n).await;
     // close at once, before the supervisor's next tick.
     tokio::time::timeout(Duration::from_secs(60), p.close())
         .await
@@ -1316,22 +1324,8 @@ async fn close_after_a_connection_actor_died_with_requests_in_flight() {
 /// the script; see `testing_double::a_panic_in_the_doubles_broker_actor_loses_no_report`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panic_racing_close_timeout_loses_no_report() {
-    let topic = "panic-racing-close";
-    let m = MockCluster::new(1).expect("mock cluster");
-    m.create_topic(topic, 3, 1).expect("create topic");
-    let p = producer(&m.bootstrap_servers(), &[]);
-    p.send(Record::to(topic).value("warm")).await.unwrap();
-    // Answers 1 s away: the requests are written and stay unanswered.
-    m.broker_round_trip_time(1, Duration::from_secs(1)).unwrap();
-    let (sub, mut stream) = p.subscribe(ReportMode::All);
     let n = 300;
-    for i in 0..n {
-        let r = Record::to(topic).opaque(i as u64).value(i.to_string());
-        sub.produce(r).await.expect("accepted");
-    }
-    drop(sub);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(p.inject_connection_panic(1), "broker 1 had an actor");
+    let (_m, p, mut stream) = in_flight_then_a_panic("panic-racing-close", n).await;
     tokio::time::timeout(Duration::from_secs(60), p.close_timeout(Duration::ZERO))
         .await
         .expect("close_timeout ends")

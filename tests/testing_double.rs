@@ -74,6 +74,18 @@ fn take(rx: &std::sync::mpsc::Receiver<DeliveryReport>, count: usize) -> Vec<Del
     got
 }
 
+/// Scripts `verdicts` for the record whose value is `value`.
+fn script_value(
+    broker: &MockBroker,
+    value: &'static str,
+    verdicts: impl IntoIterator<Item = Verdict>,
+) {
+    broker.script(
+        move |r| r.value.as_deref() == Some(value.as_bytes()),
+        verdicts,
+    );
+}
+
 fn text(b: Option<&bytes::Bytes>) -> String {
     String::from_utf8(b.expect("a value").to_vec()).expect("UTF-8")
 }
@@ -706,10 +718,7 @@ async fn a_batch_that_fails_to_compress_hands_its_records_back() {
 #[tokio::test]
 async fn a_record_failing_after_a_split_comes_back_as_it_was_produced() {
     let broker = MockBroker::new().topic("t", 1);
-    broker.script(
-        |r| r.value.as_deref() == Some(&b"v-3"[..]),
-        [Verdict::Fail(BrokerError::InvalidRecord)],
-    );
+    script_value(&broker, "v-3", [Verdict::Fail(BrokerError::InvalidRecord)]);
     let producer = broker
         .build(
             Producer::builder()
@@ -1077,8 +1086,9 @@ async fn a_lost_answer_is_written_twice_without_idempotence_and_once_with_it() {
 #[tokio::test]
 async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_at_zero() {
     let broker = MockBroker::new().topic("t", 1);
-    broker.script(
-        |r| r.value.as_deref() == Some(&b"refused"[..]),
+    script_value(
+        &broker,
+        "refused",
         [Verdict::Fail(BrokerError::RecordListTooLarge)],
     );
     let producer = broker
@@ -1135,9 +1145,10 @@ async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_a
 #[tokio::test]
 async fn a_bump_for_one_partition_leaves_another_partitions_unanswered_batch_as_it_was() {
     let broker = MockBroker::new().topic("t", 2);
-    broker.script(|r| r.value.as_deref() == Some(&b"x"[..]), [Verdict::Hold]);
-    broker.script(
-        |r| r.value.as_deref() == Some(&b"refused"[..]),
+    script_value(&broker, "x", [Verdict::Hold]);
+    script_value(
+        &broker,
+        "refused",
         [Verdict::Fail(BrokerError::RecordListTooLarge)],
     );
     let producer = broker
@@ -1264,15 +1275,13 @@ async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
 async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
     let broker = MockBroker::new().topic("t", 2);
     for refused in ["p1", "r2"] {
-        broker.script(
-            move |r| r.value.as_deref() == Some(refused.as_bytes()),
+        script_value(
+            &broker,
+            refused,
             [Verdict::Fail(BrokerError::RecordListTooLarge)],
         );
     }
-    broker.script(
-        |r| r.value.as_deref() == Some(&b"p2"[..]),
-        [Verdict::Hold, Verdict::Hold],
-    );
+    script_value(&broker, "p2", [Verdict::Hold, Verdict::Hold]);
     let producer = broker
         .build(
             Producer::builder()
