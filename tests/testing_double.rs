@@ -74,6 +74,15 @@ fn take(rx: &std::sync::mpsc::Receiver<DeliveryReport>, count: usize) -> Vec<Del
     got
 }
 
+/// An idempotent producer's settings for the double: batches go at once,
+/// retries after 1 ms.
+fn idempotent() -> courier::ProducerBuilder {
+    Producer::builder()
+        .set("linger.ms", "0")
+        .set("enable.idempotence", "true")
+        .set("retry.backoff.ms", "1")
+}
+
 /// Scripts `verdicts` for the record whose value is `value`.
 fn script_value(
     broker: &MockBroker,
@@ -1091,14 +1100,7 @@ async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_a
         "refused",
         [Verdict::Fail(BrokerError::RecordListTooLarge)],
     );
-    let producer = broker
-        .build(
-            Producer::builder()
-                .set("linger.ms", "0")
-                .set("enable.idempotence", "true")
-                .set("retry.backoff.ms", "1"),
-        )
-        .unwrap();
+    let producer = broker.build(idempotent()).unwrap();
     producer.send(Record::to("t").value("first")).await.unwrap();
     let e = producer
         .send(Record::to("t").value("refused"))
@@ -1152,13 +1154,7 @@ async fn a_bump_for_one_partition_leaves_another_partitions_unanswered_batch_as_
         [Verdict::Fail(BrokerError::RecordListTooLarge)],
     );
     let producer = broker
-        .build(
-            Producer::builder()
-                .set("linger.ms", "0")
-                .set("enable.idempotence", "true")
-                .set("request.timeout.ms", "30000")
-                .set("retry.backoff.ms", "1"),
-        )
+        .build(idempotent().set("request.timeout.ms", "30000"))
         .unwrap();
     let x = producer
         .submit(Record::to("t").value("x").partition(0))
@@ -1284,12 +1280,9 @@ async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
     script_value(&broker, "p2", [Verdict::Hold, Verdict::Hold]);
     let producer = broker
         .build(
-            Producer::builder()
-                .set("linger.ms", "0")
-                .set("enable.idempotence", "true")
+            idempotent()
                 .set("request.timeout.ms", "30000")
                 .set("delivery.timeout.ms", "60000")
-                .set("retry.backoff.ms", "1")
                 .set("retry.backoff.max.ms", "5"),
         )
         .unwrap();
