@@ -818,7 +818,6 @@ impl ScriptedBroker {
         // Take everything sendable first, then answer it: a batch put back
         // for a retry waits for a later pass (after its backoff).
         let mut taken = Vec::new();
-        let mut old_epoch = std::collections::HashSet::new();
         for q in engine.acc.all_queues() {
             let mut qi = lock(&q.state);
             loop {
@@ -854,13 +853,7 @@ impl ScriptedBroker {
                     break;
                 };
                 if let Some(id) = idem {
-                    if !engine.acc.stamp(&mut qi, &mut b, id, false) {
-                        // Woken when its batches of the old epoch are
-                        // answered.
-                        qi.ready.push_front(b);
-                        old_epoch.insert((q.topic, q.partition));
-                        break;
-                    }
+                    engine.acc.stamp(&mut qi, &mut b, id, false);
                 }
                 qi.take_off(&mut b);
                 taken.push(b);
@@ -875,7 +868,7 @@ impl ScriptedBroker {
         for q in engine.acc.all_queues() {
             let qi = lock(&q.state);
             // Woken when its request is answered.
-            if waits(&qi) || old_epoch.contains(&(q.topic, q.partition)) {
+            if waits(&qi) {
                 continue;
             }
             let at = match (qi.ready.front(), &qi.open) {

@@ -576,46 +576,25 @@ impl Accumulator {
     }
 
     /// Stamps `b` (of the queue `qi` guards) with the producer id, epoch
-    /// and its partition's next sequence, the first time it is sent in the
-    /// partition's current sequence space; returns whether `b` may be sent
-    /// now.
-    ///
-    /// A retry keeps its stamp, so the broker can recognise a batch it
-    /// wrote already. After an epoch bump a partition moves to the new
-    /// epoch, its sequences starting again at 0, once nothing it sent
-    /// under the old one is unresolved: until then its old batches go
-    /// again as they were, and new ones wait (`false`). A batch of the old
-    /// epoch may have been written with its answer lost; stamped again, it
-    /// would be written twice. The partition whose lost sequences asked
-    /// for the bump (`QueueState::sequence_owner` cleared) moves at once,
-    /// as in the Java client (`partitionsToRewriteSequences`), and so does
-    /// a transactional producer's: its bump comes with an abort that
-    /// resolves every batch of the old epoch.
+    /// and its partition's next sequence, the first time it is sent under
+    /// this epoch; a retry under the same epoch keeps its stamp (the
+    /// broker deduplicates on it). Under a new epoch a partition's
+    /// sequences start again at 0, as the broker requires, and every batch
+    /// is stamped again when next sent (unlike the Java client, which
+    /// keeps the stamps of partitions that did not ask for the bump: see
+    /// ARCHITECTURE.md, "Idempotence").
     pub fn stamp(
         &self,
         qi: &mut QueueState,
         b: &mut SealedBatch,
         (id, epoch): (i64, i16),
         transactional: bool,
-    ) -> bool {
-        if qi.sequence_owner != Some((id, epoch))
-            && (qi.sequence_owner.is_none() || qi.unacked.is_empty() || transactional)
-        {
-            // Asked to rewrite: every unfinished batch of the partition
-            // is stamped afresh, in order (nothing of this partition is in
-            // flight during a bump, so they all wait here; the broker
-            // refused everything from the oldest of them on, so none was
-            // written). Left with its old stamp, a batch could never be
-            // sent once a second bump moved the producer on (the Java
-            // client's `startSequencesAtBeginning` does the same).
-            if qi.sequence_owner.is_none() {
-                for r in qi.ready.iter_mut() {
-                    if r.encoded.stamp().producer_id >= 0 {
-                        r.encoded.set_stamp(ProducerStamp::NONE);
-                        qi.unacked.remove(&r.id);
-                    }
-                }
-            }
+    ) {
+        let current = b.encoded.stamp();
+        if (current.producer_id, current.producer_epoch) == (id, epoch) {
+            return;
+        }
+        if qi.sequence_owner != Some((id, epoch)) {
             qi.sequence_owner = Some((id, epoch));
             #[cfg(feature = "fault-injection")]
             let rewind = !self.plant_unrewound_sequences.load(Ordering::Relaxed);
@@ -624,16 +603,6 @@ impl Accumulator {
             if rewind {
                 qi.next_sequence = 0;
             }
-        }
-        let current = b.encoded.stamp();
-        let Some(owner) = qi.sequence_owner else {
-            return false;
-        };
-        if current.producer_id >= 0 && (current.producer_id, current.producer_epoch) == owner {
-            return true;
-        }
-        if owner != (id, epoch) {
-            return false;
         }
         let seq = qi.next_sequence;
         qi.next_sequence = increment_sequence(seq, b.record_count);
@@ -644,7 +613,6 @@ impl Accumulator {
             transactional,
         });
         qi.unacked.insert(b.id);
-        true
     }
 
     /// Splits a batch the broker refused as too large into one batch per

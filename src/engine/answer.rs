@@ -307,8 +307,7 @@ impl Engine {
     /// INVALID_PRODUCER_EPOCH for a batch. An out-of-order batch with an
     /// earlier batch still unacknowledged is only waiting for that one: the
     /// retry (in batch order) fixes it. Otherwise the broker lost our
-    /// sequence state for the partition: the epoch must be bumped and the
-    /// partition's sequences start again under the new one.
+    /// sequence state and the epoch must be bumped.
     fn on_sequence_error(&self, b: &SealedBatch, error: ResponseError) {
         let Some(idem) = &self.idem else {
             return;
@@ -318,15 +317,8 @@ impl Engine {
             return;
         }
         let q = self.acc.queue(&b.topic, b.partition);
-        let mut qs = lock(&q.state);
-        let oldest_unacked = qs.unacked.first() == Some(&b.id);
+        let oldest_unacked = lock(&q.state).unacked.first() == Some(&b.id);
         if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
-            // This partition's sequences start again under the next epoch
-            // at once (`Accumulator::stamp`); the others' once their
-            // batches of this one are resolved. A bump already made for
-            // another partition serves this one too.
-            qs.sequence_owner = None;
-            drop(qs);
             let s = b.encoded.stamp();
             idem.needs_bump((s.producer_id, s.producer_epoch));
         }

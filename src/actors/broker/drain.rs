@@ -211,17 +211,10 @@ impl BrokerConnection {
                     None
                 };
                 if let Some(mut b) = batch {
-                    // Not yet: the partition's batches of an older epoch
-                    // are unresolved (`Accumulator::stamp`); their answers
-                    // wake this drain.
                     if let Some(id) = idem {
-                        if !engine
+                        engine
                             .acc
-                            .stamp(&mut qi, &mut b, id, txn_generation.is_some())
-                        {
-                            qi.ready.push_front(b);
-                            continue;
-                        }
+                            .stamp(&mut qi, &mut b, id, txn_generation.is_some());
                     }
                     qi.take_off(&mut b);
                     size += b.encoded.len();
