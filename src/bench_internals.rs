@@ -236,12 +236,7 @@ impl Pipeline {
             }
         }
         let n = sealed.len();
-        let answer = crate::engine::answer::BatchAnswer {
-            error_code: 0,
-            base_offset: 0,
-            log_append_time_ms: -1,
-            error_message: None,
-        };
+        let answer = crate::engine::answer::BatchAnswer::written(0);
         let now = std::time::Instant::now();
         for b in sealed {
             engine.answer(b, 1, &answer, now);

@@ -104,8 +104,8 @@
 //!
 //! What it does not do: transactions (`transactional.id` is refused at
 //! build), `max.in.flight.requests.per.connection` without idempotence
-//! (each batch is a request of its own), and connection-level failures (lost sockets, TLS, SASL). Use a
-//! real broker (the crate's own tests use Tansu, librdkafka's mock cluster
+//! (each batch is a request of its own), and connection-level failures
+//! (lost sockets, TLS, SASL). Use a real broker (the crate's own tests use Tansu, librdkafka's mock cluster
 //! and Apache Kafka) for those.
 
 use std::collections::VecDeque;

@@ -395,8 +395,9 @@ impl Script {
         match bumped {
             Some((id, epoch)) if epoch < i16::MAX - 1 => (id, epoch + 1),
             _ => {
+                let id = FIRST_PRODUCER_ID + st.producer_ids;
                 st.producer_ids += 1;
-                (FIRST_PRODUCER_ID + st.producer_ids - 1, 0)
+                (id, 0)
             }
         }
     }
@@ -408,11 +409,14 @@ impl Script {
         if s.producer_id < 0 {
             return None;
         }
-        let e = st.producers.get(&(s.producer_id, b.topic, b.partition))?;
+        let e = st
+            .producers
+            .get(&(s.producer_id, b.topic, b.partition))
+            .filter(|e| e.epoch == s.producer_epoch)?;
         let last = increment_sequence(s.base_sequence, b.record_count - 1);
         e.recent
             .iter()
-            .find(|r| e.epoch == s.producer_epoch && (r.0, r.1) == (s.base_sequence, last))
+            .find(|r| (r.0, r.1) == (s.base_sequence, last))
             .map(|r| r.2)
     }
 
@@ -478,12 +482,7 @@ impl Script {
             Verdict::Deliver | Verdict::LoseAnswer => {
                 match Self::write(&mut st, &b, arrivals.clone()) {
                     Ok(_) if verdict == Verdict::LoseAnswer => None,
-                    Ok(base) => Some(BatchAnswer {
-                        error_code: 0,
-                        base_offset: base,
-                        log_append_time_ms: -1,
-                        error_message: None,
-                    }),
+                    Ok(base) => Some(BatchAnswer::written(base)),
                     Err(error) => {
                         for a in arrivals.clone() {
                             st.history[a].answer = if verdict == Verdict::LoseAnswer {
@@ -492,13 +491,11 @@ impl Script {
                                 Answer::Refused(error)
                             };
                         }
-                        (verdict == Verdict::Deliver).then(|| BatchAnswer {
-                            error_code: error.code(),
-                            base_offset: -1,
-                            log_append_time_ms: -1,
-                            error_message: Some(
-                                "refused by courier::testing::MockBroker's sequence check".into(),
-                            ),
+                        (verdict == Verdict::Deliver).then(|| {
+                            BatchAnswer::refused(
+                                error,
+                                "refused by courier::testing::MockBroker's sequence check",
+                            )
                         })
                     }
                 }
@@ -507,12 +504,10 @@ impl Script {
                 for a in arrivals.clone() {
                     st.history[a].answer = Answer::Refused(error);
                 }
-                Some(BatchAnswer {
-                    error_code: error.code(),
-                    base_offset: -1,
-                    log_append_time_ms: -1,
-                    error_message: Some("scripted by courier::testing::MockBroker".into()),
-                })
+                Some(BatchAnswer::refused(
+                    error,
+                    "scripted by courier::testing::MockBroker",
+                ))
             }
             Verdict::TimeOut => {
                 for a in arrivals.clone() {
@@ -636,17 +631,7 @@ impl Script {
             (start, verdicts, duplicate)
         };
         if let Some(base) = duplicate {
-            engine.answer(
-                b,
-                BROKER_ID,
-                &BatchAnswer {
-                    error_code: 0,
-                    base_offset: base,
-                    log_append_time_ms: -1,
-                    error_message: None,
-                },
-                now,
-            );
+            engine.answer(b, BROKER_ID, &BatchAnswer::written(base), now);
             return;
         }
         let first = verdicts[0];
@@ -807,9 +792,7 @@ impl ScriptedBroker {
         let max_in_flight = engine.config.max_in_flight;
         let waits = |qi: &QueueState| match idem {
             None => false,
-            Some(id) => {
-                qi.in_flight >= max_in_flight || (qi.in_flight > 0 && qi.confirmed != Some(id))
-            }
+            Some(id) => qi.in_flight >= max_in_flight || qi.awaits_confirmation(id),
         };
         let flushing = engine.flushing.load(Ordering::Acquire) > 0
             || engine.starved.load(Ordering::Acquire) > 0

@@ -75,6 +75,14 @@ impl QueueState {
             || !self.unacked.is_empty()
     }
 
+    /// Idempotence: a batch of this partition is in flight and the broker
+    /// has not yet acknowledged one under `producer` (id, epoch), so the
+    /// next waits (no pipelining until the broker holds our sequence
+    /// state: `confirmed`).
+    pub fn awaits_confirmation(&self, producer: (i64, i16)) -> bool {
+        self.in_flight > 0 && self.confirmed != Some(producer)
+    }
+
     /// A batch goes out: counted in flight, and its ledger knows (so a
     /// batch dropped unsettled leaves the count: `batch::Graveyard`).
     pub fn take_off(&mut self, b: &mut SealedBatch) {

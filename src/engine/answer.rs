@@ -30,6 +30,28 @@ pub(crate) struct BatchAnswer {
     pub error_message: Option<String>,
 }
 
+impl BatchAnswer {
+    /// Written at `base_offset`, with the producer's create times.
+    pub fn written(base_offset: i64) -> BatchAnswer {
+        BatchAnswer {
+            error_code: 0,
+            base_offset,
+            log_append_time_ms: -1,
+            error_message: None,
+        }
+    }
+
+    /// Refused with `error`, saying `why`.
+    pub fn refused(error: crate::kafka_error::BrokerError, why: &str) -> BatchAnswer {
+        BatchAnswer {
+            error_code: error.code(),
+            base_offset: -1,
+            log_append_time_ms: -1,
+            error_message: Some(why.to_string()),
+        }
+    }
+}
+
 /// What the caller should do after an answer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct AfterAnswer {

@@ -390,10 +390,7 @@ impl Engine {
                 self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
                 return Ok(Ok(()));
             }
-            if !wait {
-                return Ok(Err(self.metadata_not_ready(record)));
-            }
-            return Err(Slow::Metadata(record, reply));
+            return self.wait_for_metadata(record, reply, wait);
         };
         // One clock reading per record, after any wait for metadata (as the
         // Java client takes its timestamp) and before any wait for memory:
@@ -545,14 +542,23 @@ impl Engine {
         }
     }
 
-    /// A record that cannot wait for its topic's metadata: the topic is
-    /// asked for, and the record handed back (`Closed` once the producer
-    /// is).
-    fn metadata_not_ready(&self, record: Record) -> ProduceError {
+    /// A record whose topic has no metadata here (unknown yet, or
+    /// forgotten under it): it waits for the metadata (`Slow::Metadata`),
+    /// or, when it may not wait, the topic is asked for and the record
+    /// handed back (`Closed` once the producer is).
+    fn wait_for_metadata<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        wait: bool,
+    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+        if wait {
+            return Err(Slow::Metadata(record, reply));
+        }
         if self.actors.request_topic(record.topic) {
-            ProduceError::MetadataNotReady(Box::new(record))
+            Ok(Err(ProduceError::MetadataNotReady(Box::new(record))))
         } else {
-            ProduceError::Closed(Box::new(record))
+            Ok(Err(ProduceError::Closed(Box::new(record))))
         }
     }
 
@@ -719,12 +725,7 @@ impl Engine {
                 // metadata.max.idle.ms): it waits for the topic's metadata,
                 // as a new topic's record does, and then finds the live
                 // queue through the new snapshot.
-                Err(AppendError::Retired(rp)) => {
-                    if !wait {
-                        return Ok(Err(self.metadata_not_ready(record)));
-                    }
-                    return Err(Slow::Metadata(record, rp));
-                }
+                Err(AppendError::Retired(rp)) => return self.wait_for_metadata(record, rp, wait),
                 Err(AppendError::NoTransaction) => {
                     return Ok(Err(ProduceError::NoTransaction(Box::new(record))))
                 }

@@ -156,7 +156,7 @@ impl BrokerConnection {
                 // Idempotent: no pipelining until the broker has
                 // acknowledged a batch of this epoch here
                 // (`QueueState::confirmed`).
-                if qi.in_flight > 0 && idem.is_some_and(|id| qi.confirmed != Some(id)) {
+                if idem.is_some_and(|id| qi.awaits_confirmation(id)) {
                     continue;
                 }
                 if txn_generation.is_some_and(|g| qi.txn_added != g) {
