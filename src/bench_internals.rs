@@ -237,7 +237,7 @@ impl Pipeline {
         }
         let n = sealed.len();
         let answer = crate::engine::answer::BatchAnswer::written(0);
-        let now = std::time::Instant::now();
+        let now = crate::clock::Instant::now();
         for b in sealed {
             engine.answer(b, 1, &answer, now);
         }

@@ -1,12 +1,27 @@
-//! The per-record clock: monotonic time as plain nanoseconds.
+//! The producer's clocks: [`Instant`] for deadlines and timers, and
+//! [`Mono`], monotonic time as plain nanoseconds, for the per-record
+//! instants.
 //!
 //! Every record that owes a report carries the instant it was accepted,
 //! and every report turns that into a latency. With `std::time::Instant`
 //! that is a 16-byte value and a checked `timespec` subtraction per
 //! record; here it is 8 bytes and one integer subtraction. It reads the
 //! same clock as `Instant` on Linux (`CLOCK_MONOTONIC`), once per record.
+//!
+//! Both read tokio's clock where a test pauses it: `Instant` is tokio's
+//! (std's, wrapped, in a normal build), and with the `fault-injection`
+//! feature (which turns on tokio's `test-util`) `Mono` is derived from
+//! it. On a runtime started paused, time then moves only when every task
+//! waits, straight to the next timer: the seeded simulation
+//! (`tests/simulation.rs`) runs the producer on such a runtime, so that
+//! its schedule, not the wall clock, decides linger, timeouts and
+//! backoffs. Application builds read the system clock as before.
 
 use std::time::Duration;
+
+/// The instant type of every deadline and timer in the producer: tokio's,
+/// so that a paused test runtime moves it (see the module doc).
+pub(crate) use tokio::time::Instant;
 
 /// Nanoseconds on the monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -14,7 +29,7 @@ pub(crate) struct Mono(u64);
 
 impl Mono {
     /// Now.
-    #[cfg(unix)]
+    #[cfg(all(unix, not(feature = "fault-injection")))]
     #[inline]
     pub(crate) fn now() -> Mono {
         let mut ts = libc::timespec {
@@ -35,6 +50,32 @@ impl Mono {
         static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         let epoch = EPOCH.get_or_init(std::time::Instant::now);
         Mono(epoch.elapsed().as_nanos() as u64)
+    }
+
+    /// Now, on tokio's clock (paused in the simulation): the monotonic
+    /// clock's reading at a first call, moved by how far tokio's clock
+    /// is from its reading then, so that both agree where tokio's clock
+    /// is not paused.
+    #[cfg(all(unix, feature = "fault-injection"))]
+    pub(crate) fn now() -> Mono {
+        static ANCHOR: std::sync::OnceLock<(std::time::Instant, u64)> = std::sync::OnceLock::new();
+        let (at, mono) = *ANCHOR.get_or_init(|| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: as in the build without the feature.
+            unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+            (
+                std::time::Instant::now(),
+                ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64,
+            )
+        });
+        let now = Instant::now().into_std();
+        match now.checked_duration_since(at) {
+            Some(d) => Mono(mono.saturating_add(d.as_nanos() as u64)),
+            None => Mono(mono.saturating_sub(at.duration_since(now).as_nanos() as u64)),
+        }
     }
 
     /// Time from `earlier` to `self`; zero if `earlier` is later.

@@ -21,7 +21,9 @@
 //! - Java: `TransactionManager`, `RecordAccumulator.drainBatchesForOneNode`
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use crate::clock::backoff;
 use crate::report::ErrorKind;

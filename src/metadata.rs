@@ -5,8 +5,8 @@
 //! `Subscriber` through its own cache of the snapshot it last saw
 //! (`engine::enqueue::SnapshotCache`).
 
+use crate::clock::Instant;
 use std::collections::HashMap;
-use std::time::Instant;
 
 use kafka_protocol::messages::MetadataResponse;
 

@@ -13,7 +13,13 @@ use bytes::Bytes;
 /// The hasher of the hot-path maps keyed by topic (metadata, partition
 /// queues, sticky partitions): topic names are short and chosen by the
 /// application, so a fast hash beats SipHash's flooding resistance here.
+#[cfg(not(feature = "fault-injection"))]
 pub(crate) type TopicHasher = foldhash::fast::RandomState;
+/// With the test hooks, a fixed seed: maps keyed by topic are then
+/// walked in the same order run after run (the seeded simulation replays
+/// a seed exactly, `tests/simulation.rs`).
+#[cfg(feature = "fault-injection")]
+pub(crate) type TopicHasher = foldhash::fast::FixedState;
 
 /// A topic name.
 ///
@@ -92,9 +98,19 @@ fn intern(name: &str) -> &'static String {
 // with `Eq` (a pointer compare), and hashing a topic costs one word, not
 // its text (the producer looks a topic up per record).
 impl std::hash::Hash for Topic {
+    #[cfg(not(feature = "fault-injection"))]
     #[inline]
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         std::ptr::hash(self.0, state)
+    }
+
+    /// With the test hooks, by the name: an address differs from process
+    /// to process, and the seeded simulation must walk maps keyed by
+    /// topic in the same order when a seed is run again alone.
+    #[cfg(feature = "fault-injection")]
+    #[inline]
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state)
     }
 }
 

@@ -17,14 +17,22 @@
 //! actor, which the supervisor restarts), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
-//! refused, epochs). Answers are bound to each record and attempt, not to
-//! arrival order, so what each record goes through does not depend on how
-//! the wall clock batched it. What still does: which records share a
-//! batch (linger is real time), hence the order in which batches reach
-//! the broker. The actors run on real threads with the real clock; a
-//! fully deterministic run (a simulated clock and a single-threaded
-//! runtime, as FoundationDB and TigerBeetle do) would need the producer's
-//! clock behind an interface, which it does not have yet.
+//! refused, epochs).
+//!
+//! The schedule, not the wall clock, decides what happens. Each run has
+//! an actix system of its own on a tokio runtime started paused, on one
+//! thread: time moves only when every actor and the driver wait, and
+//! then straight to the next timer, so linger, request timeouts,
+//! backoffs and `delivery.timeout.ms` fall where the schedule puts them
+//! however loaded the machine is (the producer's deadlines and per-record
+//! clock read tokio's clock in test builds, `src/clock.rs`). The
+//! producer's random draws (partitions, backoff jitter) come from the
+//! seed, and maps keyed by topic hash names with a fixed seed. A seed
+//! therefore replays exactly: twice in a row, and alone in another
+//! process (`a_seed_replays_the_same_run`,
+//! `a_seed_run_alone_in_another_process_replays_the_same_run`, which
+//! compare every arrival at the broker and every report, in order). A
+//! run takes a few milliseconds: no run waits for real time to pass.
 //!
 //! After each run it checks the promise:
 //! - exactly one report per record the producer took;
@@ -44,7 +52,7 @@
 //! - `close` ends, and afterwards nothing is in flight or buffered;
 //!   `close` (unbounded) reports nothing `Cancelled`.
 //!
-//! `COURIER_SIM_SEEDS=N` runs seeds `0..N` (default 3,000);
+//! `COURIER_SIM_SEEDS=N` runs seeds `0..N` (default 10,000);
 //! `COURIER_SIM_SEED=S` runs seed `S` alone and prints its schedule. A
 //! failing seed prints the command that reruns it. Seeds that once failed
 //! are kept in `tests/simulation_regressions.txt` and run first. Two
@@ -62,15 +70,16 @@ use courier::testing::{Answer, MockBroker, Stamp, Verdict};
 use courier::{BrokerError, DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 
-const DEFAULT_SEEDS: u64 = 3_000;
+const DEFAULT_SEEDS: u64 = 10_000;
 /// A `delivery.timeout.ms` no record of a run comes near unless it is
 /// stuck: a run's every retry, backoff and held request takes well under
 /// a second.
 const LONG_DELIVERY: &str = "20000";
-/// Runs at once: a run mostly waits (request timeouts of held records,
-/// the 50 ms the supervisor gives actors to report at shutdown), so more
-/// runs than cores keep the cores busy.
-const WORKERS: usize = 16;
+/// Runs at once, one per core: on the paused clock a run never waits
+/// for time to pass, so it keeps its core busy.
+fn workers() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
 
 /// What the runs' reports said, over all seeds (printed at the end, so a
 /// run shows what it exercised).
@@ -283,8 +292,9 @@ fn value_of(seed: u64, i: usize) -> String {
     format!("s{seed}-r{i}")
 }
 
-/// Runs `seed`; `Err` names the first broken invariant.
-async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), String> {
+/// Runs `seed`; `Err` names the first broken invariant, `Ok` is the run's
+/// trace (see [`trace`]).
+async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, String> {
     let s = Schedule::from_seed(seed);
     if verbose {
         eprintln!("seed {seed}: {s:#?}");
@@ -309,7 +319,7 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), Strin
     for (k, v) in &s.settings {
         builder = builder.set(k, v);
     }
-    let producer = broker.build(builder).map_err(|e| e.to_string())?;
+    let producer = broker.start(builder).map_err(|e| e.to_string())?;
     match plant {
         Some(Plant::LostReport) => producer.plant_lost_reports(1),
         Some(Plant::UnrewoundSequences) => producer.plant_unrewound_sequences(),
@@ -360,7 +370,6 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), Strin
         }
     }
     drop(sub);
-    let ended = Instant::now();
     match s.ending {
         Ending::Close => tokio::time::timeout(Duration::from_secs(30), producer.close())
             .await
@@ -378,14 +387,17 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), Strin
     // Every report is out once close returned; after a drop they come
     // at once too (cancelled), so a short wait bounds a lost one.
     let mut seen: HashMap<usize, Seen> = HashMap::new();
+    let mut order = Vec::new();
     let limit = Duration::from_secs(if s.ending == Ending::Drop { 5 } else { 1 });
     loop {
         match tokio::time::timeout(limit, stream.next()).await {
-            Ok(Some(r)) => seen
-                .entry(r.opaque() as usize)
-                .or_insert(Seen { reports: vec![] })
-                .reports
-                .push(r),
+            Ok(Some(r)) => {
+                order.push(outcome(&r));
+                seen.entry(r.opaque() as usize)
+                    .or_insert(Seen { reports: vec![] })
+                    .reports
+                    .push(r)
+            }
             Ok(None) => break,
             Err(_) => {
                 let mut missing: Vec<usize> = taken
@@ -422,8 +434,48 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<(), Strin
             stats.in_flight
         ));
     }
-    let _ = ended;
-    check(seed, &s, &broker, &taken, &seen)
+    check(seed, &s, &broker, &taken, &seen)?;
+    Ok(trace(&broker, &order))
+}
+
+/// A report in a few words: record, and where it went or why it failed.
+fn outcome(r: &DeliveryReport) -> String {
+    match r {
+        DeliveryReport::Delivered(d) => format!(
+            "r{} at {}/{}@{:?} attempt {}",
+            d.opaque, d.topic, d.partition, d.offset, d.attempts
+        ),
+        DeliveryReport::Failed(e) => format!(
+            "r{} failed {:?} ({})",
+            e.record.opaque,
+            e.kind,
+            e.may_have_been_written()
+        ),
+    }
+}
+
+/// What happened in a run, less the wall-clock timestamps: every arrival
+/// at the broker in order (record, partition, attempt, answer, stamp),
+/// then the subscription's reports in the order they came. Two runs of a
+/// seed give the same trace when the schedule alone decides the run.
+fn trace(broker: &MockBroker, reports: &[String]) -> String {
+    let mut t = String::new();
+    for a in broker.history() {
+        t += &format!(
+            "{} {}/{:?} attempt {} {:?} {:?}\n",
+            String::from_utf8_lossy(a.record.value.as_deref().unwrap_or_default()),
+            a.record.topic,
+            a.record.partition,
+            a.attempt,
+            a.answer,
+            a.stamp.map(|s| (s.producer_id, s.epoch, s.sequence))
+        );
+    }
+    for r in reports {
+        t += r;
+        t.push('\n');
+    }
+    t
 }
 
 /// The invariants, against the double's log.
@@ -650,37 +702,67 @@ fn seeds() -> Vec<u64> {
     all
 }
 
-/// Runs `seeds` on `workers` threads, each with its own runtime; returns
-/// the failures, each `(seed, what broke)`.
+/// Runs `seed` on this thread, in an actix system of its own on a
+/// paused tokio runtime: time moves only when every actor and the driver
+/// wait, straight to the next timer, and the producer's random draws
+/// (partitions, backoff jitter) come from the seed.
+fn run_alone(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, String> {
+    let system = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a paused runtime")
+    });
+    fastrand::seed(seed);
+    system.block_on(run(seed, plant, verbose))
+}
+
+/// Runs `seeds` on `workers()` threads, each seed alone in a paused
+/// system (`run_alone`); returns the failures, each `(seed, what broke)`.
 fn run_all(seeds: Vec<u64>, plant: Option<Plant>, stop_at_first: bool) -> Vec<(u64, String)> {
     let verbose = seeds.len() == 1;
+    on_workers(seeds, stop_at_first, move |seed| {
+        let trace = run_alone(seed, plant, verbose)?;
+        if verbose {
+            // Read by a_seed_run_alone_in_another_process_replays_the_same_run.
+            eprintln!("seed {seed} trace {:016x}", fingerprint(&trace));
+        }
+        Ok(())
+    })
+}
+
+/// Runs `job` for each of `seeds` on `workers()` threads; returns the
+/// failures, each `(seed, what broke)`.
+fn on_workers(
+    seeds: Vec<u64>,
+    stop_at_first: bool,
+    job: impl Fn(u64) -> Result<(), String> + Send + Sync + 'static,
+) -> Vec<(u64, String)> {
+    quiet_injected_panics();
+    let job = Arc::new(job);
     let seeds = Arc::new(seeds);
     let next = Arc::new(AtomicU64::new(0));
     let failures = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let workers: Vec<_> = (0..WORKERS)
+    let workers: Vec<_> = (0..workers())
         .map(|_| {
             let (seeds, next, failures) = (seeds.clone(), next.clone(), failures.clone());
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                loop {
-                    if stop_at_first && !failures.lock().unwrap().is_empty() {
-                        return;
-                    }
-                    let k = next.fetch_add(1, Ordering::Relaxed) as usize;
-                    let Some(&seed) = seeds.get(k) else {
-                        return;
-                    };
-                    let started = Instant::now();
-                    if let Err(e) = rt.block_on(run(seed, plant, verbose)) {
-                        failures.lock().unwrap().push((seed, e));
-                    }
-                    let took = started.elapsed();
-                    if took > Duration::from_millis(300) {
-                        eprintln!("seed {seed} took {took:?}");
-                    }
+            let job = job.clone();
+            std::thread::spawn(move || loop {
+                if stop_at_first && !failures.lock().unwrap().is_empty() {
+                    return;
+                }
+                let k = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(&seed) = seeds.get(k) else {
+                    return;
+                };
+                let started = Instant::now();
+                if let Err(e) = job(seed) {
+                    failures.lock().unwrap().push((seed, e));
+                }
+                let took = started.elapsed();
+                if took > Duration::from_millis(300) {
+                    eprintln!("seed {seed} took {took:?}");
                 }
             })
         })
@@ -737,4 +819,103 @@ fn the_invariants_catch_a_sequence_not_rewound() {
         .first()
         .expect("no seed caught the unrewound sequences");
     eprintln!("the planted unrewound sequences were caught by seed {seed}: {e}");
+}
+
+/// The schedule, not the wall clock, decides a run: each seed run twice
+/// (on a paused clock, one thread, the producer's random draws seeded)
+/// reaches the broker in the same order, gets the same answers and
+/// stamps, and reports the same outcomes in the same order.
+#[test]
+fn a_seed_replays_the_same_run() {
+    let seeds: Vec<u64> = (0..300).collect();
+    let failures = on_workers(seeds, false, |seed| {
+        let first = run_alone(seed, None, false)?;
+        let again = run_alone(seed, None, false)?;
+        if first == again {
+            return Ok(());
+        }
+        let (n, (a, b)) = first
+            .lines()
+            .zip(again.lines())
+            .enumerate()
+            .find(|(_, (a, b))| a != b)
+            .unwrap_or((0, ("(shorter)", "(longer)")));
+        Err(format!("the runs part at line {n}: {a:?} then {b:?}"))
+    });
+    for (seed, e) in &failures {
+        eprintln!("seed {seed}: {e}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of 300 seeds ran differently the second time",
+        failures.len()
+    );
+}
+
+/// The panics the runs inject (`Step::Panic`) are expected: print the
+/// others only.
+fn quiet_injected_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            let injected = info
+                .payload()
+                .downcast_ref::<&str>()
+                .is_some_and(|m| m.starts_with("injected panic"));
+            if !injected {
+                default(info)
+            }
+        }));
+    });
+}
+
+/// A trace's fingerprint, the same in every process (SipHash with fixed
+/// keys).
+fn fingerprint(trace: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    trace.hash(&mut h);
+    h.finish()
+}
+
+/// A failing seed reruns alone (`COURIER_SIM_SEED=…`) as it ran among
+/// the others: each of these seeds, run alone in a process of its own
+/// (this test binary again), leaves the trace it leaves here.
+#[test]
+fn a_seed_run_alone_in_another_process_replays_the_same_run() {
+    let seeds: Vec<u64> = (0..12).collect();
+    let exe = std::env::current_exe().expect("this test binary");
+    let children: Vec<_> = seeds
+        .iter()
+        .map(|seed| {
+            let child = std::process::Command::new(&exe)
+                .args([
+                    "seeded_fault_schedules_keep_the_promise",
+                    "--exact",
+                    "--nocapture",
+                ])
+                .env("COURIER_SIM_SEED", seed.to_string())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("run this test binary again");
+            (*seed, child)
+        })
+        .collect();
+    for (seed, child) in children {
+        let here = fingerprint(&run_alone(seed, None, false).expect("the seed keeps the promise"));
+        let out = child.wait_with_output().expect("the rerun ends");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let wanted = format!("seed {seed} trace ");
+        let there = err
+            .lines()
+            .find_map(|l| l.strip_prefix(&wanted))
+            .unwrap_or_else(|| panic!("seed {seed}: the rerun printed no trace: {err}"));
+        assert_eq!(
+            there,
+            format!("{here:016x}"),
+            "seed {seed} ran differently alone in another process"
+        );
+    }
 }

@@ -49,11 +49,11 @@
 //! idempotence, `max.in.flight` (each batch is a request of its own,
 //! answered or held independently).
 
+use crate::clock::Instant;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
-use std::time::Instant;
 
 use actix::prelude::*;
 use futures::future::BoxFuture;

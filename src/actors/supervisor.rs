@@ -10,7 +10,9 @@
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use actix::prelude::*;
 
@@ -43,7 +45,7 @@ pub struct ProducerSupervisor {
     addrs: HashMap<i32, String>,
     /// Brokers with a connection actor that the metadata answers have
     /// left out, since the first answer that did (`BrokersChanged`).
-    absent_since: HashMap<i32, std::time::Instant>,
+    absent_since: HashMap<i32, crate::clock::Instant>,
     /// A timer for the next InitProducerId attempt after a failed one.
     idem_retry: Option<SpawnHandle>,
     /// The transaction actor, for a transactional producer.
@@ -521,7 +523,7 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
         // nothing, and retires none (the connections are the only way to
         // ask again). The Java client never closes such a connection
         // itself; it idles out.
-        let now = std::time::Instant::now();
+        let now = crate::clock::Instant::now();
         let patience = self.engine.config.metadata_max_age;
         self.absent_since
             .retain(|id, _| !msg.brokers.contains_key(id));

@@ -19,9 +19,9 @@
 //! `max.block.ms`; fencing errors are fatal (`Engine::fail_transactional`);
 //! the rest make the transaction abortable.
 
+use crate::clock::Instant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use actix::prelude::*;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;

@@ -7,7 +7,9 @@
 //! carries what its reports need.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 

@@ -9,7 +9,7 @@
 //! (`actors/scripted.rs`), so that a scripted answer goes through the same
 //! decisions and the same report path as a real one.
 
-use std::time::Instant;
+use crate::clock::Instant;
 
 use crate::batching::batch::SealedBatch;
 use crate::delivery::router::route;

@@ -10,7 +10,9 @@
 //! that system's thread), where the call would wait for itself: there they
 //! refuse at once instead of hanging.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use crate::engine::error::{ProduceError, TimedOut};
 use crate::producer::handle::{DeliveryFuture, Producer};

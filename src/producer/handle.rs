@@ -276,7 +276,7 @@ impl Producer {
     /// they may or may not have been written), and `Err` says so. Every
     /// record still gets exactly one report.
     pub async fn close_timeout(&self, timeout: Duration) -> Result<(), TimedOut> {
-        let deadline = std::time::Instant::now() + timeout;
+        let deadline = crate::clock::Instant::now() + timeout;
         self.engine.close_intake();
         let flushed = self.flush_timeout(timeout).await;
         if flushed.is_ok() {
@@ -293,7 +293,7 @@ impl Producer {
     /// other is aborted (a commit can no longer start: `close_intake`), and
     /// so is one whose commit found a failed record. When that fails the
     /// coordinator aborts it at `transaction.timeout.ms`.
-    async fn end_on_close(&self, deadline: Option<std::time::Instant>) {
+    async fn end_on_close(&self, deadline: Option<crate::clock::Instant>) {
         let Some(txn) = self.engine.txn.as_ref().filter(|t| t.is_under_way()) else {
             return;
         };
@@ -309,7 +309,7 @@ impl Producer {
         let result = match deadline {
             None => end.await,
             Some(d) => {
-                let left = d.saturating_duration_since(std::time::Instant::now());
+                let left = d.saturating_duration_since(crate::clock::Instant::now());
                 self.engine
                     .timeout(left, end)
                     .await

@@ -35,7 +35,7 @@ impl Producer {
             .idem
             .as_ref()
             .expect("transactional is idempotent");
-        let deadline = std::time::Instant::now() + self.engine.config.max_block;
+        let deadline = crate::clock::Instant::now() + self.engine.config.max_block;
         loop {
             if idem.ready().is_some() {
                 return Ok(());
@@ -46,7 +46,7 @@ impl Producer {
             if self.engine.stopped_flag.load(Ordering::Acquire) {
                 return Err(TransactionError::State("the producer is closed".into()));
             }
-            if std::time::Instant::now() > deadline {
+            if crate::clock::Instant::now() > deadline {
                 return Err(TransactionError::TimedOut(
                     "no producer id from the transaction coordinator within max.block.ms".into(),
                 ));
@@ -190,7 +190,7 @@ impl Producer {
         Fut:
             std::future::Future<Output = Result<Result<(), TransactionError>, actix::MailboxError>>,
     {
-        let deadline = std::time::Instant::now() + self.engine.config.max_block;
+        let deadline = crate::clock::Instant::now() + self.engine.config.max_block;
         loop {
             if let Some(a) = self.addresses.transactions() {
                 if let Ok(answer) = send(a).await {
@@ -200,7 +200,7 @@ impl Producer {
             if self.engine.stopped_flag.load(Ordering::Acquire) {
                 return Err(TransactionError::State("the producer is closed".into()));
             }
-            if std::time::Instant::now() > deadline {
+            if crate::clock::Instant::now() > deadline {
                 return Err(TransactionError::TimedOut(
                     "the transaction actor did not answer within max.block.ms".into(),
                 ));

@@ -5,7 +5,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use actix::prelude::*;
 use tokio::sync::mpsc;

@@ -17,7 +17,7 @@
 //! Activity is stamped (`last_activity`) per request written and per
 //! response frame read: per request, never per record.
 
-use std::time::Instant;
+use crate::clock::Instant;
 
 use actix::prelude::*;
 

@@ -35,7 +35,9 @@ pub(crate) mod state;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};

@@ -39,8 +39,10 @@ impl BrokerConnection {
             req,
         )
         .map_err(|e| e.to_string())?;
-        self.calls
-            .insert(correlation_id, (std::time::Instant::now(), make(version)));
+        self.calls.insert(
+            correlation_id,
+            (crate::clock::Instant::now(), make(version)),
+        );
         let _ = tx.send(vec![buf.freeze()]);
         self.active();
         Ok(())

@@ -2,7 +2,9 @@
 //! each batch in it (reports), retrying it, or failing it. Also where
 //! in-flight batches go back to their queues when a connection ends.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::clock::Instant;
 
 use actix::prelude::*;
 use kafka_protocol::messages::ProduceRequest;

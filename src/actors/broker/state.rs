@@ -5,10 +5,10 @@
 //! `BrokerState` to every actor it starts for that broker, so a restarted
 //! actor finds (and retries) what its predecessor had in flight.
 
+use crate::clock::Instant;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use crate::batching::batch::SealedBatch;
 use crate::batching::queue::PartitionQueue;
