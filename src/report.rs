@@ -124,15 +124,18 @@ impl DeliveryError {
     /// (`attempts > 0`) and no answer said the broker refused it: a
     /// timeout, a producer closed while the answer was awaited, an error
     /// that comes after the leader's append (NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-    /// REQUEST_TIMED_OUT, NETWORK_EXCEPTION), or any error after more than
-    /// one attempt (an earlier attempt's fate is unknown). False when the
-    /// record was never sent or its one attempt was refused outright.
+    /// REQUEST_TIMED_OUT, NETWORK_EXCEPTION), its transaction aborted while
+    /// it waited to be sent again (written, then, in the aborted
+    /// transaction, which no read_committed reader sees), or any error
+    /// after more than one attempt (an earlier attempt's fate is unknown).
+    /// False when the record was never sent or its one attempt was refused
+    /// outright.
     pub fn may_have_been_written(&self) -> bool {
         if self.attempts == 0 {
             return false;
         }
         match self.kind {
-            ErrorKind::Timeout | ErrorKind::Cancelled => true,
+            ErrorKind::Timeout | ErrorKind::Cancelled | ErrorKind::Aborted => true,
             ErrorKind::Broker(
                 BrokerError::NotEnoughReplicasAfterAppend
                 | BrokerError::RequestTimedOut

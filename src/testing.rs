@@ -56,6 +56,17 @@
 //!   with the offset it holds ([`Answer::Duplicate`]) and not written
 //!   again; a sequence out of order is refused
 //!   OUT_OF_ORDER_SEQUENCE_NUMBER. Each arrival carries its [`Stamp`].
+//!   [`MockBroker::forget_producers`] drops that state, as a broker does
+//!   after `producer.id.expiration.ms`.
+//! - **Transactions**, when the producer sets `transactional.id`: the
+//!   double is its transaction coordinator too (FindCoordinator,
+//!   InitProducerId, AddPartitionsToTxn, EndTxn, AddOffsetsToTxn,
+//!   TxnOffsetCommit, answered as Kafka's coordinator answers them, over
+//!   the same request and response bytes). A newer producer with the same
+//!   id fences the older and aborts what it left open; each written
+//!   record's [`Arrival::txn`] says whether its transaction is open,
+//!   committed or aborted ([`TxnState`]), which is what a read_committed
+//!   consumer would see.
 //!
 //! ```
 //! use courier::BrokerError;
@@ -102,8 +113,9 @@
 //! batch whose records get different verdicts is split into one batch per
 //! record first (as for MESSAGE_TOO_LARGE), and so is a held one.
 //!
-//! What it does not do: transactions (`transactional.id` is refused at
-//! build), `max.in.flight.requests.per.connection` without idempotence
+//! What it does not do: errors from the transaction coordinator (it
+//! answers every well-formed request as a healthy one would),
+//! `max.in.flight.requests.per.connection` without idempotence
 //! (each batch is a request of its own), and connection-level failures
 //! (lost sockets, TLS, SASL). Use a real broker (the crate's own tests use Tansu, librdkafka's mock cluster
 //! and Apache Kafka) for those.
@@ -112,7 +124,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use crate::actors::scripted::Script;
-pub use crate::actors::scripted::{Answer, Arrival, Stamp, Verdict};
+pub use crate::actors::scripted::{Answer, Arrival, Stamp, TxnState, Verdict};
 use crate::config::ConfigError;
 use crate::kafka_error::BrokerError;
 use crate::producer::{Producer, ProducerBuilder};
@@ -221,8 +233,8 @@ impl MockBroker {
 
     /// Builds `builder`'s producer against this broker, with its actors on
     /// a thread of their own, as [`ProducerBuilder::build`] does.
-    /// `bootstrap.servers` may be left out; `transactional.id` is refused
-    /// ([`ConfigError::Inconsistent`]), as is any setting `build` refuses.
+    /// `bootstrap.servers` may be left out; any setting `build` refuses is
+    /// refused.
     pub fn build(&self, builder: ProducerBuilder) -> Result<Producer, ConfigError> {
         builder.scripted(self.script.clone(), true)
     }
@@ -287,6 +299,16 @@ impl MockBroker {
     /// many there were.
     pub fn release_all(&self, verdict: Verdict) -> usize {
         self.script.release(usize::MAX, verdict)
+    }
+
+    /// Forgets every idempotent producer's state, as a Kafka broker does
+    /// when `producer.id.expiration.ms` passes without traffic or when
+    /// retention deletes the segments that held it: each producer's next
+    /// batch in each partition is taken whatever its sequence (no gap is
+    /// seen), and a retry of a batch written before is written again
+    /// (nothing left to recognise it by).
+    pub fn forget_producers(&self) {
+        self.script.forget_producers();
     }
 
     /// Writes every held record; returns how many there were.

@@ -660,7 +660,7 @@ impl Transactions {
             ),
             None => (
                 ErrorKind::Aborted,
-                "the transaction was aborted before this record was sent".into(),
+                "the transaction was aborted before this record's write was acknowledged".into(),
             ),
         }
     }

@@ -14,7 +14,12 @@
 //! NOT_LEADER_OR_FOLLOWER), what happens between records (a flush, held
 //! records released, or a dropped connection that leaves every held
 //! request unanswered, written or not; a pause; a panic in the broker
-//! actor, which the supervisor restarts), and how the run ends (`close`, `close_timeout`
+//! actor, which the supervisor restarts; in one run in five, the broker
+//! forgetting every producer's state), transactions (one idempotent run
+//! in three is transactional: its records go in transactions committed or
+//! aborted between records, an abortable one aborted and the record it
+//! refused produced again, the last committed, aborted or left open; the
+//! double is the coordinator), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
 //! refused, epochs).
@@ -41,16 +46,21 @@
 //! - a failure hands the record back as produced, and the record is not
 //!   in the log unless the failure says it may have been written;
 //! - no record is in the log twice unless the broker wrote it and its
-//!   answer was lost, and with idempotence only under two epochs (a
-//!   retry under one epoch is recognised by the broker);
-//! - every epoch bump has a failed record behind it (the double loses no
-//!   producer state, so only a batch failed for good leaves a hole);
+//!   answer was lost, and with idempotence only under two epochs or
+//!   across a loss of producer state (a retry under one epoch is
+//!   recognised by the broker that remembers the producer);
+//! - every epoch bump has a failed record or a loss of producer state
+//!   behind it;
 //! - per key, offsets follow produce order: always with idempotence,
 //!   without it when no record was retried;
 //! - nothing is stuck: with a `delivery.timeout.ms` of 20 s (half the
 //!   runs) no record expires;
 //! - `close` ends, and afterwards nothing is in flight or buffered;
-//!   `close` (unbounded) reports nothing `Cancelled`.
+//!   `close` (unbounded) reports nothing `Cancelled`;
+//! - transactions: what a read_committed reader would see agrees with the
+//!   calls. A transaction whose commit returned `Ok` has every record
+//!   reported delivered and written once, committed; one aborted has no
+//!   record committed; after `close` none is left open.
 //!
 //! `COURIER_SIM_SEEDS=N` runs seeds `0..N` (default 10,000);
 //! `COURIER_SIM_SEED=S` runs seed `S` alone and prints its schedule. A
@@ -66,8 +76,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use courier::testing::{Answer, MockBroker, Stamp, Verdict};
-use courier::{BrokerError, DeliveryReport, Producer, Record, ReportMode};
+use courier::testing::{Answer, Arrival, MockBroker, Stamp, TxnState, Verdict};
+use courier::{BrokerError, DeliveryReport, ProduceError, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 const DEFAULT_SEEDS: u64 = 10_000;
@@ -124,6 +134,33 @@ enum Step {
     /// The scripted broker actor panics; the supervisor starts another,
     /// which finds the queues and the held requests where they were.
     Panic,
+    /// The broker forgets every producer's state (as after
+    /// `producer.id.expiration.ms`, or retention deleting the segments
+    /// that held it).
+    ForgetProducers,
+    /// A transactional run ends its transaction (committed, or aborted)
+    /// and begins the next.
+    EndTxn(TxnEnd),
+}
+
+/// How a transactional run ends a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TxnEnd {
+    /// `commit_transaction` (and `abort_transaction` if the commit says
+    /// the transaction must be aborted).
+    Commit,
+    Abort,
+    /// Left open for the ending (close or drop) to deal with.
+    LeaveOpen,
+}
+
+/// What became of one transaction, as the calls that ended it said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    Committed,
+    Aborted,
+    /// A call failed otherwise, or the transaction was left open.
+    Unknown,
 }
 
 #[derive(Debug, Clone)]
@@ -133,6 +170,9 @@ struct Schedule {
     records: Vec<Planned>,
     steps: Vec<(usize, Step)>,
     ending: Ending,
+    /// Transactional runs: how the last transaction ends, before the run's
+    /// ending.
+    last_txn: Option<TxnEnd>,
 }
 
 impl Schedule {
@@ -242,12 +282,40 @@ impl Schedule {
                 }
             }
         }
+        // One run in five, the broker forgets the producers once or twice.
+        if rng.u32(..5) == 0 {
+            for _ in 0..rng.usize(1..=2) {
+                steps.push((rng.usize(0..=n), Step::ForgetProducers));
+            }
+        }
+        // One idempotent run in three is transactional: its records go in
+        // transactions, committed or aborted between records, the last
+        // one committed, aborted or left open.
+        let mut settings = settings;
+        let mut last_txn = None;
+        if idempotent && rng.u32(..3) == 0 {
+            settings.push(("transactional.id", format!("sim-{seed}")));
+            for _ in 0..rng.usize(0..4) {
+                let end = if rng.u32(..3) == 0 {
+                    TxnEnd::Abort
+                } else {
+                    TxnEnd::Commit
+                };
+                steps.push((rng.usize(0..=n), Step::EndTxn(end)));
+            }
+            last_txn = Some(match rng.u32(..4) {
+                0 => TxnEnd::Abort,
+                1 => TxnEnd::LeaveOpen,
+                _ => TxnEnd::Commit,
+            });
+        }
         Schedule {
             settings,
             topics,
             records,
             steps,
             ending,
+            last_txn,
         }
     }
 
@@ -328,6 +396,22 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
     let (sub, mut stream) = producer.subscribe(ReportMode::All);
     let mut futures = BTreeMap::new();
     let mut taken = HashSet::new();
+    // Transactional runs: each transaction's records and how it ended.
+    let mut txns: Vec<(Vec<usize>, Ended)> = Vec::new();
+    let mut open_txn: Vec<usize> = Vec::new();
+    // A transaction call failed for good: later records may be refused.
+    let mut unusable = false;
+    if s.last_txn.is_some() {
+        producer
+            .init_transactions()
+            .await
+            .map_err(|e| format!("init_transactions: {e}"))?;
+        producer
+            .begin_transaction()
+            .map_err(|e| format!("begin_transaction: {e}"))?;
+    }
+    // Where each partition's log ended at each `ForgetProducers`.
+    let mut forgotten_at = Vec::new();
     let mut steps = s.steps.clone();
     steps.sort_by_key(|(at, _)| *at);
     let mut steps = steps.into_iter().peekable();
@@ -343,33 +427,72 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
                 }
                 Step::Pause(d) => tokio::time::sleep(d).await,
                 Step::Panic => producer.inject_partitioner_panic(),
+                Step::ForgetProducers => {
+                    broker.forget_producers();
+                    forgotten_at.push(log_end(&broker));
+                }
+                Step::EndTxn(end) if !unusable => {
+                    let ended = end_txn(&producer, end).await;
+                    txns.push((std::mem::take(&mut open_txn), ended));
+                    unusable = ended == Ended::Unknown || producer.begin_transaction().is_err();
+                }
+                Step::EndTxn(_) => {}
             }
         }
-        let mut record = Record::to(r.topic.as_str())
-            .value(value_of(seed, i))
-            .opaque(i as u64);
-        if let Some(k) = &r.key {
-            record = record.key(k.clone());
-        }
-        if let Some(p) = r.partition {
-            record = record.partition(p);
-        }
-        let accepted = if r.subscribed {
-            sub.produce(record).await.map(|_| None)
-        } else {
-            producer.submit(record).await.map(Some)
+        let record = || {
+            let mut record = Record::to(r.topic.as_str())
+                .value(value_of(seed, i))
+                .opaque(i as u64);
+            if let Some(k) = &r.key {
+                record = record.key(k.clone());
+            }
+            if let Some(p) = r.partition {
+                record = record.partition(p);
+            }
+            record
+        };
+        let mut aborted_for_it = false;
+        let accepted = loop {
+            let accepted = if r.subscribed {
+                sub.produce(record()).await.map(|_| None)
+            } else {
+                producer.submit(record()).await.map(Some)
+            };
+            match accepted {
+                // The transaction can only be aborted (a record of it
+                // failed): the producer takes no record until then. Abort,
+                // begin the next, and produce the record again, as an
+                // application does.
+                Err(ProduceError::NoTransaction(_)) if !unusable && !aborted_for_it => {
+                    aborted_for_it = true;
+                    let ended = end_txn(&producer, TxnEnd::Abort).await;
+                    txns.push((std::mem::take(&mut open_txn), ended));
+                    unusable = ended == Ended::Unknown || producer.begin_transaction().is_err();
+                }
+                accepted => break accepted,
+            }
         };
         match accepted {
             Ok(f) => {
                 taken.insert(i);
+                open_txn.push(i);
                 if let Some(f) = f {
                     futures.insert(i, f);
                 }
             }
+            Err(_) if unusable => {}
             Err(e) => return Err(format!("record {i} refused: {e}")),
         }
     }
     drop(sub);
+    if let Some(end) = s.last_txn {
+        let ended = if unusable {
+            Ended::Unknown
+        } else {
+            end_txn(&producer, end).await
+        };
+        txns.push((std::mem::take(&mut open_txn), ended));
+    }
     match s.ending {
         Ending::Close => tokio::time::timeout(Duration::from_secs(30), producer.close())
             .await
@@ -434,8 +557,88 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
             stats.in_flight
         ));
     }
-    check(seed, &s, &broker, &taken, &seen)?;
+    check(seed, &s, &broker, &taken, &seen, &forgotten_at)?;
+    check_transactions(&s, seed, &broker, &seen, &txns)?;
     Ok(trace(&broker, &order))
+}
+
+/// Ends the open transaction as `end` says; what the calls said of it.
+async fn end_txn(producer: &Producer, end: TxnEnd) -> Ended {
+    let abort = || async {
+        match producer.abort_transaction().await {
+            Ok(()) => Ended::Aborted,
+            Err(_) => Ended::Unknown,
+        }
+    };
+    match end {
+        TxnEnd::Commit => match producer.commit_transaction().await {
+            Ok(()) => Ended::Committed,
+            Err(courier::TransactionError::Abortable { .. }) => abort().await,
+            Err(_) => Ended::Unknown,
+        },
+        TxnEnd::Abort => abort().await,
+        TxnEnd::LeaveOpen => Ended::Unknown,
+    }
+}
+
+/// Transactional runs: what a read_committed reader sees agrees with what
+/// the calls said. A committed transaction's records are each reported
+/// delivered and written once, committed; an aborted one's are never
+/// committed; no record is committed unless its transaction's commit
+/// returned `Ok` or the run left the transaction's fate unknown; and
+/// after `close` no transaction is left open.
+fn check_transactions(
+    s: &Schedule,
+    seed: u64,
+    broker: &MockBroker,
+    seen: &HashMap<usize, Seen>,
+    txns: &[(Vec<usize>, Ended)],
+) -> Result<(), String> {
+    if s.last_txn.is_none() {
+        return Ok(());
+    }
+    let history = broker.history();
+    // `close` ends the transaction under way (it aborts it): no record is
+    // left in an open one.
+    if s.ending == Ending::Close {
+        if let Some(a) = history.iter().find(|a| a.txn == Some(TxnState::Open)) {
+            return Err(format!(
+                "{} is in a transaction still open after close",
+                String::from_utf8_lossy(a.record.value.as_deref().unwrap_or_default())
+            ));
+        }
+    }
+    for (k, (records, ended)) in txns.iter().enumerate() {
+        tally(format!("transaction {ended:?}"));
+        for &i in records {
+            let value = value_of(seed, i);
+            let states: Vec<Option<TxnState>> = history
+                .iter()
+                .filter(|a| a.record.value.as_deref() == Some(value.as_bytes()))
+                .filter(|a| matches!(a.answer, Answer::Written { .. }))
+                .map(|a| a.txn)
+                .collect();
+            let fine = match ended {
+                Ended::Committed => {
+                    states == [Some(TxnState::Committed)]
+                        && matches!(
+                            seen.get(&i).map(|s| &s.reports[..]),
+                            Some([DeliveryReport::Delivered(_)])
+                        )
+                }
+                Ended::Aborted => states.iter().all(|t| *t == Some(TxnState::Aborted)),
+                Ended::Unknown => states.iter().all(|t| t.is_some()),
+            };
+            if !fine {
+                return Err(format!(
+                    "record {i} of transaction {k} ({ended:?}): written {states:?}, reported {:?}; arrivals: {:?}",
+                    seen.get(&i).map(|s| &s.reports),
+                    arrivals_of(broker, value.as_bytes())
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A report in a few words: record, and where it went or why it failed.
@@ -485,7 +688,18 @@ fn check(
     broker: &MockBroker,
     taken: &HashSet<usize>,
     seen: &HashMap<usize, Seen>,
+    forgotten_at: &[LogEnd],
 ) -> Result<(), String> {
+    // Whether the broker forgot the producers between the writes at
+    // offsets `a` and `b` of `place` (the first below the log's end then,
+    // the second at or past it).
+    let forgot_between = |place: &Place, a: i64, b: i64| {
+        forgotten_at.iter().any(|f| {
+            let end = f.get(place).copied().unwrap_or(0);
+            a < end && end <= b
+        })
+    };
+    let history = broker.history();
     // The log: position -> value, and value -> positions.
     let mut at: HashMap<(String, i32, i64), Vec<u8>> = HashMap::new();
     let mut written: HashMap<Vec<u8>, Vec<(String, i32, i64)>> = HashMap::new();
@@ -504,7 +718,7 @@ fn check(
     }
     // A record is written twice only when the broker wrote it and its
     // answer was lost, and by an idempotent producer only under two
-    // epochs.
+    // epochs or across a loss of the producer's state.
     for (value, places) in &written {
         if places.len() == 1 {
             continue;
@@ -517,20 +731,27 @@ fn check(
             .iter()
             .rev()
             .skip(1)
-            .any(|(_, answer, _)| matches!(answer, Answer::Written { .. }));
+            .any(|(_, answer, _, _)| matches!(answer, Answer::Written { .. }));
         // An idempotent producer's retry under the same epoch is
         // recognised; after an epoch bump a batch is stamped again (see
         // ARCHITECTURE.md, "Idempotence"), and a batch written with its
         // answer lost is then written again under the new epoch.
-        let epochs: Vec<i16> = arrivals
+        // Once the broker forgot the producer, nothing recognises the
+        // retry either.
+        let mut writes: Vec<(Place, i64, i16)> = history
             .iter()
-            .filter(|(_, answer, _)| matches!(answer, Answer::Written { .. }))
-            .filter_map(|(_, _, stamp)| stamp.map(|s| s.epoch))
+            .filter(|a| a.record.value.as_deref() == Some(&value[..]))
+            .filter_map(|a| match (a.answer, a.stamp) {
+                (Answer::Written { offset }, Some(s)) => Some((place_of(a), offset, s.epoch)),
+                _ => None,
+            })
             .collect();
-        let one_epoch_twice = epochs
-            .iter()
-            .enumerate()
-            .any(|(k, e)| epochs[k + 1..].contains(e));
+        writes.sort_by_key(|(_, offset, _)| *offset);
+        let one_epoch_twice = writes.iter().enumerate().any(|(k, (place, at, e))| {
+            writes[k + 1..].iter().any(|(p2, later, e2)| {
+                e2 == e && p2 == place && !forgot_between(place, *at, *later)
+            })
+        });
         if !lost || (s.idempotent() && one_epoch_twice) {
             return Err(format!(
                 "{name} written {} times: {places:?}; arrivals: {:?}",
@@ -540,8 +761,10 @@ fn check(
         }
     }
     // Every epoch bump has a cause: a batch that failed for good left a
-    // hole in its partition's sequences (the double loses no producer
-    // state), and each such batch is at least one failure report.
+    // hole in its partition's sequences, and each such batch is at least
+    // one failure report; or the broker forgot the producer, and a retry
+    // of a batch sent before met a later one written first (at most one
+    // bump per partition and loss).
     let bumps = broker
         .history()
         .iter()
@@ -587,7 +810,9 @@ fn check(
                 }
                 if written.contains_key(&value) && !e.may_have_been_written() {
                     return Err(format!(
-                        "record {i}: in the log, but its failure says it was not written: {e}"
+                        "record {i}: in the log, but its failure says it was not written: {e} (attempts {}); arrivals: {:?}",
+                        e.attempts,
+                        arrivals_of(broker, &value)
                     ));
                 }
                 if s.ending == Ending::Close && e.kind == courier::ErrorKind::Cancelled {
@@ -617,7 +842,8 @@ fn check(
                 .is_some_and(|s| matches!(s.reports[..], [DeliveryReport::Failed(_)]))
         })
         .count() as i64;
-    if bumps > failures {
+    let partitions: i64 = s.topics.iter().map(|(_, p)| i64::from(*p)).sum();
+    if bumps > failures + partitions * forgotten_at.len() as i64 {
         if std::env::var("COURIER_SIM_SEED").is_ok() {
             for a in broker.history() {
                 eprintln!(
@@ -632,12 +858,15 @@ fn check(
             }
         }
         return Err(format!(
-            "the producer bumped its epoch {bumps} times for {failures} failed records"
+            "the producer bumped its epoch {bumps} times for {failures} failed records and {} losses of its state",
+            forgotten_at.len()
         ));
     }
     // Per key, in produce order: always with idempotence (retries keep
     // their sequences), without it when nothing was retried (and apart
-    // from records written twice).
+    // from records written twice, and from records first sent before the
+    // broker forgot the producer and written after: a later batch may
+    // have been taken first, whatever its sequence, as Kafka takes it).
     if s.calm() || s.idempotent() {
         let mut last: HashMap<(String, i32, String), (usize, i64)> = HashMap::new();
         delivered_at.sort_by_key(|(i, _)| *i);
@@ -649,6 +878,9 @@ fn check(
                 .get(value_of(seed, i).as_bytes())
                 .is_some_and(|p| p.len() > 1)
             {
+                continue;
+            }
+            if taken_out_of_turn(&history, forgotten_at, value_of(seed, i).as_bytes()) {
                 continue;
             }
             if let Some((j, prev)) = last.insert((topic, partition, key), (i, offset)) {
@@ -665,14 +897,72 @@ fn check(
     Ok(())
 }
 
+/// A partition, by topic name and number.
+type Place = (String, i32);
+
+/// Where each partition's log ended (its next offset).
+type LogEnd = HashMap<Place, i64>;
+
+fn place_of(a: &Arrival) -> Place {
+    (a.record.topic.to_string(), a.record.partition.unwrap_or(-1))
+}
+
+fn log_end(broker: &MockBroker) -> LogEnd {
+    let mut end = LogEnd::new();
+    for a in broker.written() {
+        if let Answer::Written { offset } = a.answer {
+            let e = end.entry(place_of(&a)).or_default();
+            *e = (*e).max(offset + 1);
+        }
+    }
+    end
+}
+
+/// Whether the record with `value` may have lost its place to a loss of
+/// producer state. After the broker forgets, the first batch written in a
+/// partition is taken whatever its sequence; a batch stamped before it
+/// (a lower epoch and sequence) and not written by then can only be
+/// written after it, under a new epoch or after another loss.
+fn taken_out_of_turn(history: &[Arrival], forgotten_at: &[LogEnd], value: &[u8]) -> bool {
+    if forgotten_at.is_empty() {
+        return false;
+    }
+    let mine: Vec<&Arrival> = history
+        .iter()
+        .filter(|a| a.record.value.as_deref() == Some(value))
+        .collect();
+    let first = mine.first().and_then(|a| a.stamp);
+    let written = mine.iter().find_map(|a| match a.answer {
+        Answer::Written { offset } => Some((place_of(a), offset)),
+        _ => None,
+    });
+    let (Some(first), Some((place, offset))) = (first, written) else {
+        return false;
+    };
+    forgotten_at.iter().any(|f| {
+        let end = f.get(&place).copied().unwrap_or(0);
+        // The batch that took the partition back after this loss.
+        let retaking = history
+            .iter()
+            .find(|a| place_of(a) == place && a.answer == Answer::Written { offset: end });
+        offset >= end
+            && retaking
+                .and_then(|a| a.stamp)
+                .is_some_and(|r| (first.epoch, first.sequence) < (r.epoch, r.sequence))
+    })
+}
+
 /// What became of each arrival of the record with `value`: (attempt,
-/// answer, epoch and sequence).
-fn arrivals_of(broker: &MockBroker, value: &[u8]) -> Vec<(u32, Answer, Option<Stamp>)> {
+/// answer, epoch and sequence, transaction state).
+fn arrivals_of(
+    broker: &MockBroker,
+    value: &[u8],
+) -> Vec<(u32, Answer, Option<Stamp>, Option<TxnState>)> {
     broker
         .history()
         .iter()
         .filter(|a| a.record.value.as_deref() == Some(value))
-        .map(|a| (a.attempt, a.answer, a.stamp))
+        .map(|a| (a.attempt, a.answer, a.stamp, a.txn))
         .collect()
 }
 

@@ -14,7 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use courier::testing::{Answer, MockBroker, Verdict};
+use courier::testing::{Answer, MockBroker, TxnState, Verdict};
 use courier::BrokerError;
 use courier::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
 use futures::{FutureExt, StreamExt};
@@ -576,11 +576,6 @@ async fn a_missing_topic_fails_unknown_topic_or_waits_for_its_creation() {
     broker.create_topic("later", 2);
     let d = waiting.await.unwrap().unwrap();
     assert_eq!(d.offset, Some(0));
-    // transactional.id is refused with a clear error.
-    let err = broker
-        .build(Producer::builder().set("transactional.id", "x"))
-        .unwrap_err();
-    assert!(err.to_string().contains("transactions"), "{err}");
     producer.close().await;
 }
 
@@ -1089,6 +1084,66 @@ async fn a_lost_answer_is_written_twice_without_idempotence_and_once_with_it() {
     }
 }
 
+/// `forget_producers`: the broker drops the producer's state, as Kafka
+/// does after `producer.id.expiration.ms` without traffic. The retry of a
+/// batch written before (its answer lost) is then written again, as on
+/// Kafka, and the producer goes on under the same epoch: its next
+/// sequence is taken, with no gap seen and no bump.
+///
+/// On a paused clock (time moves only when every task waits), so that
+/// nothing runs between the answer lost and the forgetting.
+#[test]
+fn after_the_broker_forgets_the_producer_a_retry_is_written_again_and_the_epoch_holds() {
+    let system = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a paused runtime")
+    });
+    system.block_on(forgotten_producer());
+}
+
+async fn forgotten_producer() {
+    let broker = MockBroker::new().topic("t", 1);
+    script_value(&broker, "lost", [Verdict::Hold]);
+    let producer = broker.start(idempotent()).unwrap();
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    let lost = producer
+        .submit(Record::to("t").value("lost"))
+        .await
+        .unwrap();
+    while broker.held() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    // Written, its answer lost (the producer retries after its backoff);
+    // the broker forgets before the retry comes.
+    assert!(broker.release_next(Verdict::LoseAnswer));
+    broker.forget_producers();
+    let d = lost.await.unwrap();
+    assert_eq!((d.offset, d.attempts), (Some(2), 2));
+    let after = producer.send(Record::to("t").value("after")).await.unwrap();
+    assert_eq!((after.offset, after.attempts), (Some(3), 1));
+    producer.close().await;
+    let seen: Vec<(String, Answer, i16, i32)> = broker
+        .history()
+        .iter()
+        .map(|a| {
+            let s = a.stamp.expect("stamped");
+            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("first".into(), Answer::Written { offset: 0 }, 0, 0),
+            ("lost".into(), Answer::Written { offset: 1 }, 0, 1),
+            ("lost".into(), Answer::Written { offset: 2 }, 0, 1),
+            ("after".into(), Answer::Written { offset: 3 }, 0, 2),
+        ]
+    );
+}
+
 /// A record refused for good leaves a hole in its partition's sequences:
 /// the next batch is refused OUT_OF_ORDER_SEQUENCE_NUMBER, the producer
 /// bumps its epoch, and the batch goes again from sequence 0.
@@ -1257,4 +1312,141 @@ async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
     producer.close().await;
     assert_eq!((p2.offset, p3.offset), (Some(1), Some(2)));
     assert_eq!(r3.offset, Some(1));
+}
+
+fn transactional(id: &str) -> courier::ProducerBuilder {
+    Producer::builder()
+        .set("linger.ms", "0")
+        .set("transactional.id", id)
+        .set("retry.backoff.ms", "1")
+}
+
+/// What a read_committed reader would see of the record with `value`:
+/// the transaction state of each copy written.
+fn txn_states(broker: &MockBroker, value: &str) -> Vec<Option<TxnState>> {
+    broker
+        .written()
+        .iter()
+        .filter(|a| a.record.value.as_deref() == Some(value.as_bytes()))
+        .map(|a| a.txn)
+        .collect()
+}
+
+/// A transactional producer against the double: the double is its
+/// coordinator too. A committed transaction's records are committed, an
+/// aborted one's aborted, and nothing is sent outside a transaction.
+#[tokio::test]
+async fn the_double_coordinates_transactions_committed_and_aborted() {
+    let broker = MockBroker::new().topic("t", 2);
+    let producer = broker.build(transactional("tx-1")).unwrap();
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    let mut kept = Vec::new();
+    for (k, v) in [("a", "kept-1"), ("b", "kept-2")] {
+        kept.push(
+            producer
+                .submit(Record::to("t").key(k).value(v))
+                .await
+                .unwrap(),
+        );
+    }
+    producer.commit_transaction().await.unwrap();
+    for f in kept {
+        f.await.expect("delivered with its transaction");
+    }
+    producer.begin_transaction().unwrap();
+    let d = producer
+        .send(Record::to("t").key("a").value("dropped"))
+        .await;
+    assert!(d.is_ok(), "written before the abort: {d:?}");
+    producer.abort_transaction().await.unwrap();
+    producer.begin_transaction().unwrap();
+    producer
+        .send(Record::to("t").value("kept-3"))
+        .await
+        .unwrap();
+    producer.commit_transaction().await.unwrap();
+    producer.close().await;
+    for v in ["kept-1", "kept-2", "kept-3"] {
+        assert_eq!(txn_states(&broker, v), [Some(TxnState::Committed)], "{v}");
+    }
+    assert_eq!(txn_states(&broker, "dropped"), [Some(TxnState::Aborted)]);
+    // One producer id; the abort bumped no epoch (nothing failed).
+    let stamps: HashSet<(i64, i16)> = broker
+        .history()
+        .iter()
+        .map(|a| a.stamp.map(|s| (s.producer_id, s.epoch)).expect("stamped"))
+        .collect();
+    assert_eq!(stamps.len(), 1, "{stamps:?}");
+}
+
+/// A second producer with the same `transactional.id` fences the first:
+/// the double's coordinator aborts what the first left open, and the
+/// first's commit fails, fenced, with nothing of it committed.
+#[tokio::test]
+async fn a_newer_producer_fences_the_older_at_the_doubles_coordinator() {
+    let broker = MockBroker::new().topic("t", 1);
+    let older = broker.build(transactional("tx-2")).unwrap();
+    older.init_transactions().await.unwrap();
+    older.begin_transaction().unwrap();
+    older.send(Record::to("t").value("older")).await.unwrap();
+    let newer = broker.build(transactional("tx-2")).unwrap();
+    newer.init_transactions().await.unwrap();
+    assert_eq!(txn_states(&broker, "older"), [Some(TxnState::Aborted)]);
+    let e = older.commit_transaction().await.unwrap_err();
+    assert!(
+        matches!(
+            e,
+            courier::TransactionError::Fatal {
+                kind: ErrorKind::Fenced,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    newer.begin_transaction().unwrap();
+    newer.send(Record::to("t").value("newer")).await.unwrap();
+    newer.commit_transaction().await.unwrap();
+    assert_eq!(txn_states(&broker, "newer"), [Some(TxnState::Committed)]);
+    older.close().await;
+    newer.close().await;
+}
+
+/// A transactional record written with its answer lost, then its
+/// transaction aborted while it waits to be sent again: its failure is
+/// `Aborted` and says it may have been written (it is, in the aborted
+/// transaction, which no read_committed reader sees). Found by the seeded
+/// simulation: the report said it was never sent.
+///
+/// On a paused clock, so that the abort comes before the retry.
+#[test]
+fn an_aborted_record_sent_before_may_have_been_written() {
+    let system = actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a paused runtime")
+    });
+    system.block_on(async {
+        let broker = MockBroker::new().topic("t", 1);
+        script_value(&broker, "lost", [Verdict::Hold]);
+        let producer = broker.start(transactional("tx-3")).unwrap();
+        producer.init_transactions().await.unwrap();
+        producer.begin_transaction().unwrap();
+        let lost = producer
+            .submit(Record::to("t").value("lost"))
+            .await
+            .unwrap();
+        while broker.held() == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(broker.release_next(Verdict::LoseAnswer));
+        producer.abort_transaction().await.unwrap();
+        let e = lost.await.unwrap_err();
+        assert_eq!((e.kind, e.attempts), (ErrorKind::Aborted, 1), "{e}");
+        assert!(e.may_have_been_written(), "{e}");
+        assert_eq!(txn_states(&broker, "lost"), [Some(TxnState::Aborted)]);
+        producer.close().await;
+    });
 }

@@ -38,10 +38,15 @@
 //! written again; an older epoch is INVALID_PRODUCER_EPOCH; a new epoch
 //! must start at sequence 0 and the same epoch must continue where the
 //! last batch ended, else OUT_OF_ORDER_SEQUENCE_NUMBER. So must a
-//! producer's first batch in a partition: the double loses no producer
-//! state, so a first batch not at 0 means sequences were skipped (Kafka,
-//! which cannot tell a new producer from one whose state expired, takes
-//! any sequence from a producer it knows nothing of). In flight per
+//! producer's first batch in a partition: unless the test made the
+//! double forget (`forget_producers`), a first batch not at 0 means
+//! sequences were skipped (Kafka, which cannot tell a new producer from
+//! one whose state expired, takes any sequence from a producer it knows
+//! nothing of). `forget_producers` drops every producer's state, as Kafka
+//! does after `producer.id.expiration.ms` without traffic or when
+//! retention deletes the segments that held it (KIP-854, KAFKA-7190):
+//! the next batch of each is then taken whatever its sequence, and a
+//! retry of a batch written before is written again. In flight per
 //! partition: one batch until the broker has acknowledged one of the
 //! epoch, then up to `max.in.flight.requests.per.connection`.
 //!
@@ -49,8 +54,7 @@
 //! idempotence, `max.in.flight` (each batch is a request of its own,
 //! answered or held independently).
 
-use crate::clock::Instant;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -58,20 +62,23 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use actix::prelude::*;
 use futures::future::BoxFuture;
 use kafka_protocol::error::ResponseError;
-
-use crate::kafka_error::BrokerError;
 use tokio::sync::Notify;
 
-use crate::actors::msgs::{CancelInFlight, Retire, Wake};
+pub use super::scripted_txn::TxnState;
+use super::scripted_txn::{self, TxnCoordinator};
+use crate::actors::msgs::{AddPartitionsWanted, CancelInFlight, Retire, Wake};
 use crate::batching::batch::SealedBatch;
 use crate::batching::queue::QueueState;
+use crate::clock::Instant;
 use crate::delivery::settlement::Outcome;
 use crate::engine::answer::BatchAnswer;
 use crate::engine::{ActorTree, Engine};
 use crate::idempotence::Fetch;
+use crate::kafka_error::BrokerError;
 use crate::metadata::{MetadataSnapshot, TopicMetadata};
 use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::increment_sequence;
+use crate::protocol::ApiKey;
 use crate::record::{Record, Topic};
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -155,6 +162,10 @@ pub struct Arrival {
     pub answer: Answer,
     /// The idempotent producer's stamp on it; `None` without idempotence.
     pub stamp: Option<Stamp>,
+    /// A transactional producer's record, once written: whether its
+    /// transaction is open, committed or aborted (what a read_committed
+    /// reader sees); `None` for any other.
+    pub txn: Option<TxnState>,
 }
 
 /// An idempotent producer's stamp on one record, as its batch carried it.
@@ -189,6 +200,33 @@ const BATCHES_KEPT: usize = 5_000;
 /// The first producer id the double hands out.
 const FIRST_PRODUCER_ID: i64 = 1000;
 
+/// The next producer id, counting `handed_out`.
+fn fresh_producer_id(handed_out: &mut i64) -> i64 {
+    let id = FIRST_PRODUCER_ID + *handed_out;
+    *handed_out += 1;
+    id
+}
+
+/// What the coordinator reaches of the rest of the double's state.
+struct Rest<'a> {
+    producer_ids: &'a mut i64,
+    history: &'a mut Vec<Arrival>,
+}
+
+impl scripted_txn::Broker for Rest<'_> {
+    fn node_id(&self) -> i32 {
+        BROKER_ID
+    }
+
+    fn fresh_producer_id(&mut self) -> i64 {
+        fresh_producer_id(self.producer_ids)
+    }
+
+    fn mark(&mut self, arrival: usize, state: TxnState) {
+        self.history[arrival].txn = Some(state);
+    }
+}
+
 /// A test's rule: records it matches get its verdicts, one per arrival,
 /// until they run out (or forever).
 struct Rule {
@@ -222,6 +260,12 @@ struct State {
     producer_ids: i64,
     /// Idempotent producers' state, by producer id and partition.
     producers: HashMap<(i64, Topic, i32), ProducerEntry>,
+    /// The transaction coordinator (`actors/scripted_txn.rs`).
+    txn: TxnCoordinator,
+    /// Producers and partitions whose state the broker forgot
+    /// (`forget_producers`): their next batch is taken whatever its
+    /// sequence, as Kafka takes one from a producer it has no state for.
+    forgotten: HashSet<(i64, Topic, i32)>,
 }
 
 /// The script and the broker's state, shared by the test's `MockBroker`
@@ -302,6 +346,13 @@ impl Script {
 
     pub(crate) fn held(&self) -> usize {
         lock(&self.state).held.len()
+    }
+
+    /// Forgets every idempotent producer's state (module docs).
+    pub(crate) fn forget_producers(&self) {
+        let mut st = lock(&self.state);
+        let keys: Vec<_> = st.producers.drain().map(|(k, _)| k).collect();
+        st.forgotten.extend(keys);
     }
 
     /// Topic name → partitions.
@@ -394,12 +445,41 @@ impl Script {
         let mut st = lock(&self.state);
         match bumped {
             Some((id, epoch)) if epoch < i16::MAX - 1 => (id, epoch + 1),
-            _ => {
-                let id = FIRST_PRODUCER_ID + st.producer_ids;
-                st.producer_ids += 1;
-                (id, 0)
-            }
+            _ => (fresh_producer_id(&mut st.producer_ids), 0),
         }
+    }
+
+    /// Answers a coordinator request as the double's transaction
+    /// coordinator (`actors/scripted_txn.rs`): `build` makes it for
+    /// version `max`, which the double speaks for every request; it goes
+    /// over as bytes and comes back as the decoded response, as from a
+    /// broker.
+    pub(crate) fn ask<R>(
+        &self,
+        api: ApiKey,
+        max: i16,
+        build: impl FnOnce(i16) -> R,
+    ) -> Result<(i16, R::Response), String>
+    where
+        R: kafka_protocol::protocol::Request,
+    {
+        use kafka_protocol::protocol::Decodable;
+        let mut request = bytes::BytesMut::new();
+        build(max)
+            .encode(&mut request, max)
+            .map_err(|e| format!("could not write {api:?}: {e}"))?;
+        let mut response = {
+            let mut st = lock(&self.state);
+            let st = &mut *st;
+            let mut rest = Rest {
+                producer_ids: &mut st.producer_ids,
+                history: &mut st.history,
+            };
+            st.txn.answer(&mut rest, api, max, request.freeze())?
+        };
+        let r = R::Response::decode(&mut response, max)
+            .map_err(|e| format!("could not read the double's {api:?} answer: {e}"))?;
+        Ok((max, r))
     }
 
     /// Whether `b` is a retry of a batch written already: the offset it
@@ -422,30 +502,52 @@ impl Script {
 
     /// Writes `b` at the end of its partition, after the idempotent
     /// producer's checks (module docs); `Err` is the broker's refusal.
-    fn write(st: &mut State, b: &SealedBatch, arrivals: Range<usize>) -> Result<i64, BrokerError> {
+    fn write(
+        st: &mut State,
+        b: &SealedBatch,
+        arrivals: Range<usize>,
+        transactional_id: Option<&str>,
+    ) -> Result<i64, BrokerError> {
         let s = b.encoded.stamp();
         let key = (s.producer_id, b.topic, b.partition);
         let last = increment_sequence(s.base_sequence, b.record_count - 1);
+        if let Some(t) = transactional_id {
+            st.txn
+                .admit(t, s.producer_id, b.topic, b.partition)
+                .map_err(BrokerError::from)?;
+        }
         if s.producer_id >= 0 {
             let expected = match st.producers.get(&key) {
                 Some(e) if s.producer_epoch < e.epoch => {
                     return Err(BrokerError::InvalidProducerEpoch)
                 }
-                Some(e) if s.producer_epoch == e.epoch => increment_sequence(e.last_sequence, 1),
-                // A new epoch, or the producer's first batch here.
-                _ => 0,
+                Some(e) if s.producer_epoch == e.epoch => {
+                    Some(increment_sequence(e.last_sequence, 1))
+                }
+                Some(_) => Some(0),
+                // State forgotten: any sequence (Kafka's
+                // `ProducerAppendInfo` with no entry).
+                None if st.forgotten.remove(&key) => None,
+                // The producer's first batch here.
+                None => Some(0),
             };
-            if s.base_sequence != expected {
+            if expected.is_some_and(|x| s.base_sequence != x) {
                 return Err(BrokerError::OutOfOrderSequenceNumber);
             }
         }
         let next = st.next_offset.entry((b.topic, b.partition)).or_insert(0);
         let base = *next;
         *next += i64::from(b.record_count);
-        for (i, a) in arrivals.enumerate() {
+        for (i, a) in arrivals.clone().enumerate() {
             st.history[a].answer = Answer::Written {
                 offset: base + i as i64,
             };
+            if transactional_id.is_some() {
+                st.history[a].txn = Some(TxnState::Open);
+            }
+        }
+        if transactional_id.is_some() {
+            st.txn.written(s.producer_id, arrivals);
         }
         if s.producer_id >= 0 {
             let e = st.producers.entry(key).or_insert(ProducerEntry {
@@ -480,7 +582,8 @@ impl Script {
         let mut st = lock(&self.state);
         let answer = match verdict {
             Verdict::Deliver | Verdict::LoseAnswer => {
-                match Self::write(&mut st, &b, arrivals.clone()) {
+                let transactional_id = engine.txn.as_ref().map(|t| t.id.as_str());
+                match Self::write(&mut st, &b, arrivals.clone(), transactional_id) {
                     Ok(_) if verdict == Verdict::LoseAnswer => None,
                     Ok(base) => Some(BatchAnswer::written(base)),
                     Err(error) => {
@@ -626,6 +729,7 @@ impl Script {
                         epoch: stamp.producer_epoch,
                         sequence: increment_sequence(stamp.base_sequence, i as i32),
                     }),
+                    txn: None,
                 });
             }
             (start, verdicts, duplicate)
@@ -767,11 +871,14 @@ impl ScriptedBroker {
         }
         // The idempotent producer sends nothing until it has an id, and
         // nothing while an epoch bump is due; the bump waits until none of
-        // its requests is held.
+        // its requests is held. A transactional producer's id comes from
+        // the coordinator, through the supervisor and the transaction
+        // actor (which wake this actor when it is there).
         let idem = match &engine.idem {
             None => None,
             Some(i) => match i.ready() {
                 Some(id) => Some(id),
+                None if engine.txn.is_some() => return,
                 None => match i.begin_fetch(self.script.held_by(&engine), now) {
                     Fetch::Start(bumped) => {
                         i.fetched(Ok(self.script.grant(bumped)), now);
@@ -798,11 +905,28 @@ impl ScriptedBroker {
             || engine.starved.load(Ordering::Acquire) > 0
             || engine.closed.load(Ordering::Acquire);
         let linger = engine.config.linger;
+        // Transactional: nothing is sent outside a transaction (or once
+        // fenced), and only partitions the coordinator has added to the
+        // current one; the others are asked for, as `drain` does.
+        let txn_generation = match &engine.txn {
+            None => None,
+            Some(t) => match t.sendable() {
+                Some(g) => Some(g),
+                None => return,
+            },
+        };
+        let mut wanted = Vec::new();
         // Take everything sendable first, then answer it: a batch put back
         // for a retry waits for a later pass (after its backoff).
         let mut taken = Vec::new();
         for q in engine.acc.all_queues() {
             let mut qi = lock(&q.state);
+            if txn_generation.is_some_and(|g| qi.txn_added != g) {
+                if !qi.ready.is_empty() || qi.open.is_some() {
+                    wanted.push((q.topic, q.partition));
+                }
+                continue;
+            }
             loop {
                 if waits(&qi) {
                     break;
@@ -836,10 +960,19 @@ impl ScriptedBroker {
                     break;
                 };
                 if let Some(id) = idem {
-                    engine.acc.stamp(&mut qi, &mut b, id, false);
+                    engine
+                        .acc
+                        .stamp(&mut qi, &mut b, id, txn_generation.is_some());
                 }
                 qi.take_off(&mut b);
                 taken.push(b);
+            }
+        }
+        if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
+            if t.want(wanted) {
+                if let Some(to) = lock(&self.tree.add_partitions).as_ref() {
+                    to.do_send(AddPartitionsWanted);
+                }
             }
         }
         for b in taken {
@@ -850,8 +983,9 @@ impl ScriptedBroker {
         let mut next_wake: Option<Instant> = None;
         for q in engine.acc.all_queues() {
             let qi = lock(&q.state);
-            // Woken when its request is answered.
-            if waits(&qi) {
+            // Woken when its request is answered, or when the partition
+            // has joined the transaction.
+            if waits(&qi) || txn_generation.is_some_and(|g| qi.txn_added != g) {
                 continue;
             }
             let at = match (qi.ready.front(), &qi.open) {
@@ -994,6 +1128,10 @@ pub(crate) struct ScriptedTree {
     engine: OnceLock<Weak<Engine>>,
     /// The producer is stopping: topic waits answer `None`.
     closed: AtomicBool,
+    /// A transactional producer's transaction actor, which the drain asks
+    /// to add partitions to the open transaction (as a connection actor's
+    /// `Upstream::add_partitions`).
+    add_partitions: Mutex<Option<Recipient<AddPartitionsWanted>>>,
 }
 
 impl ScriptedTree {
@@ -1003,7 +1141,24 @@ impl ScriptedTree {
             broker: Mutex::new(None),
             engine: OnceLock::new(),
             closed: AtomicBool::new(false),
+            add_partitions: Mutex::new(None),
         }
+    }
+
+    /// The script, whose coordinator a transactional producer's
+    /// transaction actor asks (`Script::ask`).
+    pub(crate) fn script(&self) -> Arc<Script> {
+        self.script.clone()
+    }
+
+    /// Where the drain asks for partitions to join the open transaction.
+    pub(crate) fn set_add_partitions(&self, to: Recipient<AddPartitionsWanted>) {
+        *lock(&self.add_partitions) = Some(to);
+    }
+
+    /// Requests of `engine` the double holds (in flight).
+    pub(crate) fn in_flight(&self, engine: &Arc<Engine>) -> usize {
+        self.script.held_by(engine)
     }
 
     /// The engine built on this tree: it gets the script's metadata.

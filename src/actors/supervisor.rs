@@ -100,7 +100,7 @@ impl ProducerSupervisor {
         ProducerSupervisor::create(move |ctx| {
             if let Some(tree) = scripted {
                 tree.start_broker(engine.clone());
-                return ProducerSupervisor {
+                let mut sup = ProducerSupervisor {
                     scripted: Some(tree),
                     engine,
                     addresses,
@@ -112,6 +112,8 @@ impl ProducerSupervisor {
                     transactions: None,
                     shutting_down: false,
                 };
+                sup.start_transaction_actor();
+                return sup;
             }
             // The partitioner actor first: connection actors report stale
             // metadata to it. (Actors run their `started` only once this
@@ -191,8 +193,10 @@ impl ProducerSupervisor {
         let Some(idem) = &self.engine.idem else {
             return;
         };
-        // A scripted broker hands out ids itself (`actors/scripted.rs`).
-        if idem.ready().is_some() || self.scripted.is_some() {
+        // A scripted broker hands out ids itself (`actors/scripted.rs`),
+        // save a transactional producer's, which come from the double's
+        // coordinator through the transaction actor, as from a cluster's.
+        if idem.ready().is_some() || (self.scripted.is_some() && self.engine.txn.is_none()) {
             return;
         }
         // A fenced transactional producer asks for no id again: a fresh
@@ -213,12 +217,15 @@ impl ProducerSupervisor {
         {
             return;
         }
-        let in_flight: usize = self
-            .addresses
-            .broker_states
-            .iter()
-            .map(|s| s.value().in_flight_len())
-            .sum();
+        let in_flight: usize = match &self.scripted {
+            Some(tree) => tree.in_flight(&self.engine),
+            None => self
+                .addresses
+                .broker_states
+                .iter()
+                .map(|s| s.value().in_flight_len())
+                .sum(),
+        };
         let bump_from = match idem.begin_fetch(in_flight, Instant::now()) {
             Fetch::Start(bump_from) => bump_from,
             Fetch::After(at) => {
@@ -240,20 +247,25 @@ impl ProducerSupervisor {
             .map(|e| (*e.key(), e.value().clone()))
             .collect();
         brokers.sort_by_key(|(id, _)| (*id < 0, fastrand::u32(..)));
-        let Some((_, addr)) = brokers.into_iter().next() else {
-            idem.fetched(
-                Err(FetchError::Transient("no broker connection yet".into())),
-                Instant::now(),
-            );
-            return self.drive_idempotence(ctx);
-        };
+        let broker = brokers.into_iter().next().map(|(_, addr)| addr);
         // A transactional producer's id comes from its transaction
-        // coordinator, which the transaction actor finds.
-        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> = match &self.transactions
-        {
-            Some(t) => Box::pin(t.send(InitTransactional { bump_from })),
-            None => Box::pin(addr.send(InitProducer { bump_from })),
-        };
+        // coordinator, which the transaction actor finds (under the
+        // testing double, with no connection actor: the double answers).
+        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
+            match (&self.transactions, broker) {
+                (Some(t), Some(_)) => Box::pin(t.send(InitTransactional { bump_from })),
+                (Some(t), None) if self.scripted.is_some() => {
+                    Box::pin(t.send(InitTransactional { bump_from }))
+                }
+                (None, Some(addr)) => Box::pin(addr.send(InitProducer { bump_from })),
+                (_, None) => {
+                    idem.fetched(
+                        Err(FetchError::Transient("no broker connection yet".into())),
+                        Instant::now(),
+                    );
+                    return self.drive_idempotence(ctx);
+                }
+            };
         ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
             let res = res
                 .unwrap_or_else(|_| Err(FetchError::Transient("broker actor unavailable".into())));
@@ -326,7 +338,15 @@ impl ProducerSupervisor {
         if self.engine.txn.is_none() {
             return;
         }
-        let actor = TransactionActor::new(self.engine.clone(), self.addresses.clone()).start();
+        let actor = TransactionActor::new(
+            self.engine.clone(),
+            self.addresses.clone(),
+            self.scripted.as_ref().map(|t| t.script()),
+        )
+        .start();
+        if let Some(tree) = &self.scripted {
+            tree.set_add_partitions(actor.clone().recipient());
+        }
         self.addresses
             .set_transactions(crate::actors::addresses::TransactionAddrs {
                 end: actor.clone().recipient(),

@@ -38,6 +38,7 @@ use crate::actors::addresses::Addresses;
 use crate::actors::msgs::{
     AddPartitionsWanted, Ask, EndTransaction, InitTransactional, SendOffsets,
 };
+use crate::actors::scripted::Script;
 use crate::clock::backoff;
 use crate::engine::Engine;
 use crate::idempotence::FetchError;
@@ -136,11 +137,14 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
 }
 
 /// What the exchanges need: the engine (state, config) and the connection
-/// actors.
+/// actors, or, under the testing double, its coordinator.
 #[derive(Clone)]
 struct Link {
     engine: Arc<Engine>,
     addresses: Arc<Addresses>,
+    /// The testing double's script (`actors/scripted_txn.rs`), which
+    /// answers every request in place of the brokers.
+    scripted: Option<Arc<Script>>,
 }
 
 impl Link {
@@ -163,6 +167,11 @@ impl Link {
         R: kafka_protocol::protocol::Request + Send + 'static,
         R::Response: Send + 'static,
     {
+        if let Some(script) = &self.scripted {
+            return script
+                .ask(api, max, build)
+                .map_err(|e| Step::Recoordinate(format!("broker {node}: {e}")));
+        }
         let addr = self
             .addresses
             .connections
@@ -190,6 +199,9 @@ impl Link {
     /// A broker to ask FindCoordinator: a known one (not a bootstrap
     /// address) when there is one, at random.
     fn any_broker(&self) -> Option<i32> {
+        if self.scripted.is_some() {
+            return Some(crate::actors::scripted::BROKER_ID);
+        }
         let mut ids: Vec<i32> = self
             .addresses
             .connections
@@ -754,9 +766,19 @@ pub(crate) struct TransactionActor {
 }
 
 impl TransactionActor {
-    pub(crate) fn new(engine: Arc<Engine>, addresses: Arc<Addresses>) -> Self {
+    /// `scripted`: the testing double's script, which answers in place of
+    /// the brokers.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        addresses: Arc<Addresses>,
+        scripted: Option<Arc<Script>>,
+    ) -> Self {
         TransactionActor {
-            link: Link { engine, addresses },
+            link: Link {
+                engine,
+                addresses,
+                scripted,
+            },
             adding: false,
         }
     }

@@ -176,10 +176,9 @@ impl ProducerBuilder {
 
     /// A producer whose broker is the testing double's `script`
     /// (`courier::testing::MockBroker`): the settings are validated as for
-    /// a real one, `bootstrap.servers` may be left out, and
-    /// `transactional.id` is refused (the double has no coordinator). The
-    /// engine runs without idempotence unless `enable.idempotence=true`
-    /// is set explicitly.
+    /// a real one and `bootstrap.servers` may be left out. The engine runs
+    /// without idempotence unless `enable.idempotence=true` or
+    /// `transactional.id` is set explicitly.
     /// `own_thread`: as `build`, else as `start`.
     pub(crate) fn scripted(
         mut self,
@@ -193,15 +192,9 @@ impl ProducerBuilder {
             self.config.bootstrap_servers = vec!["courier-mock-broker:0".into()];
         }
         self.config.validate()?;
-        if self.config.transactional_id.is_some() {
-            return Err(ConfigError::Inconsistent(
-                "transactional.id: courier::testing::MockBroker does not script transactions"
-                    .into(),
-            ));
-        }
-        // Idempotence only when asked for: the double's producer runs
-        // without unless `enable.idempotence=true` is set.
-        if self.config.enable_idempotence != Some(true) {
+        // Idempotence only when asked for (or transactional): the double's
+        // producer runs without unless `enable.idempotence=true` is set.
+        if self.config.enable_idempotence != Some(true) && self.config.transactional_id.is_none() {
             self.config.enable_idempotence = Some(false);
         }
         let tree = Arc::new(ScriptedTree::new(script));

@@ -119,7 +119,10 @@ impl Producer {
     }
 
     /// Aborts the open transaction: closes it to new records, fails every
-    /// record not yet sent with [`ErrorKind::Aborted`], waits for the
+    /// record not yet sent, or waiting to be sent again, with
+    /// [`ErrorKind::Aborted`] (one sent before may have been written in
+    /// the aborted transaction:
+    /// [`DeliveryError::may_have_been_written`](crate::DeliveryError::may_have_been_written)), waits for the
     /// answers to what is in flight (those records are written, and a
     /// read_committed consumer never sees them), then asks the coordinator
     /// to abort (EndTxn). The producer can then begin another transaction.
@@ -129,7 +132,7 @@ impl Producer {
         self.engine.acc.barrier();
         self.engine.fail_queued(
             ErrorKind::Aborted,
-            "the transaction was aborted before this record was sent",
+            "the transaction was aborted before this record's write was acknowledged",
         );
         self.engine.flush().await;
         // As the Java client: EndTxn(abort) under the transaction's epoch
