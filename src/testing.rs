@@ -66,7 +66,9 @@
 //!   id fences the older and aborts what it left open; each written
 //!   record's [`Arrival::txn`] says whether its transaction is open,
 //!   committed or aborted ([`TxnState`]), which is what a read_committed
-//!   consumer would see.
+//!   consumer would see. [`MockBroker::script_coordinator`] answers the
+//!   next coordinator requests with errors (loading, moved, busy, or
+//!   refusals for good).
 //!
 //! ```
 //! use courier::BrokerError;
@@ -113,9 +115,7 @@
 //! batch whose records get different verdicts is split into one batch per
 //! record first (as for MESSAGE_TOO_LARGE), and so is a held one.
 //!
-//! What it does not do: errors from the transaction coordinator (it
-//! answers every well-formed request as a healthy one would),
-//! `max.in.flight.requests.per.connection` without idempotence
+//! What it does not do: `max.in.flight.requests.per.connection` without idempotence
 //! (each batch is a request of its own), and connection-level failures
 //! (lost sockets, TLS, SASL). Use a real broker (the crate's own tests use Tansu, librdkafka's mock cluster
 //! and Apache Kafka) for those.
@@ -292,13 +292,35 @@ impl MockBroker {
     /// again, behind the others); false when none is held. Its report is
     /// routed before this returns, unless the answer leads to a retry.
     pub fn release_next(&self, verdict: Verdict) -> bool {
-        self.script.release(1, verdict) == 1
+        self.script.release(1, verdict, false) == 1
     }
 
     /// Answers every held record with `verdict`, oldest first; returns how
     /// many there were.
     pub fn release_all(&self, verdict: Verdict) -> usize {
-        self.script.release(usize::MAX, verdict)
+        self.script.release(usize::MAX, verdict, false)
+    }
+
+    /// Answers every held record with `verdict`, newest first (as answers
+    /// that overtake each other across connections); returns how many
+    /// there were. With idempotence, a later batch of a partition written
+    /// before an earlier one is refused OUT_OF_ORDER_SEQUENCE_NUMBER, as
+    /// by a Kafka broker.
+    pub fn release_all_newest_first(&self, verdict: Verdict) -> usize {
+        self.script.release(usize::MAX, verdict, true)
+    }
+
+    /// Answers the next transaction-coordinator requests of a
+    /// transactional producer (FindCoordinator, InitProducerId,
+    /// AddPartitionsToTxn, EndTxn, AddOffsetsToTxn, TxnOffsetCommit), one
+    /// each, with `errors` instead of their result: the request changes
+    /// nothing, as when a coordinator is loading
+    /// (COORDINATOR_LOAD_IN_PROGRESS), has moved (NOT_COORDINATOR), or
+    /// still completes the previous transaction (CONCURRENT_TRANSACTIONS).
+    /// The producer handles each as it would from a cluster.
+    pub fn script_coordinator(&self, errors: impl IntoIterator<Item = BrokerError>) {
+        self.script
+            .script_coordinator(errors.into_iter().map(i16::from));
     }
 
     /// Forgets every idempotent producer's state, as a Kafka broker does

@@ -12,14 +12,15 @@
 //! times out; written with the answer lost; held, then timed out after
 //! `request.timeout.ms`; retriable refusals are NOT_ENOUGH_REPLICAS or
 //! NOT_LEADER_OR_FOLLOWER), what happens between records (a flush, held
-//! records released, or a dropped connection that leaves every held
+//! records released (oldest or newest first), or a dropped connection that leaves every held
 //! request unanswered, written or not; a pause; a panic in the broker
 //! actor, which the supervisor restarts; in one run in five, the broker
 //! forgetting every producer's state), transactions (one idempotent run
 //! in three is transactional: its records go in transactions committed or
 //! aborted between records, an abortable one aborted and the record it
 //! refused produced again, the last committed, aborted or left open; the
-//! double is the coordinator), and how the run ends (`close`, `close_timeout`
+//! double is the coordinator, and answers some of its requests with a
+//! retriable error: loading, moved, busy), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
 //! refused, epochs).
@@ -130,6 +131,8 @@ enum Step {
     /// when the connection drops with them in flight, `TimeOut` (not
     /// written) or `LoseAnswer` (written).
     ReleaseHeld(Verdict),
+    /// The same, newest first: answers overtaking each other.
+    ReleaseHeldNewestFirst(Verdict),
     Pause(Duration),
     /// The scripted broker actor panics; the supervisor starts another,
     /// which finds the queues and the held requests where they were.
@@ -141,6 +144,10 @@ enum Step {
     /// A transactional run ends its transaction (committed, or aborted)
     /// and begins the next.
     EndTxn(TxnEnd),
+    /// The next transaction-coordinator request is answered with this
+    /// retriable error (loading, moved, busy with the previous
+    /// transaction).
+    CoordinatorBusy(BrokerError),
 }
 
 /// How a transactional run ends a transaction.
@@ -308,6 +315,24 @@ impl Schedule {
                 1 => TxnEnd::LeaveOpen,
                 _ => TxnEnd::Commit,
             });
+            let busy = [
+                BrokerError::CoordinatorLoadInProgress,
+                BrokerError::NotCoordinator,
+                BrokerError::CoordinatorNotAvailable,
+                BrokerError::ConcurrentTransactions,
+            ];
+            for _ in 0..rng.usize(0..4) {
+                let e = busy[rng.usize(..busy.len())];
+                steps.push((rng.usize(0..=n), Step::CoordinatorBusy(e)));
+            }
+        }
+        // A release is, one time in three, newest first.
+        for (_, step) in &mut steps {
+            if let Step::ReleaseHeld(v) = *step {
+                if rng.u32(..3) == 0 {
+                    *step = Step::ReleaseHeldNewestFirst(v);
+                }
+            }
         }
         Schedule {
             settings,
@@ -425,6 +450,9 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
                 Step::ReleaseHeld(v) => {
                     broker.release_all(v);
                 }
+                Step::ReleaseHeldNewestFirst(v) => {
+                    broker.release_all_newest_first(v);
+                }
                 Step::Pause(d) => tokio::time::sleep(d).await,
                 Step::Panic => producer.inject_partitioner_panic(),
                 Step::ForgetProducers => {
@@ -437,6 +465,7 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
                     unusable = ended == Ended::Unknown || producer.begin_transaction().is_err();
                 }
                 Step::EndTxn(_) => {}
+                Step::CoordinatorBusy(e) => broker.script_coordinator([e]),
             }
         }
         let record = || {

@@ -1450,3 +1450,90 @@ fn an_aborted_record_sent_before_may_have_been_written() {
         producer.close().await;
     });
 }
+
+/// Coordinator errors a cluster answers while a coordinator loads, moves
+/// or finishes the previous transaction (`script_coordinator`): the
+/// producer retries each (finding the coordinator again after
+/// NOT_COORDINATOR), and the transaction commits. The errors answer one
+/// request each, in order: the refusal for good scripted last fails the
+/// next transaction only once the others were used.
+#[tokio::test]
+async fn coordinator_errors_on_the_way_are_retried_and_the_transaction_commits() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script_coordinator([
+        BrokerError::CoordinatorLoadInProgress,
+        BrokerError::NotCoordinator,
+        BrokerError::CoordinatorNotAvailable,
+    ]);
+    let producer = broker.build(transactional("tx-4")).unwrap();
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    // AddPartitionsToTxn, then EndTxn, each refused once first.
+    broker.script_coordinator([BrokerError::ConcurrentTransactions]);
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    broker.script_coordinator([BrokerError::ConcurrentTransactions]);
+    producer.commit_transaction().await.unwrap();
+    assert_eq!(txn_states(&broker, "first"), [Some(TxnState::Committed)]);
+    // A coordinator that refuses the transactional id for good: fatal.
+    broker.script_coordinator([BrokerError::TransactionalIdAuthorizationFailed]);
+    producer.begin_transaction().unwrap();
+    producer
+        .send(Record::to("t").value("second"))
+        .await
+        .unwrap_err();
+    producer.close().await;
+}
+
+/// Answers that overtake each other (`release_all_newest_first`): with
+/// idempotence, the later batch of a partition reaches the log first and
+/// is refused OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is still
+/// in flight; the producer retries it behind the earlier one, with no
+/// epoch bump, and the log keeps produce order.
+#[tokio::test]
+async fn overtaking_answers_keep_produce_order_without_a_bump() {
+    let broker = MockBroker::new().topic("t", 1);
+    script_value(&broker, "second", [Verdict::Hold]);
+    script_value(&broker, "third", [Verdict::Hold]);
+    let producer = broker.build(idempotent()).unwrap();
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    let second = producer
+        .submit(Record::to("t").value("second"))
+        .await
+        .unwrap();
+    let third = producer
+        .submit(Record::to("t").value("third"))
+        .await
+        .unwrap();
+    let started = Instant::now();
+    while broker.held() < 2 {
+        assert!(started.elapsed() < Duration::from_secs(10), "both held");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    assert_eq!(broker.release_all_newest_first(Verdict::Deliver), 2);
+    let (second, third) = (second.await.unwrap(), third.await.unwrap());
+    assert_eq!((second.offset, third.offset), (Some(1), Some(2)));
+    assert_eq!(third.attempts, 2, "refused out of order once");
+    producer.close().await;
+    let seen: Vec<(String, Answer, i16, i32)> = broker
+        .history()
+        .iter()
+        .map(|a| {
+            let s = a.stamp.expect("stamped");
+            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("first".into(), Answer::Written { offset: 0 }, 0, 0),
+            ("second".into(), Answer::Written { offset: 1 }, 0, 1),
+            (
+                "third".into(),
+                Answer::Refused(BrokerError::OutOfOrderSequenceNumber),
+                0,
+                2
+            ),
+            ("third".into(), Answer::Written { offset: 2 }, 0, 2),
+        ]
+    );
+}

@@ -348,6 +348,11 @@ impl Script {
         lock(&self.state).held.len()
     }
 
+    /// Scripts `codes` for the next coordinator requests, one each.
+    pub(crate) fn script_coordinator(&self, codes: impl IntoIterator<Item = i16>) {
+        lock(&self.state).txn.faults.extend(codes);
+    }
+
     /// Forgets every idempotent producer's state (module docs).
     pub(crate) fn forget_producers(&self) {
         let mut st = lock(&self.state);
@@ -782,10 +787,17 @@ impl Script {
     }
 
     /// Takes the oldest `n` held records out.
-    fn take_held(&self, n: usize) -> Vec<Held> {
+    /// Takes out the `n` oldest held records, or the `n` newest (newest
+    /// first).
+    fn take_held(&self, n: usize, newest_first: bool) -> Vec<Held> {
         let mut st = lock(&self.state);
-        let n = n.min(st.held.len());
-        st.held.drain(..n).collect()
+        let len = st.held.len();
+        let n = n.min(len);
+        if newest_first {
+            st.held.drain(len - n..).rev().collect()
+        } else {
+            st.held.drain(..n).collect()
+        }
     }
 
     /// Takes out the held records of `engine` that match `which`.
@@ -801,8 +813,8 @@ impl Script {
 
     /// Answers the oldest `n` held records with `verdict` (`Hold` holds
     /// them again, at the back); returns how many there were.
-    pub(crate) fn release(&self, n: usize, verdict: Verdict) -> usize {
-        let held = self.take_held(n);
+    pub(crate) fn release(&self, n: usize, verdict: Verdict, newest_first: bool) -> usize {
+        let held = self.take_held(n, newest_first);
         let count = held.len();
         let now = Instant::now();
         for h in held {

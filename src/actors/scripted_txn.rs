@@ -22,7 +22,10 @@
 //! asks the other outcome is INVALID_TXN_STATE. A transactional batch for
 //! a partition not added to the open transaction is refused
 //! INVALID_TXN_STATE (Kafka's verification, KIP-890), which the producer
-//! should never meet.
+//! should never meet. A test may script errors for the next coordinator
+//! requests (`MockBroker::script_coordinator`): each answers one request
+//! in place of its result, changing nothing, as a coordinator that is
+//! loading, moving or busy does.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -74,6 +77,9 @@ struct Entry {
 /// The coordinator's state (inside the script's lock).
 #[derive(Debug, Default)]
 pub(crate) struct TxnCoordinator {
+    /// Error codes the test scripted for the next requests, one each
+    /// (`MockBroker::script_coordinator`).
+    pub(crate) faults: std::collections::VecDeque<i16>,
     ids: HashMap<String, Entry>,
     /// History indexes of records written in each producer id's open
     /// transaction.
@@ -100,16 +106,20 @@ impl TxnCoordinator {
         mut request: Bytes,
     ) -> Result<Bytes, String> {
         let r = &mut request;
+        // A scripted error answers the request instead, changing nothing.
+        let fault = self.faults.pop_front();
         match api {
             ApiKey::FindCoordinator => {
                 let q = decode::<FindCoordinatorRequest>(r, version)?;
                 let node = BrokerId(broker.node_id());
+                let code = fault.unwrap_or(0);
                 let c = |key: StrBytes| {
                     Coordinator::default()
                         .with_key(key)
                         .with_node_id(node)
                         .with_host(StrBytes::from_static_str("courier-mock-broker"))
                         .with_port(0)
+                        .with_error_code(code)
                 };
                 let resp = if version >= 4 {
                     FindCoordinatorResponse::default()
@@ -118,12 +128,17 @@ impl TxnCoordinator {
                     FindCoordinatorResponse::default()
                         .with_node_id(node)
                         .with_host(StrBytes::from_static_str("courier-mock-broker"))
+                        .with_error_code(code)
                 };
                 encode(&resp, version)
             }
             ApiKey::InitProducerId => {
                 let q = decode::<InitProducerIdRequest>(r, version)?;
                 let resp = match q.transactional_id {
+                    _ if fault.is_some() => InitProducerIdResponse::default()
+                        .with_error_code(fault.unwrap_or_default())
+                        .with_producer_id(ProducerId(-1))
+                        .with_producer_epoch(-1),
                     None => {
                         let id = broker.fresh_producer_id();
                         InitProducerIdResponse::default().with_producer_id(ProducerId(id))
@@ -149,7 +164,7 @@ impl TxnCoordinator {
                     q.v3_and_below_producer_id.0,
                     q.v3_and_below_producer_epoch,
                 );
-                let code = checked.err().map_or(0, |e| e.code());
+                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
                 let mut results = Vec::new();
                 for t in &q.v3_and_below_topics {
                     let topic = Topic::from(t.name.0.as_str());
@@ -184,28 +199,31 @@ impl TxnCoordinator {
             }
             ApiKey::EndTxn => {
                 let q = decode::<EndTxnRequest>(r, version)?;
-                let code = match self.end(
-                    broker,
-                    q.transactional_id.0.as_str(),
-                    q.producer_id.0,
-                    q.producer_epoch,
-                    q.committed,
-                ) {
-                    Ok(()) => 0,
-                    Err(e) => e.code(),
-                };
+                let code = match fault {
+                    Some(code) => Err(code),
+                    None => Ok(()),
+                }
+                .and_then(|()| {
+                    self.end(
+                        broker,
+                        q.transactional_id.0.as_str(),
+                        q.producer_id.0,
+                        q.producer_epoch,
+                        q.committed,
+                    )
+                    .map_err(|e| e.code())
+                });
+                let code = code.err().unwrap_or(0);
                 encode(&EndTxnResponse::default().with_error_code(code), version)
             }
             ApiKey::AddOffsetsToTxn => {
                 let q = decode::<AddOffsetsToTxnRequest>(r, version)?;
-                let code = self
-                    .check(
-                        q.transactional_id.0.as_str(),
-                        q.producer_id.0,
-                        q.producer_epoch,
-                    )
-                    .err()
-                    .map_or(0, |e| e.code());
+                let checked = self.check(
+                    q.transactional_id.0.as_str(),
+                    q.producer_id.0,
+                    q.producer_epoch,
+                );
+                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
                 encode(
                     &AddOffsetsToTxnResponse::default().with_error_code(code),
                     version,
@@ -213,14 +231,12 @@ impl TxnCoordinator {
             }
             ApiKey::TxnOffsetCommit => {
                 let q = decode::<TxnOffsetCommitRequest>(r, version)?;
-                let code = self
-                    .check(
-                        q.transactional_id.0.as_str(),
-                        q.producer_id.0,
-                        q.producer_epoch,
-                    )
-                    .err()
-                    .map_or(0, |e| e.code());
+                let checked = self.check(
+                    q.transactional_id.0.as_str(),
+                    q.producer_id.0,
+                    q.producer_epoch,
+                );
+                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
                 let topics = q
                     .topics
                     .iter()
@@ -244,9 +260,15 @@ impl TxnCoordinator {
                     version,
                 )
             }
-            api => Err(format!(
-                "courier::testing::MockBroker does not answer {api:?} (version {version})"
-            )),
+            // Not a coordinator request: a scripted error waits for one.
+            api => {
+                if let Some(f) = fault {
+                    self.faults.push_front(f);
+                }
+                Err(format!(
+                    "courier::testing::MockBroker does not answer {api:?} (version {version})"
+                ))
+            }
         }
     }
 
