@@ -95,6 +95,31 @@ fn script_value(
     );
 }
 
+/// Each arrival at the double: value, answer, epoch and sequence.
+fn stamped_history(broker: &MockBroker) -> Vec<(String, Answer, i16, i32)> {
+    broker
+        .history()
+        .iter()
+        .map(|a| {
+            let s = a.stamp.expect("stamped");
+            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
+        })
+        .collect()
+}
+
+/// An actix system on a paused tokio runtime: time moves only when every
+/// task waits, so nothing runs between two steps of the test that do not
+/// await.
+fn paused_system() -> actix::SystemRunner {
+    actix::System::with_tokio_rt(|| {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a paused runtime")
+    })
+}
+
 fn text(b: Option<&bytes::Bytes>) -> String {
     String::from_utf8(b.expect("a value").to_vec()).expect("UTF-8")
 }
@@ -1094,13 +1119,7 @@ async fn a_lost_answer_is_written_twice_without_idempotence_and_once_with_it() {
 /// nothing runs between the answer lost and the forgetting.
 #[test]
 fn after_the_broker_forgets_the_producer_a_retry_is_written_again_and_the_epoch_holds() {
-    let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .expect("a paused runtime")
-    });
+    let system = paused_system();
     system.block_on(forgotten_producer());
 }
 
@@ -1125,14 +1144,7 @@ async fn forgotten_producer() {
     let after = producer.send(Record::to("t").value("after")).await.unwrap();
     assert_eq!((after.offset, after.attempts), (Some(3), 1));
     producer.close().await;
-    let seen: Vec<(String, Answer, i16, i32)> = broker
-        .history()
-        .iter()
-        .map(|a| {
-            let s = a.stamp.expect("stamped");
-            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
-        })
-        .collect();
+    let seen = stamped_history(&broker);
     assert_eq!(
         seen,
         [
@@ -1165,14 +1177,7 @@ async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_a
     let d = producer.send(Record::to("t").value("after")).await.unwrap();
     assert_eq!((d.offset, d.attempts), (Some(1), 2));
     producer.close().await;
-    let seen: Vec<(String, Answer, i16, i32)> = broker
-        .history()
-        .iter()
-        .map(|a| {
-            let s = a.stamp.expect("stamped");
-            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
-        })
-        .collect();
+    let seen = stamped_history(&broker);
     assert_eq!(
         seen,
         [
@@ -1421,13 +1426,7 @@ async fn a_newer_producer_fences_the_older_at_the_doubles_coordinator() {
 /// On a paused clock, so that the abort comes before the retry.
 #[test]
 fn an_aborted_record_sent_before_may_have_been_written() {
-    let system = actix::System::with_tokio_rt(|| {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .start_paused(true)
-            .build()
-            .expect("a paused runtime")
-    });
+    let system = paused_system();
     system.block_on(async {
         let broker = MockBroker::new().topic("t", 1);
         script_value(&broker, "lost", [Verdict::Hold]);
@@ -1514,14 +1513,7 @@ async fn overtaking_answers_keep_produce_order_without_a_bump() {
     assert_eq!((second.offset, third.offset), (Some(1), Some(2)));
     assert_eq!(third.attempts, 2, "refused out of order once");
     producer.close().await;
-    let seen: Vec<(String, Answer, i16, i32)> = broker
-        .history()
-        .iter()
-        .map(|a| {
-            let s = a.stamp.expect("stamped");
-            (text(a.record.value.as_ref()), a.answer, s.epoch, s.sequence)
-        })
-        .collect();
+    let seen = stamped_history(&broker);
     assert_eq!(
         seen,
         [

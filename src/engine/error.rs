@@ -20,10 +20,12 @@ pub enum ProduceError {
     /// The producer is closed.
     #[error("producer is closed")]
     Closed(Box<Record>),
-    /// A transactional producer takes records only inside a transaction:
-    /// none is open (call `begin_transaction`), or it is being committed
-    /// or aborted, or the producer was fenced.
-    #[error("no transaction is open (call begin_transaction first)")]
+    /// A transactional producer takes records only inside an open
+    /// transaction: none is open (call `begin_transaction`), or it is
+    /// being committed or aborted, or it can only be aborted (a record or
+    /// a coordinator step of it failed: call `abort_transaction`), or the
+    /// producer was fenced.
+    #[error("no open transaction takes records now (none begun, one being committed or aborted, one that must be aborted, or the producer fenced)")]
     NoTransaction(Box<Record>),
 }
 
