@@ -124,7 +124,7 @@ struct Planned {
 }
 
 /// Something the driver does before record `at` is produced.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Step {
     Flush,
     /// Every held request answered with this verdict: `Deliver`, or, as
@@ -148,6 +148,10 @@ enum Step {
     /// retriable error (loading, moved, busy with the previous
     /// transaction).
     CoordinatorBusy(BrokerError),
+    /// The transaction actor panics, with whatever exchanges it runs; the
+    /// supervisor starts another, which finds the transaction's state
+    /// where it was.
+    PanicTransactionActor,
 }
 
 /// How a transactional run ends a transaction.
@@ -156,6 +160,9 @@ enum TxnEnd {
     /// `commit_transaction` (and `abort_transaction` if the commit says
     /// the transaction must be aborted).
     Commit,
+    /// The same, with the transaction actor made to panic once the commit
+    /// has started.
+    CommitThroughPanic,
     Abort,
     /// Left open for the ending (close or drop) to deal with.
     LeaveOpen,
@@ -334,6 +341,19 @@ impl Schedule {
                 }
             }
         }
+        // Transactional runs: the transaction actor panics, in one run in
+        // three, once or twice between records; and a commit, one time in
+        // four, has it panic while the commit runs.
+        if last_txn.is_some() && rng.u32(..3) == 0 {
+            for _ in 0..rng.usize(1..=2) {
+                steps.push((rng.usize(0..=n), Step::PanicTransactionActor));
+            }
+        }
+        for (_, step) in &mut steps {
+            if *step == Step::EndTxn(TxnEnd::Commit) && rng.u32(..4) == 0 {
+                *step = Step::EndTxn(TxnEnd::CommitThroughPanic);
+            }
+        }
         Schedule {
             settings,
             topics,
@@ -466,6 +486,10 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
                 }
                 Step::EndTxn(_) => {}
                 Step::CoordinatorBusy(e) => broker.script_coordinator([e]),
+                Step::PanicTransactionActor => {
+                    tally("transaction actor panicked".into());
+                    producer.inject_transaction_panic()
+                }
             }
         }
         let record = || {
@@ -586,6 +610,12 @@ async fn run(seed: u64, plant: Option<Plant>, verbose: bool) -> Result<String, S
             stats.in_flight
         ));
     }
+    if s.ending != Ending::Drop && stats.buffered_bytes != 0 {
+        return Err(format!(
+            "{} bytes still buffered after close",
+            stats.buffered_bytes
+        ));
+    }
     check(seed, &s, &broker, &taken, &seen, &forgotten_at)?;
     check_transactions(&s, seed, &broker, &seen, &txns)?;
     Ok(trace(&broker, &order))
@@ -599,8 +629,21 @@ async fn end_txn(producer: &Producer, end: TxnEnd) -> Ended {
             Err(_) => Ended::Unknown,
         }
     };
+    let commit = || async {
+        let commit = producer.commit_transaction();
+        futures::pin_mut!(commit);
+        if end == TxnEnd::CommitThroughPanic {
+            // Started (its first steps run), then the actor panics.
+            if let std::task::Poll::Ready(r) = futures::poll!(commit.as_mut()) {
+                return r;
+            }
+            producer.inject_transaction_panic();
+            tally("transaction actor panicked during a commit".into());
+        }
+        commit.await
+    };
     match end {
-        TxnEnd::Commit => match producer.commit_transaction().await {
+        TxnEnd::Commit | TxnEnd::CommitThroughPanic => match commit().await {
             Ok(()) => Ended::Committed,
             Err(courier::TransactionError::Abortable { .. }) => abort().await,
             Err(_) => Ended::Unknown,

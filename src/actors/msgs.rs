@@ -249,6 +249,17 @@ impl Message for InjectPanic {
     type Result = ();
 }
 
+/// Panic inside the transaction actor's handler (fault-injection builds
+/// only).
+#[cfg(feature = "fault-injection")]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InjectTransactionPanic;
+
+#[cfg(feature = "fault-injection")]
+impl Message for InjectTransactionPanic {
+    type Result = ();
+}
+
 /// Panic while handling the next Produce response, holding its batches
 /// (fault-injection builds only): the last line of defence's test.
 #[cfg(feature = "fault-injection")]

@@ -763,6 +763,17 @@ impl Handler<InjectPanic> for ProducerSupervisor {
     }
 }
 
+/// Makes the transaction actor panic (tests of its supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<crate::actors::msgs::InjectTransactionPanic> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: crate::actors::msgs::InjectTransactionPanic, _: &mut Context<Self>) {
+        if let Some(t) = &self.transactions {
+            t.do_send(msg);
+        }
+    }
+}
+
 impl Handler<EnsureProducerId> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, _: EnsureProducerId, ctx: &mut Context<Self>) {

@@ -813,6 +813,16 @@ impl Actor for TransactionActor {
     }
 }
 
+/// Makes the transaction actor panic inside a handler, with whatever
+/// exchanges it runs (tests of its supervision only).
+#[cfg(feature = "fault-injection")]
+impl Handler<crate::actors::msgs::InjectTransactionPanic> for TransactionActor {
+    type Result = ();
+    fn handle(&mut self, _: crate::actors::msgs::InjectTransactionPanic, _: &mut Context<Self>) {
+        panic!("injected panic in the transaction actor");
+    }
+}
+
 impl Handler<AddPartitionsWanted> for TransactionActor {
     type Result = ();
     fn handle(&mut self, _: AddPartitionsWanted, ctx: &mut Context<Self>) {

@@ -358,6 +358,15 @@ impl Producer {
         self.supervisor.do_send(InjectPanic);
     }
 
+    /// Makes a transactional producer's transaction actor panic, with
+    /// whatever coordinator exchanges it runs, to test its supervision.
+    /// Only with the `fault-injection` feature.
+    #[cfg(feature = "fault-injection")]
+    pub fn inject_transaction_panic(&self) {
+        self.supervisor
+            .do_send(crate::actors::msgs::InjectTransactionPanic);
+    }
+
     /// Makes the connection actor for `broker` panic while it handles its
     /// next Produce response, holding that response's batches, to test the
     /// last line of defence. Only with the `fault-injection` feature.
