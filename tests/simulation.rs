@@ -20,7 +20,8 @@
 //! aborted between records, an abortable one aborted and the record it
 //! refused produced again, the last committed, aborted or left open; the
 //! double is the coordinator, and answers some of its requests with a
-//! retriable error: loading, moved, busy), and how the run ends (`close`, `close_timeout`
+//! retriable error: loading, moved, busy; the transaction actor panics
+//! between records or while a commit runs), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
 //! refused, epochs).
