@@ -21,7 +21,8 @@
 //! refused produced again, the last committed, aborted or left open; the
 //! double is the coordinator, and answers some of its requests with a
 //! retriable error: loading, moved, busy; the transaction actor panics
-//! between records or while a commit runs), and how the run ends (`close`, `close_timeout`
+//! between records or while a commit runs; a record may be refused
+//! TRANSACTION_ABORTABLE), and how the run ends (`close`, `close_timeout`
 //! at any point, or the last handle dropped). With idempotence the double
 //! checks sequences as a Kafka broker does (duplicates recognised, gaps
 //! refused, epochs).
@@ -353,6 +354,17 @@ impl Schedule {
         for (_, step) in &mut steps {
             if *step == Step::EndTxn(TxnEnd::Commit) && rng.u32(..4) == 0 {
                 *step = Step::EndTxn(TxnEnd::CommitThroughPanic);
+            }
+        }
+        // Transactional runs: a refusal for good is, one time in two,
+        // TRANSACTION_ABORTABLE (KIP-890) instead of RECORD_LIST_TOO_LARGE.
+        if last_txn.is_some() {
+            for r in &mut records {
+                for v in &mut r.verdicts {
+                    if *v == Verdict::Fail(BrokerError::RecordListTooLarge) && rng.bool() {
+                        *v = Verdict::Fail(BrokerError::TransactionAbortable);
+                    }
+                }
             }
         }
         Schedule {
