@@ -19,7 +19,6 @@ pub(crate) fn bucket_of(micros: u64) -> usize {
 
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
-    pub produced: AtomicU64,
     pub delivered: AtomicU64,
     pub failed: AtomicU64,
     pub actor_restarts: AtomicU64,
@@ -130,8 +129,10 @@ impl Stats {
         self.metrics.actor_restart();
     }
 
-    pub(crate) fn snapshot(&self, buffered_bytes: usize) -> StatsSnapshot {
-        let produced = self.produced.load(Ordering::Relaxed);
+    /// The counters, with `produced` (records taken, which the engine
+    /// counts: refused ones and the accumulator's appends) and the bytes
+    /// buffered now.
+    pub(crate) fn snapshot(&self, produced: u64, buffered_bytes: usize) -> StatsSnapshot {
         let delivered = self.delivered.load(Ordering::Relaxed);
         let failed = self.failed.load(Ordering::Relaxed);
         StatsSnapshot {

@@ -27,6 +27,5 @@ pub(crate) mod broker;
 pub mod msgs;
 pub(crate) mod partitioner;
 pub(crate) mod scripted;
-pub(crate) mod scripted_txn;
 pub mod supervisor;
 pub(crate) mod transaction;

@@ -77,7 +77,7 @@ impl ProducerSupervisor {
     }
 
     /// Starts a producer whose broker is the testing double's script
-    /// (`actors/scripted.rs`): the supervisor, and under it one
+    /// (`actors/scripted/`): the supervisor, and under it one
     /// `ScriptedBroker` instead of the partitioner and connection actors.
     pub(crate) fn launch_scripted(
         engine: Arc<Engine>,
@@ -193,7 +193,7 @@ impl ProducerSupervisor {
         let Some(idem) = &self.engine.idem else {
             return;
         };
-        // A scripted broker hands out ids itself (`actors/scripted.rs`),
+        // A scripted broker hands out ids itself (`actors/scripted/`),
         // save a transactional producer's, which come from the double's
         // coordinator through the transaction actor, as from a cluster's.
         if idem.ready().is_some() || (self.scripted.is_some() && self.engine.txn.is_none()) {

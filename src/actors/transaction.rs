@@ -142,7 +142,7 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
 struct Link {
     engine: Arc<Engine>,
     addresses: Arc<Addresses>,
-    /// The testing double's script (`actors/scripted_txn.rs`), which
+    /// The testing double's script (`actors/scripted/txn.rs`), which
     /// answers every request in place of the brokers.
     scripted: Option<Arc<Script>>,
 }

@@ -6,7 +6,7 @@
 //! Shared by every broker the engine talks to: the connection actors
 //! (`actors/broker/response.rs`, for each partition of a Produce
 //! response) and the testing double's scripted broker
-//! (`actors/scripted.rs`), so that a scripted answer goes through the same
+//! (`actors/scripted/`), so that a scripted answer goes through the same
 //! decisions and the same report path as a real one.
 
 use crate::clock::Instant;

@@ -25,7 +25,7 @@ pub enum ProduceError {
     /// being committed or aborted, or it can only be aborted (a record or
     /// a coordinator step of it failed: call `abort_transaction`), or the
     /// producer was fenced.
-    #[error("no open transaction takes records now (none begun, one being committed or aborted, one that must be aborted, or the producer fenced)")]
+    #[error("no open transaction takes records now: call begin_transaction (or, with one under way, it is being committed or aborted, must be aborted with abort_transaction, or the producer was fenced)")]
     NoTransaction(Box<Record>),
 }
 

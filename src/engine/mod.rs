@@ -469,9 +469,7 @@ impl Engine {
     /// A snapshot of the counters.
     pub(crate) fn stats(&self) -> StatsSnapshot {
         let buffered = self.config.buffer_memory - self.acc.pool.available_permits();
-        let mut s = self.stats.snapshot(buffered);
-        s.produced = self.rejected.load(Ordering::Relaxed) + self.acc.appended();
-        s.in_flight = s.produced.saturating_sub(s.delivered + s.failed);
-        s
+        let produced = self.rejected.load(Ordering::Relaxed) + self.acc.appended();
+        self.stats.snapshot(produced, buffered)
     }
 }

@@ -1,0 +1,441 @@
+//! `ScriptedBroker`, the actor that drains a scripted producer's queues
+//! and answers by the script, and `ScriptedTree`, the actor tree as the
+//! producer's engine sees it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use actix::prelude::*;
+use futures::future::BoxFuture;
+
+use super::script::Script;
+use super::verdict::{Answer, Verdict};
+use crate::actors::msgs::{AddPartitionsWanted, CancelInFlight, Retire, Wake};
+use crate::batching::queue::QueueState;
+use crate::clock::Instant;
+use crate::engine::{ActorTree, Engine};
+use crate::idempotence::Fetch;
+use crate::record::Topic;
+use crate::report::ErrorKind;
+use crate::sync::lock;
+
+/// The scripted broker of one producer: drains its queues and answers by
+/// the script. Stands where the connection actors and the partitioner
+/// actor stand in a real producer.
+pub(crate) struct ScriptedBroker {
+    engine: Arc<Engine>,
+    script: Arc<Script>,
+    tree: Arc<ScriptedTree>,
+    wake_at: Option<(Instant, SpawnHandle)>,
+    stopping: bool,
+}
+
+impl std::fmt::Debug for ScriptedBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScriptedBroker").finish_non_exhaustive()
+    }
+}
+
+impl ScriptedBroker {
+    pub(crate) fn new(engine: Arc<Engine>, tree: Arc<ScriptedTree>) -> ScriptedBroker {
+        ScriptedBroker {
+            engine,
+            script: tree.script.clone(),
+            tree,
+            wake_at: None,
+            stopping: false,
+        }
+    }
+
+    /// Takes every sendable batch (as `BrokerConnection::drain`: the front
+    /// ready batch once its retry backoff is over, the open batch once it
+    /// is full, its linger has passed, or a flush or close is under way)
+    /// and answers it; held requests past `request.timeout.ms` time out.
+    fn drain(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let engine = self.engine.clone();
+        let now = Instant::now();
+        let timeout = engine.config.request_timeout;
+        for h in self
+            .script
+            .take_held_of(&engine, |h| now.duration_since(h.sent_at) >= timeout)
+        {
+            self.script
+                .apply(&engine, h.batch, h.arrivals, Verdict::TimeOut, now);
+        }
+        // The idempotent producer sends nothing until it has an id, and
+        // nothing while an epoch bump is due; the bump waits until none of
+        // its requests is held. A transactional producer's id comes from
+        // the coordinator, through the supervisor and the transaction
+        // actor (which wake this actor when it is there).
+        let idem = match &engine.idem {
+            None => None,
+            Some(i) => match i.ready() {
+                Some(id) => Some(id),
+                None if engine.txn.is_some() => return,
+                None => match i.begin_fetch(self.script.held_by(&engine), now) {
+                    Fetch::Start(bumped) => {
+                        i.fetched(Ok(self.script.grant(bumped)), now);
+                        i.ready()
+                    }
+                    Fetch::After(at) => {
+                        self.schedule_wake(at, ctx);
+                        return;
+                    }
+                    // Woken again when a held request is answered or times
+                    // out (the supervisor's tick).
+                    Fetch::Nothing => return,
+                },
+            },
+        };
+        // Idempotent: one batch in flight per partition until the broker
+        // has acknowledged one of this epoch, then up to max.in.flight.
+        let max_in_flight = engine.config.max_in_flight;
+        let waits = |qi: &QueueState| match idem {
+            None => false,
+            Some(id) => qi.in_flight >= max_in_flight || qi.awaits_confirmation(id),
+        };
+        let flushing = engine.flushing.load(Ordering::Acquire) > 0
+            || engine.starved.load(Ordering::Acquire) > 0
+            || engine.closed.load(Ordering::Acquire);
+        let linger = engine.config.linger;
+        // Transactional: nothing is sent outside a transaction (or once
+        // fenced), and only partitions the coordinator has added to the
+        // current one; the others are asked for, as `drain` does.
+        let txn_generation = match &engine.txn {
+            None => None,
+            Some(t) => match t.sendable() {
+                Some(g) => Some(g),
+                None => return,
+            },
+        };
+        let mut wanted = Vec::new();
+        // Take everything sendable first, then answer it: a batch put back
+        // for a retry waits for a later pass (after its backoff).
+        let mut taken = Vec::new();
+        for q in engine.acc.all_queues() {
+            let mut qi = lock(&q.state);
+            if txn_generation.is_some_and(|g| qi.txn_added != g) {
+                if !qi.ready.is_empty() || qi.open.is_some() {
+                    wanted.push((q.topic, q.partition));
+                }
+                continue;
+            }
+            loop {
+                if waits(&qi) {
+                    break;
+                }
+                let mut b = if let Some(front) = qi.ready.front() {
+                    if front.retry_at.is_some_and(|at| at > now) {
+                        break;
+                    }
+                    qi.ready.pop_front().expect("checked")
+                } else if let Some(open) = &qi.open {
+                    if open.created + linger > now && !flushing && !open.full {
+                        break;
+                    }
+                    let open = qi.open.take().expect("checked");
+                    match engine.acc.seal(open, &q) {
+                        Ok(b) => b,
+                        Err(f) => {
+                            drop(qi);
+                            let reason = f.reason.clone();
+                            engine.acc.fail_unsent(
+                                Err(f),
+                                ErrorKind::Compression,
+                                |_| reason,
+                                &engine.stats,
+                            );
+                            qi = lock(&q.state);
+                            continue;
+                        }
+                    }
+                } else {
+                    break;
+                };
+                if let Some(id) = idem {
+                    engine
+                        .acc
+                        .stamp(&mut qi, &mut b, id, txn_generation.is_some());
+                }
+                qi.take_off(&mut b);
+                taken.push(b);
+            }
+        }
+        if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
+            if t.want(wanted) {
+                if let Some(to) = lock(&self.tree.add_partitions).as_ref() {
+                    to.do_send(AddPartitionsWanted);
+                }
+            }
+        }
+        for b in taken {
+            self.script.arrive(&engine, b, now);
+        }
+        // When to look again: a retry's backoff, a lingering batch.
+        let now = Instant::now();
+        let mut next_wake: Option<Instant> = None;
+        for q in engine.acc.all_queues() {
+            let qi = lock(&q.state);
+            // Woken when its request is answered, or when the partition
+            // has joined the transaction.
+            if waits(&qi) || txn_generation.is_some_and(|g| qi.txn_added != g) {
+                continue;
+            }
+            let at = match (qi.ready.front(), &qi.open) {
+                (Some(front), _) => front.retry_at.unwrap_or(now),
+                (None, Some(open)) if open.full || flushing => now,
+                (None, Some(open)) => open.created + linger,
+                (None, None) => continue,
+            };
+            next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
+        }
+        match next_wake {
+            Some(at) if at <= now => ctx.notify(Wake),
+            Some(at) => self.schedule_wake(at, ctx),
+            None => {}
+        }
+    }
+
+    fn schedule_wake(&mut self, at: Instant, ctx: &mut Context<Self>) {
+        if let Some((existing, _)) = self.wake_at {
+            if existing <= at {
+                return;
+            }
+        }
+        if let Some((_, h)) = self.wake_at.take() {
+            ctx.cancel_future(h);
+        }
+        let delay = at.saturating_duration_since(Instant::now());
+        let h = ctx.run_later(delay, |act, ctx| {
+            act.wake_at = None;
+            act.drain(ctx);
+        });
+        self.wake_at = Some((at, h));
+    }
+
+    /// The producer is stopping: topic waits end, nothing more is drained.
+    fn stop(&mut self, ctx: &mut Context<Self>) {
+        self.stopping = true;
+        self.tree.closed.store(true, Ordering::Release);
+        self.script.topics_changed.notify_waiters();
+        ctx.stop();
+    }
+}
+
+impl Actor for ScriptedBroker {
+    type Context = Context<Self>;
+
+    /// A restarted broker (its predecessor panicked) finds the queues and
+    /// the held requests where they were: drain them.
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.notify(Wake);
+    }
+}
+
+/// Makes the scripted broker panic inside a handler (tests of its
+/// supervision: `Producer::inject_partitioner_panic` under the double).
+#[cfg(feature = "fault-injection")]
+impl Handler<crate::actors::msgs::InjectPanic> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: crate::actors::msgs::InjectPanic, _: &mut Context<Self>) {
+        panic!("injected panic in the scripted broker");
+    }
+}
+
+impl Handler<Wake> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.drain(ctx);
+    }
+}
+
+/// `close` after its flush (or a close that gave up): held records go
+/// back to their queues, not counted as an attempt (as a retiring
+/// connection actor's), where the supervisor's shutdown cancels them.
+impl Handler<Retire> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: Retire, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        let engine = self.engine.clone();
+        for h in self.script.take_held_of(&engine, |_| true) {
+            self.script.mark(h.arrivals, Answer::NoAnswer);
+            engine.retry_or_fail(
+                h.batch,
+                now,
+                ErrorKind::Timeout,
+                "connection retired",
+                false,
+            );
+        }
+        self.stop(ctx);
+    }
+}
+
+/// `close_timeout` ran out, or the last handle was dropped: held records
+/// fail `Cancelled`, as a connection actor's in-flight batches do.
+impl Handler<CancelInFlight> for ScriptedBroker {
+    type Result = ();
+    fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
+        self.script.cancel_held(&self.engine);
+        self.stop(ctx);
+    }
+}
+
+/// The actor tree as the engine of a scripted producer sees it
+/// (`engine::ActorTree`, which `actors::addresses::Addresses` implements
+/// for a real one): wakes go to its `ScriptedBroker`, topic waits to the
+/// script.
+#[derive(Debug)]
+pub(crate) struct ScriptedTree {
+    script: Arc<Script>,
+    /// The broker actor, once started (again, when one died).
+    broker: Mutex<Option<Addr<ScriptedBroker>>>,
+    /// Set once the engine exists (weak: the engine holds this tree).
+    engine: OnceLock<Weak<Engine>>,
+    /// The producer is stopping: topic waits answer `None`.
+    closed: AtomicBool,
+    /// A transactional producer's transaction actor, which the drain asks
+    /// to add partitions to the open transaction (as a connection actor's
+    /// `Upstream::add_partitions`).
+    add_partitions: Mutex<Option<Recipient<AddPartitionsWanted>>>,
+}
+
+impl ScriptedTree {
+    pub(crate) fn new(script: Arc<Script>) -> ScriptedTree {
+        ScriptedTree {
+            script,
+            broker: Mutex::new(None),
+            engine: OnceLock::new(),
+            closed: AtomicBool::new(false),
+            add_partitions: Mutex::new(None),
+        }
+    }
+
+    /// The script, whose coordinator a transactional producer's
+    /// transaction actor asks (`Script::ask`).
+    pub(crate) fn script(&self) -> Arc<Script> {
+        self.script.clone()
+    }
+
+    /// Where the drain asks for partitions to join the open transaction.
+    pub(crate) fn set_add_partitions(&self, to: Recipient<AddPartitionsWanted>) {
+        *lock(&self.add_partitions) = Some(to);
+    }
+
+    /// Requests of `engine` the double holds (in flight).
+    pub(crate) fn in_flight(&self, engine: &Arc<Engine>) -> usize {
+        self.script.held_by(engine)
+    }
+
+    /// The engine built on this tree: it gets the script's metadata.
+    pub(crate) fn attach(&self, engine: &Arc<Engine>) {
+        let _ = self.engine.set(Arc::downgrade(engine));
+        self.script.attach(engine);
+    }
+
+    /// Starts the broker actor (in the current actix system).
+    pub(crate) fn start_broker(self: &Arc<Self>, engine: Arc<Engine>) -> Addr<ScriptedBroker> {
+        let addr = ScriptedBroker::new(engine, self.clone()).start();
+        *lock(&self.broker) = Some(addr.clone());
+        addr
+    }
+
+    /// The broker actor, started again if it died (a panic: actix does
+    /// not catch it). What it worked on lives outside it (the queues, the
+    /// script's held requests), so its successor carries on. Returns the
+    /// address and whether it was restarted.
+    pub(crate) fn live_broker(
+        self: &Arc<Self>,
+        engine: &Arc<Engine>,
+    ) -> (Addr<ScriptedBroker>, bool) {
+        if let Some(addr) = lock(&self.broker).clone().filter(Addr::connected) {
+            return (addr, false);
+        }
+        (self.start_broker(engine.clone()), true)
+    }
+
+    /// The producer is stopping and its broker actor died before it could
+    /// report what it held (a panic racing the shutdown: the `Retire` or
+    /// `CancelInFlight` sent to it died with its mailbox): the held
+    /// requests fail `Cancelled` here instead, so that no report waits
+    /// for a broker actor that will never answer.
+    pub(crate) fn cancel_if_dead(&self, engine: &Arc<Engine>) {
+        if lock(&self.broker).as_ref().is_some_and(Addr::connected) {
+            return;
+        }
+        self.script.cancel_held(engine);
+        self.closed.store(true, Ordering::Release);
+        self.script.topics_changed.notify_waiters();
+    }
+
+    fn may_create(&self) -> bool {
+        self.engine
+            .get()
+            .and_then(Weak::upgrade)
+            .is_some_and(|e| e.config.allow_auto_create_topics)
+    }
+}
+
+impl ActorTree for ScriptedTree {
+    fn wake(&self, _broker: i32) {
+        self.wake_all();
+    }
+
+    fn wake_all(&self) {
+        if let Some(b) = lock(&self.broker).as_ref() {
+            b.do_send(Wake);
+        }
+    }
+
+    fn request_topic(&self, topic: Topic) -> bool {
+        if self.closed.load(Ordering::Acquire) {
+            return false;
+        }
+        self.script.known_or_created(topic, self.may_create());
+        true
+    }
+
+    fn ensure_topic(
+        &self,
+        topic: Topic,
+    ) -> BoxFuture<'static, Option<Result<(), (ErrorKind, String)>>> {
+        let script = self.script.clone();
+        let may_create = self.may_create();
+        let engine = self.engine.get().and_then(Weak::upgrade);
+        let closed = self.closed.load(Ordering::Acquire);
+        // The future cannot borrow `self`: it watches the flag through the
+        // script's notifications and the engine's own closed flag.
+        Box::pin(async move {
+            let engine = engine?;
+            if closed {
+                return None;
+            }
+            let deadline = Instant::now() + engine.config.max_block;
+            loop {
+                let changed = script.topics_changed.notified();
+                if engine.stopped_flag.load(Ordering::Acquire)
+                    || engine.shutdown_sent.load(Ordering::Acquire)
+                {
+                    return None;
+                }
+                if script.known_or_created(topic, may_create) {
+                    return Some(Ok(()));
+                }
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() || engine.timeout(left, changed).await.is_err() {
+                    return Some(Err((
+                        ErrorKind::UnknownTopic,
+                        format!(
+                            "the mock broker has no topic {:?} (allow.auto.create.topics is {}; MockBroker::topic creates it)",
+                            topic.as_str(),
+                            engine.config.allow_auto_create_topics,
+                        ),
+                    )));
+                }
+            }
+        })
+    }
+}
