@@ -89,9 +89,7 @@ impl Engine {
             // Fenced first, then the report: whoever reads it finds
             // the producer fenced already.
             self.fail_transactional(kind, &message);
-            let q = self.acc.queue(&b.topic, b.partition);
-            lock(&q.state).land(&mut b);
-            self.settle(b, Outcome::Failed { kind, message });
+            self.land_and_settle(b, Outcome::Failed { kind, message });
             return after;
         }
         // A transactional producer whose sequence state the broker
@@ -174,14 +172,12 @@ impl Engine {
                 self.split_too_large(b, broker);
             }
             Some(c) => {
-                let q = self.acc.queue(&b.topic, b.partition);
-                lock(&q.state).land(&mut b);
                 let detail = answer
                     .error_message
                     .as_ref()
                     .map(|m| format!(": {m}"))
                     .unwrap_or_default();
-                self.settle(
+                self.land_and_settle(
                     b,
                     Outcome::Failed {
                         kind: ErrorKind::Broker(c.error.into()),
@@ -207,9 +203,8 @@ impl Engine {
         let queue = self.acc.queue(&batch.topic, batch.partition);
         let retries = self.config.retries;
         if counted && batch.attempts > retries {
-            lock(&queue.state).land(&mut batch);
             let attempts = batch.attempts;
-            self.settle(
+            self.land_and_settle(
                 batch,
                 Outcome::Failed {
                     kind,
@@ -221,9 +216,8 @@ impl Engine {
             return;
         }
         if now >= batch.deadline {
-            lock(&queue.state).land(&mut batch);
             let attempts = batch.attempts;
-            self.settle(
+            self.land_and_settle(
                 batch,
                 Outcome::Failed {
                     kind,
@@ -259,6 +253,14 @@ impl Engine {
             let s = b.encoded.stamp();
             qs.confirmed = Some((s.producer_id, s.producer_epoch));
         }
+    }
+
+    /// Takes an in-flight batch off its queue's count (`land`), then
+    /// reports and releases it (`settle`).
+    pub(crate) fn land_and_settle(&self, mut batch: SealedBatch, outcome: Outcome) {
+        let q = self.acc.queue(&batch.topic, batch.partition);
+        lock(&q.state).land(&mut batch);
+        self.settle(batch, outcome);
     }
 
     /// Reports a batch and releases it.

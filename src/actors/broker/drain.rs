@@ -301,10 +301,8 @@ impl BrokerConnection {
             Ok(frame) => frame,
             Err(e) => {
                 // Cannot happen with well-formed batches; fail them rather than loop.
-                for mut b in batches {
-                    let q = self.engine.acc.queue(&b.topic, b.partition);
-                    lock(&q.state).land(&mut b);
-                    self.settle(
+                for b in batches {
+                    self.engine.land_and_settle(
                         b,
                         Outcome::Failed {
                             kind: ErrorKind::Compression,
@@ -332,10 +330,8 @@ impl BrokerConnection {
         self.active();
         if cfg.acks.wire() == 0 {
             // No response will come: "sent, offset unknown".
-            for mut b in batches {
-                let q = self.engine.acc.queue(&b.topic, b.partition);
-                lock(&q.state).land(&mut b);
-                self.settle(
+            for b in batches {
+                self.engine.land_and_settle(
                     b,
                     Outcome::Delivered {
                         base_offset: None,

@@ -344,10 +344,8 @@ impl Handler<CancelInFlight> for BrokerConnection {
     type Result = ();
     fn handle(&mut self, _: CancelInFlight, ctx: &mut Context<Self>) {
         while let Some(f) = self.pop_in_flight(false) {
-            for mut b in f.batches {
-                let q = self.engine.acc.queue(&b.topic, b.partition);
-                lock(&q.state).land(&mut b);
-                self.settle(
+            for b in f.batches {
+                self.engine.land_and_settle(
                     b,
                     Outcome::Failed {
                         kind: ErrorKind::Cancelled,

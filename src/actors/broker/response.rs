@@ -13,7 +13,6 @@ use crate::actors::broker::state::InFlight;
 use crate::actors::broker::BrokerConnection;
 use crate::actors::msgs::RefreshMetadata;
 use crate::batching::batch::SealedBatch;
-use crate::delivery::settlement::Outcome;
 use crate::engine::answer::BatchAnswer;
 use crate::protocol::frame::peek_correlation_id;
 use crate::protocol::message::decode_response;
@@ -66,11 +65,6 @@ impl BrokerConnection {
     ) {
         self.engine
             .retry_or_fail(batch, now, kind, message, counted)
-    }
-
-    /// Reports a batch and releases it (`Engine::settle`).
-    pub(super) fn settle(&self, batch: SealedBatch, outcome: Outcome) {
-        self.engine.settle(batch, outcome)
     }
 
     /// Takes the newest (`back`) or oldest in-flight request, releasing the

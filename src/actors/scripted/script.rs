@@ -425,7 +425,7 @@ impl Script {
     pub(super) fn apply(
         &self,
         engine: &Arc<Engine>,
-        mut b: SealedBatch,
+        b: SealedBatch,
         arrivals: Range<usize>,
         verdict: Verdict,
         now: Instant,
@@ -489,9 +489,7 @@ impl Script {
         if acks0 {
             // No response comes with acks=0: "sent, offset unknown",
             // whatever the broker did with it.
-            let q = engine.acc.queue(&b.topic, b.partition);
-            lock(&q.state).land(&mut b);
-            engine.settle(
+            engine.land_and_settle(
                 b,
                 Outcome::Delivered {
                     base_offset: None,
@@ -531,9 +529,7 @@ impl Script {
                     Err(e) => e.to_string(),
                 };
                 tracing::error!(%why, "the scripted broker could not read a batch back");
-                let q = engine.acc.queue(&b.topic, b.partition);
-                lock(&q.state).land(&mut b);
-                engine.settle(
+                engine.land_and_settle(
                     b,
                     Outcome::Failed {
                         kind: ErrorKind::Broker(ResponseError::CorruptMessage.into()),
@@ -691,11 +687,9 @@ impl Script {
     /// in-flight batches are when `close_timeout` runs out or the last
     /// handle is dropped.
     pub(super) fn cancel_held(&self, engine: &Arc<Engine>) {
-        for mut h in self.take_held_of(engine, |_| true) {
+        for h in self.take_held_of(engine, |_| true) {
             self.mark(h.arrivals, Answer::NoAnswer);
-            let q = engine.acc.queue(&h.batch.topic, h.batch.partition);
-            lock(&q.state).land(&mut h.batch);
-            engine.settle(
+            engine.land_and_settle(
                 h.batch,
                 Outcome::Failed {
                     kind: ErrorKind::Cancelled,
