@@ -1,0 +1,226 @@
+//! `courier topic` and `courier cluster`: the admin calls.
+
+use std::process::ExitCode;
+
+use crate::cli::{failed, json_opt_str, json_str, settings, usage, Connect, TopicCmd};
+
+/// Connection options from `-X` properties (security.protocol, ssl.*,
+/// sasl.*; the rest are producer settings and ignored here).
+pub(crate) fn admin_options(
+    props: &[(String, String)],
+) -> Result<courier::connection::ConnectionOptions, String> {
+    let mut config = courier::config::ProducerConfig::default();
+    for (k, v) in props {
+        config.set(k, v).map_err(|e| e.to_string())?;
+    }
+    let security = courier::security::Security::from_config(&config.security, None)
+        .map_err(|e| e.to_string())?;
+    // Each request waits request.timeout.ms at most, as the Java admin
+    // client's; the connection (TCP, TLS, SASL, ApiVersions)
+    // socket.connection.setup.timeout.ms.
+    Ok(courier::connection::ConnectionOptions {
+        client_id: Some(config.client_id.clone()),
+        security,
+        request_timeout: config.request_timeout,
+        connect_timeout: config.connection_setup_timeout,
+        ..Default::default()
+    })
+}
+
+/// Broker ids as `1,2,0` (kafka-topics.sh's form) or `[1, 2, 0]` (JSON).
+pub(crate) fn id_list(ids: &[i32], sep: &str) -> String {
+    ids.iter().map(i32::to_string).collect::<Vec<_>>().join(sep)
+}
+
+pub(crate) fn describe_text(d: &courier::admin::TopicDescription) -> String {
+    let rf = d.partitions.first().map_or(0, |p| p.replicas.len());
+    let mut out = format!(
+        "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {rf}\n",
+        d.name,
+        d.topic_id.as_deref().unwrap_or("none"),
+        d.partitions.len()
+    );
+    for p in &d.partitions {
+        out.push_str(&format!(
+            "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}",
+            d.name,
+            p.partition,
+            p.leader.map_or("none".to_string(), |l| l.to_string()),
+            id_list(&p.replicas, ","),
+            id_list(&p.isr, ","),
+        ));
+        if !p.offline_replicas.is_empty() {
+            out.push_str(&format!("\tOffline: {}", id_list(&p.offline_replicas, ",")));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+pub(crate) fn describe_json(d: &courier::admin::TopicDescription) -> String {
+    let partitions: Vec<String> = d
+        .partitions
+        .iter()
+        .map(|p| {
+            format!(
+                "{{\"partition\": {}, \"leader\": {}, \"replicas\": [{}], \"isr\": [{}], \"offline_replicas\": [{}]}}",
+                p.partition,
+                p.leader.map_or("null".to_string(), |l| l.to_string()),
+                id_list(&p.replicas, ", "),
+                id_list(&p.isr, ", "),
+                id_list(&p.offline_replicas, ", "),
+            )
+        })
+        .collect();
+    format!(
+        "{{\"topic\": {}, \"topic_id\": {}, \"partitions\": [{}]}}",
+        json_str(&d.name),
+        json_opt_str(d.topic_id.as_deref()),
+        partitions.join(", ")
+    )
+}
+
+pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
+    let connect = match &action {
+        TopicCmd::Create { connect, .. }
+        | TopicCmd::List { connect }
+        | TopicCmd::Describe { connect, .. }
+        | TopicCmd::Delete { connect, .. } => connect,
+    };
+    let opts = match settings(connect).and_then(|props| admin_options(&props)) {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
+    };
+    let brokers = connect.brokers.as_str();
+    match &action {
+        TopicCmd::Create {
+            name,
+            partitions,
+            replication_factor,
+            configs,
+            ..
+        } => {
+            match courier::admin::create_topic_with_configs(
+                &opts,
+                brokers,
+                name,
+                *partitions,
+                *replication_factor,
+                configs,
+            )
+            .await
+            {
+                Ok(()) => {
+                    println!("created topic {name} with {partitions} partitions");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        TopicCmd::List { .. } => match courier::admin::list_topics_with(&opts, brokers).await {
+            Ok(topics) => {
+                for (name, partitions) in topics {
+                    println!("{name}\t{partitions}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => failed(e),
+        },
+        TopicCmd::Describe { name, json, .. } => {
+            match courier::admin::describe_topic_with(&opts, brokers, name).await {
+                Ok(d) if *json => {
+                    println!("{}", describe_json(&d));
+                    ExitCode::SUCCESS
+                }
+                Ok(d) => {
+                    print!("{}", describe_text(&d));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+        TopicCmd::Delete { name, .. } => {
+            match courier::admin::delete_topic_with(&opts, brokers, name).await {
+                Ok(()) => {
+                    println!("deleted topic {name}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failed(e),
+            }
+        }
+    }
+}
+
+/// `courier cluster`: id, controller, brokers, and the versions agreed
+/// with the bootstrap broker for every API Courier uses.
+pub(crate) async fn cluster(connect: Connect, json: bool) -> ExitCode {
+    use courier::protocol::versions::SUPPORTED;
+    let opts = match settings(&connect).and_then(|props| admin_options(&props)) {
+        Ok(o) => o,
+        Err(e) => return usage(&e),
+    };
+    let c = match courier::admin::describe_cluster_with(&opts, &connect.brokers).await {
+        Ok(c) => c,
+        Err(e) => return failed(e),
+    };
+    let versions: Vec<(String, Option<i16>)> = SUPPORTED
+        .iter()
+        .map(|s| (format!("{:?}", s.api), c.api_versions.get(s.api)))
+        .collect();
+    if json {
+        let brokers: Vec<String> = c
+            .brokers
+            .iter()
+            .map(|b| {
+                format!(
+                    "{{\"id\": {}, \"host\": {}, \"port\": {}, \"rack\": {}}}",
+                    b.id,
+                    json_str(&b.host),
+                    b.port,
+                    json_opt_str(b.rack.as_deref())
+                )
+            })
+            .collect();
+        let versions: Vec<String> = versions
+            .iter()
+            .map(|(api, v)| {
+                format!(
+                    "{}: {}",
+                    json_str(api),
+                    v.map_or("null".to_string(), |v| v.to_string())
+                )
+            })
+            .collect();
+        println!(
+            "{{\"cluster_id\": {}, \"controller\": {}, \"brokers\": [{}], \"bootstrap_broker\": {}, \"api_versions\": {{{}}}}}",
+            json_opt_str(c.cluster_id.as_deref()),
+            c.controller.map_or("null".to_string(), |id| id.to_string()),
+            brokers.join(", "),
+            json_str(&c.bootstrap_broker),
+            versions.join(", ")
+        );
+    } else {
+        println!("Cluster ID: {}", c.cluster_id.as_deref().unwrap_or("none"));
+        println!(
+            "Controller: {}",
+            c.controller.map_or("none".to_string(), |id| id.to_string())
+        );
+        for b in &c.brokers {
+            println!(
+                "Broker {}: {}:{} (rack: {})",
+                b.id,
+                b.host,
+                b.port,
+                b.rack.as_deref().unwrap_or("none")
+            );
+        }
+        println!("API versions agreed with {}:", c.bootstrap_broker);
+        for (api, v) in versions {
+            match v {
+                Some(v) => println!("  {api}: v{v}"),
+                None => println!("  {api}: not offered"),
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,137 @@
+//! `courier`: produce from stdin, manage topics, and measure throughput.
+//!
+//! ```text
+//! courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
+//!                 [--transaction-records N]   (with -X transactional.id=ID)
+//! courier topic create -b BROKERS NAME --partitions N [--replication-factor R] [--config NAME=VALUE]...
+//! courier topic list -b BROKERS
+//! courier topic describe -b BROKERS NAME [--json]
+//! courier topic delete -b BROKERS NAME
+//! courier cluster -b BROKERS [--json]
+//! courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
+//!              [--reports all|errors|none] [-X prop=value]... [--json]
+//! ```
+//!
+//! `produce` reads one message per line and writes one JSON line per report:
+//! `{"seq": N, "topic": "...", "partition": P, "offset": O, "error": null}`.
+//! Exit status: 0 when every message was delivered, 1 when any failed, 2 on
+//! a usage error. `perf` prints kafka-producer-perf-test style lines.
+//!
+//! With `-X transactional.id=ID --transaction-records N`, `produce` commits
+//! a transaction every N lines and at the end of the input; each line's
+//! report is printed once its transaction has ended, so a line reported
+//! delivered is committed. A transaction that cannot commit is aborted and
+//! its lines reported failed ("transaction aborted"); SIGINT or SIGTERM
+//! aborts the open transaction, reports its lines so, and exits 1.
+
+mod admin;
+mod cli;
+mod perf;
+mod produce;
+
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+
+use crate::admin::{cluster, topic};
+use crate::cli::{settings, usage, Args, Cli, Cmd, Connect};
+use crate::perf::perf;
+use crate::produce::produce;
+
+/// Logs to stderr (stdout carries the reports): RUST_LOG when set, else
+/// Courier's warnings (-q: errors; -v, -vv, -vvv: info, debug, trace).
+fn init_logging(verbose: u8, quiet: bool) {
+    let filter = match std::env::var("RUST_LOG") {
+        Ok(spec) if !spec.is_empty() => tracing_subscriber::EnvFilter::new(spec),
+        _ => {
+            let level = match (quiet, verbose) {
+                (true, _) => "error",
+                (false, 0) => "warn",
+                (false, 1) => "info",
+                (false, 2) => "debug",
+                (false, _) => "trace",
+            };
+            tracing_subscriber::EnvFilter::new(format!("courier={level}"))
+        }
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version print and succeed; usage errors exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    init_logging(cli.verbose, cli.quiet);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let args = |connect: &Connect| -> Result<Args, ExitCode> {
+        Ok(Args {
+            brokers: Some(connect.brokers.clone()),
+            props: settings(connect).map_err(|e| usage(&e))?,
+            ..Args::default()
+        })
+    };
+    match cli.command {
+        Cmd::Produce {
+            connect,
+            topic,
+            key_sep,
+            partition,
+            headers,
+            reports,
+            transaction_records,
+        } => match args(&connect) {
+            Ok(a) => rt.block_on(produce(Args {
+                topic: Some(topic),
+                key_sep,
+                partition,
+                headers,
+                reports: Some(reports),
+                transaction_records,
+                ..a
+            })),
+            Err(code) => code,
+        },
+        Cmd::Topic { action } => rt.block_on(topic(action)),
+        Cmd::Cluster { connect, json } => rt.block_on(cluster(connect, json)),
+        Cmd::Perf {
+            connect,
+            topic,
+            num_records,
+            record_size,
+            throughput,
+            reports,
+            json,
+        } => match args(&connect) {
+            Ok(a) => rt.block_on(perf(Args {
+                topic: Some(topic),
+                num_records: Some(num_records),
+                record_size: Some(record_size),
+                throughput,
+                reports: Some(reports),
+                json,
+                ..a
+            })),
+            Err(code) => code,
+        },
+        Cmd::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "courier",
+                &mut std::io::stdout(),
+            );
+            ExitCode::SUCCESS
+        }
+    }
+}
