@@ -67,10 +67,10 @@
 // clone; that makes them as large as a `Record`, on purpose.
 #![allow(clippy::result_large_err)]
 
-// Internals: public for the tests, benches and the command-line tool, not
-// part of the API a user should build on.
-#[doc(hidden)]
-pub mod actors;
+// `#[doc(hidden)] pub` below: internals public for the fuzz targets,
+// benches and the command-line tool, not part of the API a user should
+// build on.
+mod actors;
 pub mod admin;
 mod batching;
 #[cfg(feature = "bench-internals")]
@@ -86,10 +86,8 @@ mod error;
 mod idempotence;
 // The producer's own table of error codes (classify) and the protocol
 // crate's ResponseError: internals. Users match on BrokerError.
-#[doc(hidden)]
-pub mod kafka_error;
-#[doc(hidden)]
-pub mod metadata;
+mod kafka_error;
+mod metadata;
 mod metric_handles;
 pub mod partitioner;
 mod producer;
@@ -105,8 +103,6 @@ pub mod testing;
 mod transaction;
 
 pub use actors::msgs::Produce;
-#[doc(hidden)]
-pub use actors::supervisor::ProducerSupervisor;
 pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};

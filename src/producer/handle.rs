@@ -234,9 +234,11 @@ impl Producer {
         self.engine.try_enqueue(record, None)
     }
 
-    /// The supervisor's address, for `Produce { record, reply_to }`.
-    pub fn actor(&self) -> Addr<ProducerSupervisor> {
-        self.supervisor.clone()
+    /// Where to send [`Produce`](crate::Produce) messages (`Produce {
+    /// record, reply_to }`): the producer's supervisor actor, as a
+    /// recipient of that one message.
+    pub fn actor(&self) -> actix::Recipient<crate::actors::msgs::Produce> {
+        self.supervisor.clone().recipient()
     }
 
     /// Waits until every record produced before this call is reported.
