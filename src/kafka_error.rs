@@ -238,16 +238,10 @@ pub struct ErrorClass {
     pub sequence_reset: bool,
 }
 
-/// Classifies a response error code; `None` for 0 (no error).
-///
-/// ```
-/// use courier::kafka_error::{classify, ResponseError};
-/// let c = classify(6).unwrap();
-/// assert_eq!(c.error, ResponseError::NotLeaderOrFollower);
-/// assert!(c.retriable && c.refresh_metadata);
-/// assert!(!classify(10).unwrap().retriable); // MESSAGE_TOO_LARGE
-/// assert!(classify(0).is_none());
-/// ```
+/// Classifies a response error code; `None` for 0 (no error). For
+/// example NOT_LEADER_OR_FOLLOWER (6) is retriable and refreshes
+/// metadata, MESSAGE_TOO_LARGE (10) is not retriable
+/// (`tests::classify_names_an_error_and_its_class`).
 pub fn classify(code: i16) -> Option<ErrorClass> {
     use ResponseError as E;
     let error = ResponseError::try_from_code(code)?;
@@ -284,6 +278,15 @@ pub fn classify(code: i16) -> Option<ErrorClass> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn classify_names_an_error_and_its_class() {
+        let c = classify(6).unwrap();
+        assert_eq!(c.error, ResponseError::NotLeaderOrFollower);
+        assert!(c.retriable && c.refresh_metadata);
+        assert!(!classify(10).unwrap().retriable); // MESSAGE_TOO_LARGE
+        assert!(classify(0).is_none());
+    }
 
     #[test]
     fn the_table_covers_every_code_kafka_defines() {
