@@ -87,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let s = retry.stats();
     println!(
         "{delivered} delivered, {dead_lettered} dead-lettered, {failed} failed; retried {}",
-        s.retried.load(std::sync::atomic::Ordering::Relaxed)
+        s.retried()
     );
     producer.close().await;
     Ok(())

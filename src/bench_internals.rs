@@ -2,7 +2,7 @@
 //! criterion (`benches/hot_path.rs`), and a whole producer with no actors
 //! or broker for the instruction counts (`benches/instructions`), driven
 //! with no broker. Compiled only with
-//! the `bench-internals` feature, which the crate's own dev-dependency on
+//! the `unstable-internals` feature, which the crate's own dev-dependency on
 //! itself turns on; not part of the API.
 
 use std::sync::atomic::AtomicBool;

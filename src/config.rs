@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
+/// A SASL mechanism Courier speaks (`sasl.mechanism`).
+pub use crate::protocol::sasl::Mechanism as SaslMechanism;
 
 /// A bad producer setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -65,10 +67,11 @@ impl Acks {
 /// little. 4 KiB, a quarter of Java's batch size: with Java's 16 KiB, a
 /// keyed producer on a topic of 1,000 partitions held the whole default
 /// `buffer.memory` in batches of one or two records each.
-pub const INITIAL_RESERVATION: usize = 4 * 1024;
+pub(crate) const INITIAL_RESERVATION: usize = 4 * 1024;
 
 /// All producer settings, with the Java client's defaults unless noted.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct ProducerConfig {
     /// `bootstrap.servers`: `host:port` list.
     pub bootstrap_servers: Vec<String>,
@@ -79,7 +82,7 @@ pub struct ProducerConfig {
     /// `batch.size` in bytes (default 262144; the Java client's is 16384,
     /// librdkafka's 1000000). A batch holds `buffer.memory` for what it
     /// has written, not for `batch.size`: it starts with
-    /// [`INITIAL_RESERVATION`] and takes more as it fills, so the larger
+    /// 4 KiB (or its first record) and takes more as it fills, so the larger
     /// default costs a lightly used partition nothing. At 100-byte records
     /// a busy partition sends ~2,300 records a batch rather than ~150,
     /// which cut the client's CPU per record by about a third and the
@@ -236,6 +239,7 @@ impl std::fmt::Debug for Secret {
 
 /// TLS and SASL settings, by their librdkafka / Java names.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SecurityConfig {
     /// `security.protocol`.
     pub protocol: SecurityProtocol,
@@ -603,7 +607,7 @@ impl ProducerConfig {
     /// `compression.<codec>.level`, else `compression.level`, else its
     /// default (`None`). lz4 at 9, Java's default, is LZ4's fast
     /// compressor, as in the Java client.
-    pub fn codec(&self) -> Codec {
+    pub(crate) fn codec(&self) -> Codec {
         let own = match self.compression {
             Compression::Gzip => self.gzip_level,
             Compression::Lz4 => self.lz4_level,

@@ -49,7 +49,7 @@ pub struct ConnectionOptions {
     /// The largest response frame accepted.
     pub max_response_frame: usize,
     /// TLS and SASL (`None`: plaintext).
-    pub security: Option<Arc<Security>>,
+    pub(crate) security: Option<Arc<Security>>,
     /// TCP keepalive on the socket (`socket.keepalive.enable`, librdkafka's
     /// name; off by default as there), so that an idle connection through
     /// a NAT or load balancer that drops silent flows is kept open or found
@@ -420,19 +420,6 @@ impl Connection {
         )
     }
 
-    /// Sends `req` at `acks = 0` semantics: no response is read.
-    pub async fn send_without_response<R: Request>(
-        &mut self,
-        req: &R,
-    ) -> Result<(), ConnectionError> {
-        let api = api_key::<R>();
-        let version = self.versions.get(api).ok_or(ConnectionError::Unsupported {
-            addr: self.addr.clone(),
-            api,
-        })?;
-        self.write_request(req, version).await.map(|_| ())
-    }
-
     async fn negotiate(&mut self) -> Result<ApiVersions, ConnectionError> {
         let mut version = supported(ApiKey::ApiVersions).map_or(0, |s| s.max);
         let mut req = ApiVersionsRequest::default();
@@ -748,16 +735,6 @@ impl FrameWriter {
         // TLS may hold the last record back until flushed (a no-op on TCP).
         self.half.flush().await.map_err(io)?;
         Ok(())
-    }
-
-    /// Writes one or more whole request frames.
-    pub async fn write(&mut self, frames: &[u8]) -> Result<(), ConnectionError> {
-        let io = |source| ConnectionError::Io {
-            addr: self.addr.clone(),
-            source,
-        };
-        self.half.write_all(frames).await.map_err(io)?;
-        self.half.flush().await.map_err(io)
     }
 }
 

@@ -210,7 +210,7 @@ impl Idempotence {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kafka_error::ResponseError;
+    use crate::kafka_error::BrokerError;
 
     fn idem() -> Idempotence {
         Idempotence::new(Duration::from_millis(100), Duration::from_secs(1))
@@ -286,7 +286,7 @@ mod tests {
         let i = idem();
         let now = Instant::now();
         let _ = i.begin_fetch(0, now);
-        let kind = ErrorKind::Broker(ResponseError::ClusterAuthorizationFailed.into());
+        let kind = ErrorKind::Broker(BrokerError::ClusterAuthorizationFailed);
         i.fetched(Err(FetchError::Refused(kind, "no ACL".into())), now);
         assert_eq!(i.refused(), Some((kind, "no ACL".into())));
         let later = now + Duration::from_secs(2);

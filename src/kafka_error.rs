@@ -204,16 +204,19 @@ fn upper_snake(camel: &str) -> String {
     out
 }
 
-impl From<ResponseError> for BrokerError {
-    fn from(e: ResponseError) -> Self {
+// Conversions to and from the protocol crate's error type: crate-internal
+// functions, not `From` impls, so that no type of the vendored protocol
+// crate is in Courier's public API.
+impl BrokerError {
+    /// The error `e` names.
+    pub(crate) fn from_response(e: ResponseError) -> BrokerError {
         // Never None: ResponseError has no variant for code 0.
         BrokerError::from_code(e.code()).unwrap_or(BrokerError::Other(0))
     }
-}
 
-impl From<BrokerError> for ResponseError {
-    fn from(e: BrokerError) -> Self {
-        ResponseError::try_from_code(e.code()).unwrap_or(ResponseError::Unknown(0))
+    /// The protocol crate's name for this error.
+    pub(crate) fn to_response(self) -> ResponseError {
+        ResponseError::try_from_code(self.code()).unwrap_or(ResponseError::Unknown(0))
     }
 }
 
@@ -327,8 +330,8 @@ mod tests {
                 "{e:?}"
             );
             assert_eq!(r.is_retriable(), e.is_retriable(), "{e:?} retriable");
-            assert_eq!(BrokerError::from(r), e);
-            assert_eq!(ResponseError::from(e), r);
+            assert_eq!(BrokerError::from_response(r), e);
+            assert_eq!(e.to_response(), r);
             assert_eq!(BrokerError::from_code(e.code()), Some(e));
             assert_eq!(
                 e.to_string(),
@@ -370,8 +373,8 @@ mod tests {
             assert_eq!(e.code(), code);
             assert_eq!(i16::from(e), code);
             let r = ResponseError::try_from_code(code).unwrap();
-            assert_eq!(BrokerError::from(r), e);
-            assert_eq!(ResponseError::from(e), r);
+            assert_eq!(BrokerError::from_response(r), e);
+            assert_eq!(e.to_response(), r);
             assert_eq!(e.is_retriable(), r.is_retriable(), "{code}");
             assert_eq!(matches!(e, BrokerError::Other(_)), e.name().is_none());
         }

@@ -67,19 +67,22 @@
 // clone; that makes them as large as a `Record`, on purpose.
 #![allow(clippy::result_large_err)]
 
-// `#[doc(hidden)] pub` below: internals public for the fuzz targets,
-// benches and the command-line tool, not part of the API a user should
-// build on.
+// `#[doc(hidden)] pub` below, with the `unstable-internals` feature only:
+// internals public for the fuzz targets, the benches and the wire-level
+// tests, not part of the API a user builds on.
 mod actors;
 pub mod admin;
 mod batching;
-#[cfg(feature = "bench-internals")]
+#[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod bench_internals;
 mod clock;
 pub mod config;
+#[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod connection;
+#[cfg(not(feature = "unstable-internals"))]
+mod connection;
 mod delivery;
 mod engine;
 mod error;
@@ -91,8 +94,11 @@ mod metadata;
 mod metric_handles;
 pub mod partitioner;
 mod producer;
+#[cfg(feature = "unstable-internals")]
 #[doc(hidden)]
 pub mod protocol;
+#[cfg(not(feature = "unstable-internals"))]
+mod protocol;
 pub mod record;
 pub mod report;
 pub mod retry;

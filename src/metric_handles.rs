@@ -189,7 +189,7 @@ mod enabled {
             ErrorKind::Timeout => "timeout",
             // The protocol crate's name, so that an Other code is named too.
             ErrorKind::Broker(e) => {
-                let e = crate::kafka_error::ResponseError::from(e);
+                let e = e.to_response();
                 return format!("broker_{e:?}").into();
             }
             ErrorKind::Cancelled => "cancelled",

@@ -22,30 +22,39 @@ use dashmap::DashMap;
 /// What a partitioner may know about a topic when it chooses.
 #[derive(Debug, Clone, Copy)]
 pub struct TopicLayout<'a> {
-    /// Number of partitions; always at least 1.
-    pub partition_count: i32,
-    /// Partitions that currently have a leader. May be empty while metadata
-    /// is incomplete; then any partition may be chosen.
-    pub available: &'a [i32],
+    pub(crate) partition_count: i32,
+    pub(crate) available: &'a [i32],
     /// The producer's sticky-partition slot for this topic (one per
     /// producer and topic, kept with its metadata), which the default and
-    /// sticky partitioners use in preference to a map of their own: one
-    /// atomic read per keyless record rather than a hashed look-up (about
-    /// 120 instructions). The producer hands every partitioner, custom ones
-    /// included, its slot; two sticky partitioners inside one custom
-    /// partitioner would share it. `None` (as from [`TopicLayout::new`]):
-    /// the partitioner keeps its own state.
-    pub sticky: Option<&'a AtomicI32>,
+    /// sticky partitioners use in preference to a map of their own: an
+    /// atomic read per keyless record, not a hashed look-up. Every
+    /// partitioner the producer asks gets it, custom ones included (so a
+    /// custom partitioner that delegates to the default keeps the fast
+    /// path), but only through those two. `None` (as from
+    /// [`TopicLayout::new`]): the partitioner keeps its own state.
+    pub(crate) sticky: Option<&'a AtomicI32>,
 }
 
 impl<'a> TopicLayout<'a> {
-    /// A layout with no sticky slot.
+    /// A layout of `partition_count` partitions, of which `available` have
+    /// a leader (for testing a partitioner).
     pub fn new(partition_count: i32, available: &'a [i32]) -> Self {
         TopicLayout {
             partition_count,
             available,
             sticky: None,
         }
+    }
+
+    /// Number of partitions; always at least 1.
+    pub fn partition_count(&self) -> i32 {
+        self.partition_count
+    }
+
+    /// Partitions that currently have a leader. May be empty while
+    /// metadata is incomplete; then any partition may be chosen.
+    pub fn available(&self) -> &'a [i32] {
+        self.available
     }
 }
 
@@ -68,7 +77,7 @@ impl<'a> TopicLayout<'a> {
 /// assert_eq!(First.partition("t", None, &layout), 0);
 /// ```
 pub trait Partitioner: Send + Sync + 'static {
-    /// A partition in `0..layout.partition_count` for this record.
+    /// A partition in `0..layout.partition_count()` for this record.
     fn partition(&self, topic: &str, key: Option<&[u8]>, layout: &TopicLayout) -> i32;
 
     /// Told that the batch a record was just refused by, for `previous`, is

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::kafka_error::{BrokerError, ResponseError};
+use crate::kafka_error::BrokerError;
 
 use crate::record::{Record, Topic};
 
@@ -16,6 +16,7 @@ use crate::record::{Record, Topic};
 /// [`Delivered::opaque`] carries the application's own tag to match the
 /// report to its context.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Delivered {
     /// The topic it was written to.
     pub topic: Topic,
@@ -86,7 +87,7 @@ impl fmt::Display for ErrorKind {
             ErrorKind::Timeout => f.write_str("delivery timed out"),
             // The protocol crate's name, so that an Other code is named too.
             ErrorKind::Broker(e) => {
-                let e = ResponseError::from(*e);
+                let e = e.to_response();
                 write!(f, "broker error {e:?} ({})", e.code())
             }
             ErrorKind::Cancelled => f.write_str("cancelled"),
@@ -103,6 +104,7 @@ impl fmt::Display for ErrorKind {
 /// A record that could not be delivered, with the record handed back.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind}: {message}")]
+#[non_exhaustive]
 pub struct DeliveryError {
     /// What went wrong.
     pub kind: ErrorKind,
@@ -119,6 +121,20 @@ pub struct DeliveryError {
 }
 
 impl DeliveryError {
+    /// A failure of `record` for `kind`, with `message` for people; no
+    /// partition, no attempt (set `partition` and `attempts` after, as
+    /// they apply). For code that reports on Courier's behalf: a wrapper,
+    /// a command-line tool, a test of a retry actor.
+    pub fn new(kind: ErrorKind, message: impl Into<String>, record: Record) -> DeliveryError {
+        DeliveryError {
+            kind,
+            message: message.into(),
+            partition: None,
+            attempts: 0,
+            record: Box::new(record),
+        }
+    }
+
     /// Whether the record may be in the log despite this failure, so that
     /// producing it again may write it twice. True when it was sent
     /// (`attempts > 0`) and no answer said the broker refused it: a

@@ -245,19 +245,41 @@ impl Message for RetryOutcome {
     type Result = ();
 }
 
-/// Counters of one retry actor.
+/// Counters of one retry actor, read as it runs.
 #[derive(Debug, Default)]
 pub struct RetryStats {
+    retried: AtomicU64,
+    recovered: AtomicU64,
+    dead_lettered: AtomicU64,
+    exhausted: AtomicU64,
+    waiting: AtomicUsize,
+}
+
+impl RetryStats {
     /// Re-produce attempts made.
-    pub retried: AtomicU64,
+    pub fn retried(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
+    }
+
     /// Records delivered after at least one retry.
-    pub recovered: AtomicU64,
+    pub fn recovered(&self) -> u64 {
+        self.recovered.load(Ordering::Relaxed)
+    }
+
     /// Records written to the dead-letter topic.
-    pub dead_lettered: AtomicU64,
+    pub fn dead_lettered(&self) -> u64 {
+        self.dead_lettered.load(Ordering::Relaxed)
+    }
+
     /// Records given up on without a dead-letter write.
-    pub exhausted: AtomicU64,
+    pub fn exhausted(&self) -> u64 {
+        self.exhausted.load(Ordering::Relaxed)
+    }
+
     /// Records waiting for their next attempt now.
-    pub waiting: AtomicUsize,
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::Relaxed)
+    }
 }
 
 /// Where outcomes go.

@@ -2,8 +2,8 @@
 //! (`security.protocol`, `ssl.*`, `sasl.*`) and shared by every
 //! connection: a rustls client configuration (ring as its crypto
 //! provider) and the SASL credentials. The exchange itself runs in
-//! [`crate::connection`]; the mechanisms' bytes are in
-//! [`crate::protocol::sasl`].
+//! the connection layer (`src/connection.rs`); the mechanisms' bytes
+//! are in `src/protocol/sasl.rs`.
 //!
 //! Errors in the settings (an unreadable PEM file, a key that does not
 //! parse) are reported by `build()` as a `ConfigError` naming the
@@ -23,7 +23,7 @@ use crate::config::{ConfigError, Secret, SecurityConfig};
 use crate::protocol::sasl::Mechanism;
 
 /// How connections to brokers are secured.
-pub struct Security {
+pub(crate) struct Security {
     /// TLS, for `SSL` and `SASL_SSL`.
     pub(crate) tls: Option<Arc<ClientConfig>>,
     /// SASL, for `SASL_PLAINTEXT` and `SASL_SSL`.
@@ -97,7 +97,7 @@ impl Security {
     /// The security for `config`, or `None` for `PLAINTEXT`. Reads the PEM
     /// files named; call it once, when the producer is built. `tokens`
     /// serves OAUTHBEARER (else `enable.sasl.oauthbearer.unsecure.jwt`).
-    pub fn from_config(
+    pub(crate) fn from_config(
         config: &SecurityConfig,
         tokens: Option<Arc<dyn TokenProvider>>,
     ) -> Result<Option<Arc<Security>>, ConfigError> {

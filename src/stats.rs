@@ -36,6 +36,7 @@ pub(crate) struct Stats {
 
 /// Request statistics for one broker.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct BrokerStats {
     /// Produce requests answered.
     pub requests: u64,
@@ -73,6 +74,7 @@ impl BrokerStats {
 
 /// A point-in-time view of a producer.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct StatsSnapshot {
     /// Records accepted by produce calls.
     pub produced: u64,

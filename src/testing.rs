@@ -125,6 +125,12 @@ use std::sync::Arc;
 
 use crate::actors::scripted::Script;
 pub use crate::actors::scripted::{Answer, Arrival, Stamp, TxnState, Verdict};
+/// Fault-injection builds only: the batches of a topic whose name starts
+/// with this fail to compress (with any codec but `none`), as a codec
+/// library's error would make them, so that a test can follow the reports
+/// of a compression failure.
+#[cfg(feature = "fault-injection")]
+pub use crate::batching::FAIL_COMPRESSION_TOPIC;
 use crate::config::ConfigError;
 use crate::kafka_error::BrokerError;
 use crate::producer::{Producer, ProducerBuilder};

@@ -16,12 +16,14 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use courier::testing::{MockBroker, Verdict};
 use courier::BrokerError;
 use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
 use rdkafka::types::{RDKafkaApiKey, RDKafkaRespErr};
+use support::until;
 
 type Mock = MockCluster<'static, DefaultProducerContext>;
 
@@ -737,7 +739,7 @@ async fn a_refused_first_batch_is_not_overtaken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_fails_to_compress_fails_its_records_and_hands_them_back() {
     const N: usize = 2_000;
-    let bad = courier::protocol::record_batch::FAIL_COMPRESSION_TOPIC;
+    let bad = courier::testing::FAIL_COMPRESSION_TOPIC;
     let good = "compresses";
     let m = MockCluster::new(1).expect("mock cluster");
     for t in [bad, good] {
@@ -942,7 +944,7 @@ async fn close_timeout_bounds_close_and_reports_everything() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     let started = Instant::now();
     let closed = p.close_timeout(Duration::from_millis(300)).await;
-    assert_eq!(closed, Err(courier::TimedOut(Duration::from_millis(300))));
+    assert_eq!(closed.map_err(|e| e.0), Err(Duration::from_millis(300)));
     assert!(
         started.elapsed() < Duration::from_millis(2500),
         "returned before the round trip ended ({:?})",
@@ -1731,4 +1733,155 @@ async fn an_unexpected_answer_to_a_commit_is_fatal_and_its_records_unresolved() 
     }
     assert_eq!(seen.len(), 10, "one report per record");
     p.close().await;
+}
+
+/// A new producer's first record needs no timer: only the round trips
+/// (connect, metadata, the producer id, produce) and `linger.ms`. With the
+/// supervisor's tick and every retry backoff an hour long, the first
+/// record of a fresh producer is still delivered, idempotent or not; had
+/// anything on the way waited for a tick or a retry (a metadata request
+/// refused because the socket was not up yet, a producer id asked for at
+/// the first tick), it would hang. (`benches/first_report.rs` measures the
+/// time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_record_waits_for_no_tick_or_retry() {
+    let broker = support::Tansu::start();
+    support::create_topic(&broker.bootstrap(), "first-record", 1).await;
+    let hour = Duration::from_secs(3600);
+    for idempotence in ["true", "false"] {
+        let p = Producer::builder()
+            .bootstrap(&broker.bootstrap())
+            .set("enable.idempotence", idempotence)
+            .set("retry.backoff.ms", "3600000")
+            .set("retry.backoff.max.ms", "3600000")
+            .set("reconnect.backoff.ms", "3600000")
+            .set("reconnect.backoff.max.ms", "3600000")
+            .supervisor_tick(hour)
+            .build()
+            .unwrap();
+        let sent = tokio::time::timeout(
+            Duration::from_secs(30),
+            p.send(Record::to("first-record").value(idempotence)),
+        )
+        .await;
+        let Ok(sent) = sent else {
+            panic!("idempotence={idempotence}: the first record waited");
+        };
+        let d = sent.unwrap();
+        assert!(d.offset.is_some());
+        assert_eq!(d.attempts, 1);
+        p.close_timeout(Duration::from_secs(5)).await.unwrap();
+    }
+}
+
+/// A batch that fails to compress (injected for one topic in
+/// fault-injection builds) fails each record with
+/// `ErrorKind::Compression`, and hands each back as it was produced, read
+/// back from the batch encoded without compression; the double's own
+/// drain (its stand-in for a connection actor's) and the produce call
+/// that finds a batch full both report them. Another topic's records go
+/// through.
+#[tokio::test]
+async fn a_batch_that_fails_to_compress_hands_its_records_back() {
+    let bad = courier::testing::FAIL_COMPRESSION_TOPIC;
+    let broker = MockBroker::new().topic(bad, 2).topic("good", 2);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("compression.type", "zstd")
+                .set("batch.size", "512")
+                .set("linger.ms", "5"),
+        )
+        .unwrap();
+    let shape = |i: u64| {
+        let mut r = Record::to(if i % 3 == 0 { "good" } else { bad })
+            .opaque(i)
+            .value(format!("value-{i} {}", "abc".repeat(10)));
+        if i % 2 == 0 {
+            r = r.key(format!("key-{i}")).header("h", format!("{i}"));
+        }
+        if i % 5 == 0 {
+            r = r.partition((i % 2) as i32);
+        }
+        r
+    };
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    sub.produce_batch((0..100).map(shape).collect())
+        .await
+        .unwrap();
+    for i in 100..200 {
+        sub.produce(shape(i)).await.unwrap();
+    }
+    drop(sub);
+    let reports: Vec<DeliveryReport> =
+        tokio::time::timeout(Duration::from_secs(30), stream.collect())
+            .await
+            .expect("every report arrives");
+    producer.close().await;
+    assert_eq!(reports.len(), 200, "one report per record");
+    let mut seen = HashSet::new();
+    for r in reports {
+        let i = r.opaque();
+        assert!(seen.insert(i), "one report for record {i}");
+        match r {
+            DeliveryReport::Failed(e) => {
+                assert_ne!(i % 3, 0, "record {i} to \"good\" failed: {e}");
+                assert_eq!(e.kind, ErrorKind::Compression, "{e}");
+                assert_eq!(*e.record, shape(i), "handed back as produced");
+            }
+            DeliveryReport::Delivered(d) => {
+                assert_eq!(i % 3, 0, "record {i} to {bad} delivered: {d:?}")
+            }
+        }
+    }
+    let history = broker.history();
+    assert!(
+        history.iter().all(|a| a.record.topic.as_str() == "good"),
+        "nothing of a failed batch reached the broker"
+    );
+    assert_eq!(history.len(), 67, "every record to \"good\", once");
+}
+
+/// The double's broker actor panics (fault-injection builds): the
+/// supervisor starts another, which finds the queues and the held
+/// requests where they were; every record still gets its one report, also
+/// when the panic races the shutdown.
+#[tokio::test]
+async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
+    let broker = MockBroker::new().topic("t", 1);
+    broker.script_next([Verdict::Hold]);
+    let producer = broker
+        .build(
+            Producer::builder()
+                .set("linger.ms", "0")
+                .supervisor_tick(std::time::Duration::from_millis(5)),
+        )
+        .unwrap();
+    let held = producer
+        .submit(Record::to("t").value("held"))
+        .await
+        .unwrap();
+    until("held", || broker.held() == 1).await;
+    producer.inject_partitioner_panic();
+    until("restarted", || producer.stats().actor_restarts == 1).await;
+    let d = producer.send(Record::to("t").value("after")).await.unwrap();
+    assert_eq!(d.offset, Some(0));
+    assert!(broker.release_next(Verdict::Deliver));
+    assert_eq!(held.await.unwrap().offset, Some(1));
+    // A panic just before the last handle goes, with a record held: the
+    // `CancelInFlight` the shutdown sends dies with the actor's mailbox,
+    // and the supervisor cancels the held record itself.
+    broker.script_next([Verdict::Hold]);
+    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+    sub.produce(Record::to("t").value("last")).await.unwrap();
+    drop(sub);
+    until("last held", || broker.held() == 1).await;
+    producer.inject_partitioner_panic();
+    drop(producer);
+    use futures::StreamExt;
+    let reports: Vec<_> =
+        tokio::time::timeout(std::time::Duration::from_secs(10), stream.collect())
+            .await
+            .expect("the stream ends");
+    assert_eq!(reports.len(), 1, "{reports:?}");
 }

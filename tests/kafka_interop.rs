@@ -1349,15 +1349,14 @@ async fn admin_topic_calls_agree_with_kafkas_topic_command() {
 /// `is_unknown_topic`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_topic_configs_agree_with_kafkas_config_command() {
-    use courier::admin::{self, ConfigOp, ConfigSource};
-    use courier::connection::ConnectionOptions;
+    use courier::admin::{self, AdminOptions, ConfigOp, ConfigSource};
     let kafka = KafkaCluster::shared(1);
     let _logs = kafka.logs_on_panic();
     let b = kafka.bootstrap();
     let topic = unique("admin-configs");
 
     admin::create_topic_with_configs(
-        &ConnectionOptions::default(),
+        &AdminOptions::default(),
         &b,
         &topic,
         1,
@@ -1490,14 +1489,20 @@ async fn admin_describe_cluster_agrees_with_kafkas_cluster_tool() {
     }
     assert_eq!(c.controller, Some(java_quorum_leader(kafka)));
     assert_eq!(c.bootstrap_broker, kafka.address(0));
-    let v = c.api_versions;
+    let v = |api: &str| {
+        c.api_versions
+            .iter()
+            .find(|v| v.api == api)
+            .unwrap_or_else(|| panic!("{api} not listed"))
+            .version
+    };
     assert_eq!(
         (
-            v.delete_topics,
-            v.create_partitions,
-            v.describe_configs,
-            v.incremental_alter_configs,
-            v.describe_quorum
+            v("DeleteTopics"),
+            v("CreatePartitions"),
+            v("DescribeConfigs"),
+            v("IncrementalAlterConfigs"),
+            v("DescribeQuorum")
         ),
         (Some(6), Some(3), Some(4), Some(1), Some(2))
     );

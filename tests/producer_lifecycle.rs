@@ -32,44 +32,6 @@ async fn memory_released(producer: &Producer) {
     }
 }
 
-/// A new producer's first record needs no timer: only the round trips
-/// (connect, metadata, the producer id, produce) and `linger.ms`. With the
-/// supervisor's tick and every retry backoff an hour long, the first
-/// record of a fresh producer is still delivered, idempotent or not; had
-/// anything on the way waited for a tick or a retry (a metadata request
-/// refused because the socket was not up yet, a producer id asked for at
-/// the first tick), it would hang. (`benches/first_report.rs` measures the
-/// time.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_record_waits_for_no_tick_or_retry() {
-    let broker = broker_with_topic("first-record", 1).await;
-    let hour = Duration::from_secs(3600);
-    for idempotence in ["true", "false"] {
-        let p = Producer::builder()
-            .bootstrap(&broker.bootstrap())
-            .set("enable.idempotence", idempotence)
-            .set("retry.backoff.ms", "3600000")
-            .set("retry.backoff.max.ms", "3600000")
-            .set("reconnect.backoff.ms", "3600000")
-            .set("reconnect.backoff.max.ms", "3600000")
-            .supervisor_tick(hour)
-            .build()
-            .unwrap();
-        let sent = tokio::time::timeout(
-            Duration::from_secs(30),
-            p.send(Record::to("first-record").value(idempotence)),
-        )
-        .await;
-        let Ok(sent) = sent else {
-            panic!("idempotence={idempotence}: the first record waited");
-        };
-        let d = sent.unwrap();
-        assert!(d.offset.is_some());
-        assert_eq!(d.attempts, 1);
-        p.close_timeout(Duration::from_secs(5)).await.unwrap();
-    }
-}
-
 /// The client side of this process's established TCP connections to
 /// `port`, with whether the kernel's keepalive timer runs on each (the
 /// `timer_active` field of /proc/net/tcp{,6} is 2 for keepalive).
@@ -658,6 +620,7 @@ async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging
             accepted: 0,
             reason: ProduceError::Closed(_),
             rest,
+            ..
         }) => assert_eq!(rest.len(), 2, "the rest is handed back"),
         other => panic!("{other:?}"),
     }
@@ -684,16 +647,15 @@ async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging
 /// one, landing on partition 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioner_answering_a_missing_partition_fails_the_record_at_once() {
-    use courier::partitioner::{Partitioner, TopicLayout};
-    struct Fixed(i32);
+    use courier::partitioner::{Partitioner, StickyPartitioner, TopicLayout};
+    struct Fixed(i32, StickyPartitioner);
     impl Partitioner for Fixed {
-        fn partition(&self, _: &str, _: Option<&[u8]>, layout: &TopicLayout) -> i32 {
-            // The producer's sticky slot, which custom partitioners get
-            // too, left holding a real partition: the default's sticky
-            // choice must not be read from it for this partitioner.
-            if let Some(slot) = layout.sticky {
-                slot.store(0, std::sync::atomic::Ordering::Relaxed);
-            }
+        fn partition(&self, topic: &str, _: Option<&[u8]>, layout: &TopicLayout) -> i32 {
+            // The producer's sticky slot, which a custom partitioner's
+            // sticky partitioner uses too, left holding a real partition:
+            // the default's sticky choice must not be read from it for
+            // this partitioner.
+            let _ = self.1.partition(topic, layout);
             self.0
         }
     }
@@ -706,7 +668,7 @@ async fn a_partitioner_answering_a_missing_partition_fails_the_record_at_once() 
             .bootstrap(&broker.bootstrap())
             .set("request.timeout.ms", "1000")
             .set("delivery.timeout.ms", "3000")
-            .partitioner(Fixed(answer))
+            .partitioner(Fixed(answer, StickyPartitioner::new()))
             .build()
             .unwrap();
         // Keyed and keyless: a custom partitioner is asked for both (the

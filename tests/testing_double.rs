@@ -10,6 +10,8 @@
 
 mod support;
 
+use support::until;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -122,15 +124,6 @@ fn paused_system() -> actix::SystemRunner {
 
 fn text(b: Option<&bytes::Bytes>) -> String {
     String::from_utf8(b.expect("a value").to_vec()).expect("UTF-8")
-}
-
-/// Waits (a generous bound, not a timing claim) until `cond` holds.
-async fn until(what: &str, cond: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
 }
 
 /// What the script below makes of record `i`: (delivered, attempts, the
@@ -671,74 +664,6 @@ async fn a_refused_record_comes_back_as_it_was_produced() {
     }
 }
 
-/// A batch that fails to compress (injected for one topic in
-/// fault-injection builds) fails each record with
-/// `ErrorKind::Compression`, and hands each back as it was produced, read
-/// back from the batch encoded without compression; the double's own
-/// drain (its stand-in for a connection actor's) and the produce call
-/// that finds a batch full both report them. Another topic's records go
-/// through.
-#[tokio::test]
-async fn a_batch_that_fails_to_compress_hands_its_records_back() {
-    let bad = courier::protocol::record_batch::FAIL_COMPRESSION_TOPIC;
-    let broker = MockBroker::new().topic(bad, 2).topic("good", 2);
-    let producer = broker
-        .build(
-            Producer::builder()
-                .set("compression.type", "zstd")
-                .set("batch.size", "512")
-                .set("linger.ms", "5"),
-        )
-        .unwrap();
-    let shape = |i: u64| {
-        let mut r = Record::to(if i % 3 == 0 { "good" } else { bad })
-            .opaque(i)
-            .value(format!("value-{i} {}", "abc".repeat(10)));
-        if i % 2 == 0 {
-            r = r.key(format!("key-{i}")).header("h", format!("{i}"));
-        }
-        if i % 5 == 0 {
-            r = r.partition((i % 2) as i32);
-        }
-        r
-    };
-    let (sub, stream) = producer.subscribe(ReportMode::All);
-    sub.produce_batch((0..100).map(shape).collect())
-        .await
-        .unwrap();
-    for i in 100..200 {
-        sub.produce(shape(i)).await.unwrap();
-    }
-    drop(sub);
-    let reports: Vec<DeliveryReport> =
-        tokio::time::timeout(Duration::from_secs(30), stream.collect())
-            .await
-            .expect("every report arrives");
-    producer.close().await;
-    assert_eq!(reports.len(), 200, "one report per record");
-    let mut seen = HashSet::new();
-    for r in reports {
-        let i = r.opaque();
-        assert!(seen.insert(i), "one report for record {i}");
-        match r {
-            DeliveryReport::Failed(e) => {
-                assert_ne!(i % 3, 0, "record {i} to \"good\" failed: {e}");
-                assert_eq!(e.kind, ErrorKind::Compression, "{e}");
-                assert_eq!(*e.record, shape(i), "handed back as produced");
-            }
-            DeliveryReport::Delivered(d) => {
-                assert_eq!(i % 3, 0, "record {i} to {bad} delivered: {d:?}")
-            }
-        }
-    }
-    let history = broker.history();
-    assert!(
-        history.iter().all(|a| a.record.topic.as_str() == "good"),
-        "nothing of a failed batch reached the broker"
-    );
-    assert_eq!(history.len(), 67, "every record to \"good\", once");
-}
-
 /// A record of a batch that was split (here by the double, whose verdicts
 /// differ within the batch, through the producer's own `Accumulator::split`
 /// as for MESSAGE_TOO_LARGE) and that then fails comes back as it was
@@ -1197,51 +1122,6 @@ async fn after_a_hole_in_the_sequences_the_producer_bumps_its_epoch_and_starts_a
             ("after".into(), Answer::Written { offset: 1 }, 1, 0),
         ]
     );
-}
-
-/// The double's broker actor panics (fault-injection builds): the
-/// supervisor starts another, which finds the queues and the held
-/// requests where they were; every record still gets its one report, also
-/// when the panic races the shutdown.
-#[cfg(feature = "fault-injection")]
-#[tokio::test]
-async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
-    let broker = MockBroker::new().topic("t", 1);
-    broker.script_next([Verdict::Hold]);
-    let producer = broker
-        .build(
-            Producer::builder()
-                .set("linger.ms", "0")
-                .supervisor_tick(std::time::Duration::from_millis(5)),
-        )
-        .unwrap();
-    let held = producer
-        .submit(Record::to("t").value("held"))
-        .await
-        .unwrap();
-    until("held", || broker.held() == 1).await;
-    producer.inject_partitioner_panic();
-    until("restarted", || producer.stats().actor_restarts == 1).await;
-    let d = producer.send(Record::to("t").value("after")).await.unwrap();
-    assert_eq!(d.offset, Some(0));
-    assert!(broker.release_next(Verdict::Deliver));
-    assert_eq!(held.await.unwrap().offset, Some(1));
-    // A panic just before the last handle goes, with a record held: the
-    // `CancelInFlight` the shutdown sends dies with the actor's mailbox,
-    // and the supervisor cancels the held record itself.
-    broker.script_next([Verdict::Hold]);
-    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
-    sub.produce(Record::to("t").value("last")).await.unwrap();
-    drop(sub);
-    until("last held", || broker.held() == 1).await;
-    producer.inject_partitioner_panic();
-    drop(producer);
-    use futures::StreamExt;
-    let reports: Vec<_> =
-        tokio::time::timeout(std::time::Duration::from_secs(10), stream.collect())
-            .await
-            .expect("the stream ends");
-    assert_eq!(reports.len(), 1, "{reports:?}");
 }
 
 /// Two epoch bumps in a row, asked for by two partitions, strand no

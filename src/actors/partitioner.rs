@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use crate::actors::addresses::Addresses;
 use crate::actors::msgs::*;
 use crate::engine::Engine;
-use crate::kafka_error::ResponseError;
+use crate::kafka_error::{BrokerError, ResponseError};
 use crate::metadata::MetadataSnapshot;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -355,7 +355,10 @@ fn forbidden(snapshot: &MetadataSnapshot, topic: Topic) -> Option<(ErrorKind, St
         ),
         _ => return None,
     };
-    Some((ErrorKind::Broker(error.into()), why.to_string()))
+    Some((
+        ErrorKind::Broker(BrokerError::from_response(error)),
+        why.to_string(),
+    ))
 }
 
 impl Actor for PartitionerActor {

@@ -42,7 +42,7 @@ use crate::actors::scripted::Script;
 use crate::clock::backoff;
 use crate::engine::Engine;
 use crate::idempotence::FetchError;
-use crate::kafka_error::{classify, ResponseError};
+use crate::kafka_error::{classify, BrokerError, ResponseError};
 use crate::protocol::ApiKey;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -100,7 +100,7 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
                 }
-                e => ErrorKind::Broker(e.into()),
+                e => ErrorKind::Broker(BrokerError::from_response(e)),
             };
             Step::Fatal(
                 kind,
@@ -113,7 +113,7 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
             Step::Recoordinate(message)
         }
         ResponseError::UnknownProducerId | ResponseError::InvalidProducerIdMapping => Step::IdLost(
-            ErrorKind::Broker(e.into()),
+            ErrorKind::Broker(BrokerError::from_response(e)),
             message,
             e == ResponseError::InvalidProducerIdMapping,
         ),
@@ -126,11 +126,13 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
         | ResponseError::IllegalGeneration
         | ResponseError::FencedInstanceId
         | ResponseError::TransactionAbortable => {
-            Step::Abortable(ErrorKind::Broker(e.into()), message)
+            Step::Abortable(ErrorKind::Broker(BrokerError::from_response(e)), message)
         }
-        e if other_abortable => Step::Abortable(ErrorKind::Broker(e.into()), message),
+        e if other_abortable => {
+            Step::Abortable(ErrorKind::Broker(BrokerError::from_response(e)), message)
+        }
         e => Step::Fatal(
-            ErrorKind::Broker(e.into()),
+            ErrorKind::Broker(BrokerError::from_response(e)),
             format!("{message} (an answer the transaction cannot go on from)"),
         ),
     })

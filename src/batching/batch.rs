@@ -126,6 +126,35 @@ pub(crate) struct OpenBatch {
     /// The `buffer.memory` and `queue.buffering.max.messages` room this
     /// batch reserved; released when the sealed batch is dropped.
     memory: Reservation,
+    /// Fault-injection builds: the codec whose failure `seal` reports
+    /// (`FAIL_COMPRESSION_TOPIC`).
+    #[cfg(feature = "fault-injection")]
+    fail_compression: Option<crate::protocol::record_batch::Compression>,
+}
+
+/// Fault-injection builds only: the batches of a topic whose name starts
+/// with this fail to seal as a codec library's error would make them (with
+/// any codec but `none`), so that tests can follow the reports of a
+/// compression failure. The seam is here, not in the codec: such a batch
+/// is encoded without compression, and `seal` reports the failure.
+#[cfg(feature = "fault-injection")]
+pub const FAIL_COMPRESSION_TOPIC: &str = "courier-fault-fail-compression";
+
+/// The codec to encode `record`'s batch with, and the codec whose failure
+/// to inject at `seal` (`FAIL_COMPRESSION_TOPIC`).
+#[cfg(feature = "fault-injection")]
+fn injected_compression_failure(
+    record: &Record,
+    codec: Codec,
+) -> (Codec, Option<crate::protocol::record_batch::Compression>) {
+    use crate::protocol::record_batch::Compression;
+    if codec.compression != Compression::None
+        && record.topic.as_str().starts_with(FAIL_COMPRESSION_TOPIC)
+    {
+        (Codec::from(Compression::None), Some(codec.compression))
+    } else {
+        (codec, None)
+    }
 }
 
 impl OpenBatch {
@@ -143,6 +172,8 @@ impl OpenBatch {
         reply: Option<ReplyTo<'_>>,
         accepted: Mono,
     ) -> OpenBatch {
+        #[cfg(feature = "fault-injection")]
+        let (compression, fail_compression) = injected_compression_failure(record, compression);
         let mut open = OpenBatch {
             id,
             // Room for a few records like the first, within what it
@@ -162,18 +193,12 @@ impl OpenBatch {
             created_wall_ms: wall_clock_ms(),
             full: false,
             memory,
+            #[cfg(feature = "fault-injection")]
+            fail_compression,
         };
         // Once per batch, not per owed entry: the topic its dropped
         // reports name (`Owed::pay_dropped`).
         open.owed.topic = Some(record.topic);
-        #[cfg(feature = "fault-injection")]
-        if record
-            .topic
-            .as_str()
-            .starts_with(crate::protocol::record_batch::FAIL_COMPRESSION_TOPIC)
-        {
-            open.builder.fail_compression();
-        }
         let timestamp = record.timestamp.unwrap_or(open.created_wall_ms);
         open.builder
             .try_append(
@@ -282,7 +307,19 @@ impl OpenBatch {
         let record_count = self.builder.record_count();
         let mut memory = self.memory;
         memory.trim(record_count);
-        match self.builder.finish_or_uncompressed(ProducerStamp::NONE) {
+        let finished = self.builder.finish_or_uncompressed(ProducerStamp::NONE);
+        #[cfg(feature = "fault-injection")]
+        let finished = match (finished, self.fail_compression) {
+            (Ok(encoded), Some(codec)) => Err((
+                crate::protocol::record_batch::CompressionError {
+                    codec,
+                    reason: "injected failure (fault-injection build)".to_string(),
+                },
+                encoded,
+            )),
+            (finished, _) => finished,
+        };
+        match finished {
             Ok(encoded) => Ok(SealedBatch {
                 id: self.id,
                 topic,

@@ -15,3 +15,6 @@ pub(crate) mod batch;
 pub(crate) mod queue;
 pub(crate) mod reservation;
 pub(crate) mod sizing;
+
+#[cfg(feature = "fault-injection")]
+pub use batch::FAIL_COMPRESSION_TOPIC;

@@ -15,7 +15,7 @@ use crate::batching::batch::SealedBatch;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
 use crate::engine::Engine;
-use crate::kafka_error::{classify, ResponseError};
+use crate::kafka_error::{classify, BrokerError, ResponseError};
 use crate::report::ErrorKind;
 use crate::sync::lock;
 use crate::transaction::{abortable_on_produce, is_fatal_produce_code};
@@ -80,7 +80,7 @@ impl Engine {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
                 }
-                e => ErrorKind::Broker(e.into()),
+                e => ErrorKind::Broker(BrokerError::from_response(e)),
             };
             let message = format!(
                 "{:?} from broker {broker}: a newer producer with the same transactional.id started, or the coordinator aborted a transaction open longer than transaction.timeout.ms",
@@ -116,11 +116,11 @@ impl Engine {
                         "the producer's epoch is stale (a newer producer with the same transactional.id, or the coordinator aborted a transaction open longer than transaction.timeout.ms)",
                     ),
                     ResponseError::InvalidTxnState | ResponseError::UnsupportedForMessageFormat => (
-                        ErrorKind::Broker(c.error.into()),
+                        ErrorKind::Broker(BrokerError::from_response(c.error)),
                         "the broker refused the batch in this transaction",
                     ),
                     _ => (
-                        ErrorKind::Broker(c.error.into()),
+                        ErrorKind::Broker(BrokerError::from_response(c.error)),
                         "the broker lost this producer's sequence state",
                     ),
                 };
@@ -164,7 +164,13 @@ impl Engine {
             Some(c) if c.retriable => {
                 after.refresh_metadata |= c.refresh_metadata;
                 let msg = format!("{:?} from broker {broker}", c.error);
-                self.retry_or_fail(b, now, ErrorKind::Broker(c.error.into()), &msg, true);
+                self.retry_or_fail(
+                    b,
+                    now,
+                    ErrorKind::Broker(BrokerError::from_response(c.error)),
+                    &msg,
+                    true,
+                );
             }
             // Too large as a whole: each record goes, or fails, on its
             // own (Java's splitAndReenqueue).
@@ -180,7 +186,7 @@ impl Engine {
                 self.land_and_settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(c.error.into()),
+                        kind: ErrorKind::Broker(BrokerError::from_response(c.error)),
                         message: format!("{}{detail}", c.error),
                     },
                 );
@@ -316,7 +322,7 @@ impl Engine {
                 self.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::MessageTooLarge.into()),
+                        kind: ErrorKind::Broker(BrokerError::MessageTooLarge),
                         message: format!(
                             "{} for a batch of {records} records that could not be split: {why}",
                             ResponseError::MessageTooLarge

@@ -69,6 +69,7 @@ impl ProduceError {
 /// untouched.
 #[derive(Debug, thiserror::Error)]
 #[error("{reason} (after {accepted} record(s) of the batch were taken)")]
+#[non_exhaustive]
 pub struct BatchRejected {
     /// Records taken before the failure.
     pub accepted: usize,
@@ -99,4 +100,5 @@ impl BatchRejected {
 /// unreported.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("records were still unreported after {0:?}")]
+#[non_exhaustive]
 pub struct TimedOut(pub std::time::Duration);

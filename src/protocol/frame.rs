@@ -46,11 +46,6 @@ impl FrameDecoder {
         Self { max_frame }
     }
 
-    /// The largest frame body this decoder accepts.
-    pub fn max_frame(&self) -> usize {
-        self.max_frame
-    }
-
     /// Takes one whole frame body (without its length prefix) off the front of
     /// `buf`, or returns `None` when more bytes are needed.
     ///

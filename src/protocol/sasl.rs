@@ -30,6 +30,7 @@ pub const MIN_SCRAM_ITERATIONS: u32 = 4096;
 
 /// A SASL mechanism Courier speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Mechanism {
     /// `PLAIN`.
     Plain,
@@ -66,6 +67,7 @@ impl Mechanism {
 
 /// Why a SASL exchange failed on the client's side of it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SaslError {
     /// The broker refused the credentials (a SCRAM `e=` answer).
     #[error("authentication failed: {0}")]

@@ -1377,11 +1377,9 @@ fn run_tool(mut cmd: Command) -> std::process::Output {
 
 /// Metadata from the broker at `addr`: all brokers, and `topic` if given.
 async fn metadata(addr: &str, topic: Option<&str>) -> Option<MetadataResponse> {
-    let opts = ConnectionOptions {
-        connect_timeout: Duration::from_secs(2),
-        request_timeout: Duration::from_secs(5),
-        ..ConnectionOptions::default()
-    };
+    let mut opts = ConnectionOptions::default();
+    opts.connect_timeout = Duration::from_secs(2);
+    opts.request_timeout = Duration::from_secs(5);
     let mut conn = Connection::connect(addr, &opts).await.ok()?;
     let topics = topic.map(|t| {
         MetadataRequestTopic::default()

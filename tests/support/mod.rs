@@ -214,6 +214,16 @@ fn tansu_bin() -> PathBuf {
 /// The repository's root (where `.tools` and `docs` are), whichever of the
 /// workspace's packages includes this module: the root package's tests,
 /// or the side-by-side benches' own package in `benches/side-by-side`.
+/// Waits (a generous bound, not a timing claim) until `cond` holds.
+#[allow(dead_code)] // not every test binary waits so
+pub async fn until(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 pub fn repo_root() -> PathBuf {
     let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     here.ancestors()

@@ -15,7 +15,7 @@ use crate::actors::broker::call::Call;
 use crate::actors::broker::{BrokerConnection, Connected};
 use crate::actors::msgs::{Ask, FetchMetadata, InitProducer};
 use crate::idempotence::FetchError;
-use crate::kafka_error::{classify, ResponseError};
+use crate::kafka_error::{classify, BrokerError, ResponseError};
 use crate::protocol::message::encode_request;
 use crate::report::ErrorKind;
 
@@ -180,7 +180,7 @@ impl Handler<InitProducer> for BrokerConnection {
             );
             return Box::pin(async move {
                 Err(FetchError::Refused(
-                    ErrorKind::Broker(ResponseError::UnsupportedVersion.into()),
+                    ErrorKind::Broker(BrokerError::UnsupportedVersion),
                     message,
                 ))
             });
@@ -237,7 +237,7 @@ fn init_error(node: i32, error: ResponseError) -> FetchError {
         _ => "",
     };
     FetchError::Refused(
-        ErrorKind::Broker(error.into()),
+        ErrorKind::Broker(BrokerError::from_response(error)),
         format!("broker {node} refused the producer an id (InitProducerId): {error:?}{hint}"),
     )
 }

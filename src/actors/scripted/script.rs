@@ -6,7 +6,6 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, Weak};
 
-use kafka_protocol::error::ResponseError;
 use tokio::sync::Notify;
 
 use crate::batching::batch::SealedBatch;
@@ -366,7 +365,7 @@ impl Script {
         if let Some(t) = transactional_id {
             st.txn
                 .admit(t, s.producer_id, b.topic, b.partition)
-                .map_err(BrokerError::from)?;
+                .map_err(BrokerError::from_response)?;
         }
         if s.producer_id >= 0 {
             let expected = match st.producers.get(&key) {
@@ -532,7 +531,7 @@ impl Script {
                 engine.land_and_settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::CorruptMessage.into()),
+                        kind: ErrorKind::Broker(BrokerError::CorruptMessage),
                         message: why,
                     },
                 );
@@ -607,7 +606,7 @@ impl Script {
                 engine.settle(
                     b,
                     Outcome::Failed {
-                        kind: ErrorKind::Broker(ResponseError::CorruptMessage.into()),
+                        kind: ErrorKind::Broker(BrokerError::CorruptMessage),
                         message: why,
                     },
                 );

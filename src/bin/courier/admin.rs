@@ -5,26 +5,12 @@ use std::process::ExitCode;
 use crate::cli::{failed, json_opt_str, json_str, settings, usage, Connect, TopicCmd};
 
 /// Connection options from `-X` properties (security.protocol, ssl.*,
-/// sasl.*; the rest are producer settings and ignored here).
+/// sasl.*; the producer's settings are accepted and ignored here).
 pub(crate) fn admin_options(
     props: &[(String, String)],
-) -> Result<courier::connection::ConnectionOptions, String> {
-    let mut config = courier::config::ProducerConfig::default();
-    for (k, v) in props {
-        config.set(k, v).map_err(|e| e.to_string())?;
-    }
-    let security = courier::security::Security::from_config(&config.security, None)
-        .map_err(|e| e.to_string())?;
-    // Each request waits request.timeout.ms at most, as the Java admin
-    // client's; the connection (TCP, TLS, SASL, ApiVersions)
-    // socket.connection.setup.timeout.ms.
-    Ok(courier::connection::ConnectionOptions {
-        client_id: Some(config.client_id.clone()),
-        security,
-        request_timeout: config.request_timeout,
-        connect_timeout: config.connection_setup_timeout,
-        ..Default::default()
-    })
+) -> Result<courier::admin::AdminOptions, String> {
+    courier::admin::AdminOptions::from_properties(props.iter().map(|(k, v)| (k, v)))
+        .map_err(|e| e.to_string())
 }
 
 /// Broker ids as `1,2,0` (kafka-topics.sh's form) or `[1, 2, 0]` (JSON).
@@ -154,7 +140,6 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
 /// `courier cluster`: id, controller, brokers, and the versions agreed
 /// with the bootstrap broker for every API Courier uses.
 pub(crate) async fn cluster(connect: Connect, json: bool) -> ExitCode {
-    use courier::protocol::versions::SUPPORTED;
     let opts = match settings(&connect).and_then(|props| admin_options(&props)) {
         Ok(o) => o,
         Err(e) => return usage(&e),
@@ -163,9 +148,10 @@ pub(crate) async fn cluster(connect: Connect, json: bool) -> ExitCode {
         Ok(c) => c,
         Err(e) => return failed(e),
     };
-    let versions: Vec<(String, Option<i16>)> = SUPPORTED
+    let versions: Vec<(String, Option<i16>)> = c
+        .api_versions
         .iter()
-        .map(|s| (format!("{:?}", s.api), c.api_versions.get(s.api)))
+        .map(|v| (v.api.clone(), v.version))
         .collect();
     if json {
         let brokers: Vec<String> = c

@@ -331,13 +331,12 @@ pub(crate) async fn produce_transactional(
         match producer.submit(record).await {
             Ok(report) => open.push((seq, report)),
             Err(e) => {
-                let report = DeliveryReport::Failed(courier::DeliveryError {
-                    kind: courier::ErrorKind::Aborted,
-                    message: e.to_string(),
-                    partition: None,
-                    attempts: 0,
-                    record: Box::new(e.into_record()),
-                });
+                let message = e.to_string();
+                let report = DeliveryReport::Failed(courier::DeliveryError::new(
+                    courier::ErrorKind::Aborted,
+                    message,
+                    e.into_record(),
+                ));
                 failed = true;
                 let _ = writeln!(out, "{}", report_line(seq, topic, &report));
             }
@@ -399,15 +398,18 @@ pub(crate) async fn end_transaction(
     for (s, result) in seqs.into_iter().zip(results) {
         let report = match (result, &aborted) {
             (Ok(d), None) => DeliveryReport::Delivered(d),
-            (Ok(d), Some(why)) => DeliveryReport::Failed(courier::DeliveryError {
-                kind: courier::ErrorKind::Aborted,
-                message: why.clone(),
-                partition: Some(d.partition),
-                attempts: 1,
+            (Ok(d), Some(why)) => {
                 // A success report does not hand its record back; the line
                 // printed names its sequence number, not its content.
-                record: Box::new(courier::Record::to(d.topic).opaque(d.opaque)),
-            }),
+                let mut e = courier::DeliveryError::new(
+                    courier::ErrorKind::Aborted,
+                    why.clone(),
+                    courier::Record::to(d.topic).opaque(d.opaque),
+                );
+                e.partition = Some(d.partition);
+                e.attempts = 1;
+                DeliveryReport::Failed(e)
+            }
             (Err(e), _) => DeliveryReport::Failed(e),
         };
         failed |= !report.is_delivered();

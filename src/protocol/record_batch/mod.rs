@@ -117,17 +117,7 @@ pub struct BatchBuilder {
     base_timestamp: i64,
     max_timestamp: i64,
     compression: Codec,
-    /// Fault-injection builds: compression fails at `finish`.
-    #[cfg(feature = "fault-injection")]
-    fail_compression: bool,
 }
-
-/// Fault-injection builds only: the batches of a topic whose name starts
-/// with this fail to compress (with any codec but `none`), as a codec
-/// library's error would make them, so that tests can follow the reports
-/// of a compression failure.
-#[cfg(feature = "fault-injection")]
-pub const FAIL_COMPRESSION_TOPIC: &str = "courier-fault-fail-compression";
 
 /// The largest buffer a builder reserves up front; past this it grows on
 /// demand, so a huge `batch.size` does not pin memory for a near-empty batch.
@@ -165,8 +155,6 @@ impl BatchBuilder {
             base_timestamp: 0,
             max_timestamp: 0,
             compression,
-            #[cfg(feature = "fault-injection")]
-            fail_compression: false,
         }
     }
 
@@ -292,19 +280,13 @@ impl BatchBuilder {
         self.buf.capacity()
     }
 
-    /// Fault-injection builds only: makes [`finish`](Self::finish) fail
-    /// as a codec's error would (when the batch is to be compressed).
-    #[cfg(feature = "fault-injection")]
-    pub fn fail_compression(&mut self) {
-        self.fail_compression = true;
-    }
-
     /// Records appended so far.
     pub fn record_count(&self) -> i32 {
         self.count
     }
 
     /// True before the first record.
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code))] // wire tests
     pub fn is_empty(&self) -> bool {
         self.count == 0
     }
@@ -320,11 +302,6 @@ impl BatchBuilder {
         self.limit
     }
 
-    /// The base timestamp (the first record's), once there is a record.
-    pub fn base_timestamp(&self) -> Option<i64> {
-        (self.count > 0).then_some(self.base_timestamp)
-    }
-
     /// Compresses the records, fills in the header and checksum, and returns
     /// the encoded batch.
     pub fn finish(self, stamp: ProducerStamp) -> Result<EncodedBatch, CompressionError> {
@@ -338,8 +315,6 @@ impl BatchBuilder {
         self,
         stamp: ProducerStamp,
     ) -> Result<EncodedBatch, (CompressionError, EncodedBatch)> {
-        #[cfg(feature = "fault-injection")]
-        let fail = self.fail_compression;
         let BatchBuilder {
             mut buf,
             count,
@@ -355,15 +330,6 @@ impl BatchBuilder {
             let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD + records.len() / 2);
             out.resize(RECORD_BATCH_OVERHEAD, 0);
             let compressed = compression::compress(compression, records, &mut out);
-            #[cfg(feature = "fault-injection")]
-            let compressed = if fail {
-                Err(CompressionError {
-                    codec: compression.compression,
-                    reason: "injected failure (fault-injection build)".to_string(),
-                })
-            } else {
-                compressed
-            };
             match compressed {
                 // Keep the compressed form only when it is smaller: a batch
                 // never grows past its uncompressed size.
@@ -438,11 +404,13 @@ impl EncodedBatch {
     }
 
     /// Never true: a batch has at least its header.
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code))] // wire tests
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
 
     /// Records in the batch.
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code))] // wire tests
     pub fn record_count(&self) -> i32 {
         self.record_count
     }
@@ -478,6 +446,7 @@ impl EncodedBatch {
 
     /// A copy with a new producer stamp. Prefer [`set_stamp`](Self::set_stamp),
     /// which does not copy an unshared batch.
+    #[cfg_attr(not(feature = "unstable-internals"), allow(dead_code))] // wire tests
     pub fn restamp(&self, stamp: ProducerStamp) -> EncodedBatch {
         let mut buf = self.bytes.to_vec();
         write_stamp(&mut buf, stamp);
