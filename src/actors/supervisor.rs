@@ -23,7 +23,7 @@ use crate::actors::partitioner::PartitionerActor;
 use crate::actors::scripted::ScriptedTree;
 use crate::actors::transaction::TransactionActor;
 use crate::delivery::owed::ReplyTo;
-use crate::engine::enqueue::Resume;
+use crate::engine::enqueue::{Enqueued, Resume};
 use crate::engine::error::ProduceError;
 use crate::engine::Engine;
 use crate::idempotence::{Fetch, FetchError};
@@ -616,9 +616,9 @@ impl Handler<Produce> for ProducerSupervisor {
             true,
             &mut Resume::default(),
         ) {
-            Ok(Ok(())) => return,
-            Ok(Err(e)) => return fail(e, &reply_to, &self.engine.stats),
-            Err(slow) => slow,
+            Enqueued::Appended(_) | Enqueued::Reported => return,
+            Enqueued::Refused(e) => return fail(e, &reply_to, &self.engine.stats),
+            Enqueued::Wait(slow) => slow,
         };
         // It must wait (for metadata, buffer.memory or room under
         // queue.buffering.max.messages). Waiting records are bounded by

@@ -37,9 +37,51 @@ pub(crate) enum RunEnd<'s> {
     Wait(Slow<'s>),
 }
 
+/// How one synchronous try at taking a record ended.
+#[must_use]
+pub(crate) enum Enqueued<'s> {
+    /// Appended to a batch of this partition; its report comes when the
+    /// batch is answered.
+    Appended(i32),
+    /// Taken and failed at once (too large, a partition the topic does
+    /// not have, an unknown topic): its failure report is on its way.
+    Reported,
+    /// Not taken: handed back, with why. It gets no report.
+    Refused(ProduceError),
+    /// It must wait (for metadata, `buffer.memory`, or room under
+    /// `queue.buffering.max.messages`): `Engine::enqueue_slow` does.
+    Wait(Slow<'s>),
+}
+
+/// Where a record goes: its topic's metadata, and the topic's queues when
+/// a handle's cache holds them.
+#[derive(Clone, Copy)]
+struct Dest<'t> {
+    tm: &'t TopicMetadata,
+    queues: Option<&'t CachedQueues>,
+}
+
+/// How a record is taken: when the producer accepted it (its latency and
+/// create time), whether it may wait, and the room earlier tries of the
+/// same call reserved.
+struct Taking<'r> {
+    accepted: Mono,
+    wait: bool,
+    reserved: &'r mut Reserved,
+}
+
 /// The waiting rest of a produce call, boxed.
 pub(crate) type SlowProduce<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), ProduceError>> + Send + 'a>>;
+
+/// A produce call's first, synchronous try: its result now, or the rest
+/// to await.
+pub(crate) enum FirstTry<'a> {
+    /// Taken, reported, or handed back, with no wait.
+    Now(Result<(), ProduceError>),
+    /// What is left to wait for, boxed.
+    Later(SlowProduce<'a>),
+}
 
 /// What a produce call carries from one try to the next.
 #[derive(Default)]
@@ -213,8 +255,9 @@ impl Engine {
         let first = self.enqueue_now(record, reply, wait, &mut resume);
         resume.finish();
         let slow = match first {
-            Ok(r) => return r,
-            Err(slow) => self.enqueue_slow(slow),
+            Enqueued::Appended(_) | Enqueued::Reported => return Ok(()),
+            Enqueued::Refused(e) => return Err(e),
+            Enqueued::Wait(slow) => self.enqueue_slow(slow),
         };
         slow.await
     }
@@ -309,16 +352,17 @@ impl Engine {
                     }
                 };
                 match self.enqueue_now(record, reply, true, &mut resume) {
-                    Ok(r) => return r,
-                    Err(next) => slow = next,
+                    Enqueued::Appended(_) | Enqueued::Reported => return Ok(()),
+                    Enqueued::Refused(e) => return Err(e),
+                    Enqueued::Wait(next) => slow = next,
                 }
             }
         })
     }
 
     /// One synchronous try at accepting a record: the whole produce path
-    /// when metadata is known and `buffer.memory` has room. `Err` says what
-    /// to wait for (only with `wait`; without it, `Ok(Err(..))` hands the
+    /// when metadata is known and `buffer.memory` has room. `Wait` says
+    /// what to wait for (only with `wait`; without it, `Refused` hands the
     /// record back). `resume` carries what earlier tries of the same call
     /// found (see [`Resume`]); a fresh one for a first try.
     #[inline(always)]
@@ -328,7 +372,7 @@ impl Engine {
         reply: Option<ReplyTo<'s>>,
         wait: bool,
         resume: &mut Resume,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
         self.enqueue_cached(record, reply, wait, resume, None)
     }
 
@@ -342,7 +386,7 @@ impl Engine {
         wait: bool,
         resume: &mut Resume,
         cache: Option<&SnapshotCache>,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
         // With the `opentelemetry` feature, a record produced in a traced
         // context gets its produce span first (engine/traced.rs).
         #[cfg(feature = "opentelemetry")]
@@ -360,9 +404,9 @@ impl Engine {
         wait: bool,
         resume: &mut Resume,
         cache: Option<&SnapshotCache>,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
         if self.closed.load(Ordering::Acquire) {
-            return Ok(Err(ProduceError::Closed(Box::new(record))));
+            return Enqueued::Refused(ProduceError::Closed(Box::new(record)));
         }
         if let Some(needed) = self.sizing.too_large(&record) {
             let msg = format!(
@@ -370,7 +414,7 @@ impl Engine {
                 self.config.max_request_size
             );
             self.reject(record, reply, ErrorKind::RecordTooLarge, msg, None);
-            return Ok(Ok(()));
+            return Enqueued::Reported;
         }
 
         let (mut cached, loaded);
@@ -388,7 +432,7 @@ impl Engine {
             if resume.metadata_awaited {
                 let msg = format!("topic {:?} has no metadata", record.topic.as_str());
                 self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
-                return Ok(Ok(()));
+                return Enqueued::Reported;
             }
             return self.wait_for_metadata(record, reply, wait);
         };
@@ -397,16 +441,12 @@ impl Engine {
         // its latency starts here, and its create time (unless it brought
         // one) is derived from it.
         let accepted = *resume.accepted.get_or_insert_with(Mono::now);
-        self.place(
-            record,
-            reply,
-            tm,
-            queues,
+        let taking = Taking {
             accepted,
             wait,
-            &mut resume.reserved,
-            &mut 0,
-        )
+            reserved: &mut resume.reserved,
+        };
+        self.place(record, reply, Dest { tm, queues }, taking)
     }
 
     /// Takes records from `rest` while `budget` lasts (one unit a record),
@@ -456,13 +496,16 @@ impl Engine {
             // lock, with no partitioner call or queue lookup of their own.
             let sticky = record.key.is_none() && record.partition.is_none();
             let topic = record.topic;
-            let mut placed = -1;
             let r = match tm {
                 Some(tm) if !traced && !self.closed.load(Ordering::Acquire) => {
                     match self.sizing.too_large(&record) {
                         None => {
-                            let reserved = &mut Reserved::default();
-                            self.place(record, reply, tm, None, now, true, reserved, &mut placed)
+                            let taking = Taking {
+                                accepted: now,
+                                wait: true,
+                                reserved: &mut Reserved::default(),
+                            };
+                            self.place(record, reply, Dest { tm, queues: None }, taking)
                         }
                         Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),
                     }
@@ -470,32 +513,26 @@ impl Engine {
                 // Unknown topic or closed: the one-record path says what to do.
                 _ => self.enqueue_now(record, reply, true, &mut Resume::default()),
             };
-            match r {
-                Ok(Ok(())) => {
-                    *budget -= 1;
-                    *taken += 1;
-                    if sticky && placed >= 0 && *budget > 0 {
-                        let n = self.acc.append_open_run(
-                            &topic,
-                            placed,
-                            rest,
-                            sub,
-                            now,
-                            *budget,
-                            |r| {
-                                r.topic == topic
-                                    && r.key.is_none()
-                                    && r.partition.is_none()
-                                    && self.sizing.too_large(r).is_none()
-                            },
-                        );
-                        *budget -= n;
-                        *taken += n;
-                        since_clock += n;
-                    }
-                }
-                Ok(Err(e)) => return RunEnd::Failed(e),
-                Err(slow) => return RunEnd::Wait(slow),
+            let placed = match r {
+                Enqueued::Appended(partition) => Some(partition),
+                Enqueued::Reported => None,
+                Enqueued::Refused(e) => return RunEnd::Failed(e),
+                Enqueued::Wait(slow) => return RunEnd::Wait(slow),
+            };
+            *budget -= 1;
+            *taken += 1;
+            if let Some(placed) = placed.filter(|_| sticky && *budget > 0) {
+                let n = self
+                    .acc
+                    .append_open_run(&topic, placed, rest, sub, now, *budget, |r| {
+                        r.topic == topic
+                            && r.key.is_none()
+                            && r.partition.is_none()
+                            && self.sizing.too_large(r).is_none()
+                    });
+                *budget -= n;
+                *taken += n;
+                since_clock += n;
             }
         }
         RunEnd::Done
@@ -537,8 +574,9 @@ impl Engine {
         reply: Option<ReplyTo<'_>>,
     ) -> Result<(), ProduceError> {
         match self.enqueue_now(record, reply, false, &mut Resume::default()) {
-            Ok(r) => r,
-            Err(_) => unreachable!("enqueue_now without wait never asks to wait"),
+            Enqueued::Appended(_) | Enqueued::Reported => Ok(()),
+            Enqueued::Refused(e) => Err(e),
+            Enqueued::Wait(_) => unreachable!("enqueue_now without wait never asks to wait"),
         }
     }
 
@@ -551,50 +589,32 @@ impl Engine {
         record: Record,
         reply: Option<ReplyTo<'s>>,
         wait: bool,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
         if wait {
-            return Err(Slow::Metadata(record, reply));
+            return Enqueued::Wait(Slow::Metadata(record, reply));
         }
         if self.actors.request_topic(record.topic) {
-            Ok(Err(ProduceError::MetadataNotReady(Box::new(record))))
+            Enqueued::Refused(ProduceError::MetadataNotReady(Box::new(record)))
         } else {
-            Ok(Err(ProduceError::Closed(Box::new(record))))
+            Enqueued::Refused(ProduceError::Closed(Box::new(record)))
         }
     }
 
-    /// Chooses `record`'s partition in topic `tm` and appends it (the part
-    /// of a produce call after the checks). `accepted` is when the producer
-    /// took it.
+    /// Chooses `record`'s partition in `dest` and appends it (the part of
+    /// a produce call after the checks).
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn place<'s>(
         &self,
         record: Record,
         reply: Option<ReplyTo<'s>>,
-        tm: &TopicMetadata,
-        queues: Option<&CachedQueues>,
-        accepted: Mono,
-        wait: bool,
-        reserved: &mut Reserved,
-        placed: &mut i32,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+        dest: Dest<'_>,
+        taking: Taking<'_>,
+    ) -> Enqueued<'s> {
         let mut seal_failures = Vec::new();
-        let r = self.place_with(
-            record,
-            reply,
-            tm,
-            queues,
-            accepted,
-            wait,
-            reserved,
-            placed,
-            &mut seal_failures,
-        );
-        // Batches that failed to encode (compression errors) are rare:
-        // the vector almost never allocated, and then owns nothing, so it
-        // is let go of without the drop of its elements, which a default
-        // release build calls out of line (about 19 instructions a
-        // record).
+        let r = self.place_with(record, reply, dest, taking, &mut seal_failures);
+        // Batches that failed to encode (compression errors) are rare: the
+        // vector almost never allocated, and then owns nothing, so it is
+        // let go of without the out-of-line drop of its elements.
         if seal_failures.capacity() == 0 {
             std::mem::forget(seal_failures);
         }
@@ -602,169 +622,254 @@ impl Engine {
     }
 
     /// [`place`](Self::place), with the vector for the failures of full
-    /// batches sealed on the way.
+    /// batches sealed on the way: choose the partition, then append until
+    /// the record is in a batch, reported, handed back or waiting.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn place_with<'s>(
         &self,
         record: Record,
-        reply: Option<ReplyTo<'s>>,
-        tm: &TopicMetadata,
-        queues: Option<&CachedQueues>,
-        accepted: Mono,
-        wait: bool,
-        reserved: &mut Reserved,
-        placed: &mut i32,
+        mut reply: Option<ReplyTo<'s>>,
+        dest: Dest<'_>,
+        taking: Taking<'_>,
         seal_failures: &mut Vec<SealFailure>,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
+        let tm = dest.tm;
         let layout = TopicLayout {
             partition_count: tm.partition_count,
             available: &tm.available,
             sticky: Some(&tm.sticky.0),
         };
-        let (mut partition, sticky) = match (record.partition, record.key.as_deref()) {
+        let (mut partition, sticky) = self.choose_partition(&record, tm, &layout);
+        // A sticky choice may not open a new batch before the partitioner
+        // has had the chance to move on (KIP-480).
+        let mut allow_new_batch = !sticky;
+        loop {
+            if partition < 0 || partition >= tm.partition_count {
+                return self.reject_missing_partition(record, reply, partition, tm);
+            }
+            let result = self.append_to(
+                &record,
+                reply,
+                partition,
+                dest,
+                taking.accepted,
+                allow_new_batch,
+                taking.reserved,
+                seal_failures,
+            );
+            self.fail_seal_failures(seal_failures);
+            match result {
+                Ok(appended) => {
+                    self.wake_for(appended, tm, partition, taking.accepted);
+                    crate::record::release_written(record);
+                    return Enqueued::Appended(partition);
+                }
+                Err(AppendError::Closed) => {
+                    return Enqueued::Refused(ProduceError::Closed(Box::new(record)))
+                }
+                // Its topic was forgotten under this record (idle for
+                // metadata.max.idle.ms): it waits for the topic's metadata,
+                // as a new topic's record does, and then finds the live
+                // queue through the new snapshot.
+                Err(AppendError::Retired(rp)) => {
+                    return self.wait_for_metadata(record, rp, taking.wait)
+                }
+                Err(AppendError::NoTransaction) => {
+                    return Enqueued::Refused(ProduceError::NoTransaction(Box::new(record)))
+                }
+                Err(AppendError::WouldOpenNewBatch(rp)) => {
+                    partition = self.move_on(&record.topic, partition, tm, &layout);
+                    allow_new_batch = true;
+                    reply = rp;
+                }
+                Err(AppendError::NeedMemory(rp, bytes)) => {
+                    return self.wait_for_memory(record, rp, bytes, partition, &taking)
+                }
+                Err(AppendError::NeedRecords(rp)) => {
+                    if !taking.wait {
+                        return Enqueued::Refused(ProduceError::QueueFull(Box::new(record)));
+                    }
+                    return Enqueued::Wait(Slow::Records(record, rp, partition, taking.accepted));
+                }
+            }
+        }
+    }
+
+    /// `record`'s partition, and whether it is a sticky (KIP-480) choice:
+    /// its own, the default partitioner's current sticky partition (read
+    /// here, without the call through the trait object), or the
+    /// partitioner's answer.
+    #[inline(always)]
+    fn choose_partition(
+        &self,
+        record: &Record,
+        tm: &TopicMetadata,
+        layout: &TopicLayout<'_>,
+    ) -> (i32, bool) {
+        match (record.partition, record.key.as_deref()) {
             (Some(p), _) => (p, false),
-            // The default partitioner's KIP-480 choice, read here: its
-            // call (through the trait object, with the layout built for
-            // it) cost about 25 instructions a record.
             (None, None) if self.default_partitioner => {
                 let p = tm.sticky.0.load(Ordering::Relaxed);
                 if (0..tm.partition_count).contains(&p) {
                     (p, true)
                 } else {
                     (
-                        self.partitioner.partition(&record.topic, None, &layout),
+                        self.partitioner.partition(&record.topic, None, layout),
                         true,
                     )
                 }
             }
             (None, key) => (
-                self.partitioner.partition(&record.topic, key, &layout),
+                self.partitioner.partition(&record.topic, key, layout),
                 key.is_none(),
             ),
-        };
+        }
+    }
 
-        let mut reply = reply;
-        let mut allow_new_batch = !sticky;
-        loop {
-            // The record's own partition, or a (custom) partitioner's
-            // answer: one that does not exist fails the record now, rather
-            // than after delivery.timeout.ms in a queue no broker leads.
-            if partition < 0 || partition >= tm.partition_count {
-                let by = if record.partition.is_some() {
-                    ""
-                } else {
-                    " (chosen by the partitioner)"
-                };
-                let msg = format!(
-                    "partition {partition}{by} does not exist; topic {:?} has {}",
-                    record.topic.as_str(),
-                    tm.partition_count
-                );
-                self.reject(
-                    record,
-                    reply,
-                    ErrorKind::UnknownPartition,
-                    msg,
-                    Some(partition),
-                );
-                return Ok(Ok(()));
+    /// A partition the topic does not have (the record's own, or a custom
+    /// partitioner's answer) fails the record now, rather than after
+    /// `delivery.timeout.ms` in a queue no broker leads.
+    #[cold]
+    fn reject_missing_partition<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        partition: i32,
+        tm: &TopicMetadata,
+    ) -> Enqueued<'s> {
+        let by = if record.partition.is_some() {
+            ""
+        } else {
+            " (chosen by the partitioner)"
+        };
+        let msg = format!(
+            "partition {partition}{by} does not exist; topic {:?} has {}",
+            record.topic.as_str(),
+            tm.partition_count
+        );
+        let kind = ErrorKind::UnknownPartition;
+        self.reject(record, reply, kind, msg, Some(partition));
+        Enqueued::Reported
+    }
+
+    /// Appends `record` to `partition`'s queue, found through the topic's
+    /// cache (`TopicCache`, once per metadata snapshot and partition
+    /// count), else by the hashed look-up.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn append_to<'s>(
+        &self,
+        record: &Record,
+        reply: Option<ReplyTo<'s>>,
+        partition: i32,
+        dest: Dest<'_>,
+        accepted: Mono,
+        allow_new_batch: bool,
+        reserved: &mut Reserved,
+        seal_failures: &mut Vec<SealFailure>,
+    ) -> Result<Appended, AppendError<'s>> {
+        let fallback;
+        let queue = match self.cached_queue(&record.topic, partition, dest.tm, dest.queues) {
+            Some(q) => &**q,
+            None => {
+                fallback = self.acc.queue(&record.topic, partition);
+                &*fallback
             }
-            // The topic's queues, found once per metadata snapshot and
-            // partition count (`TopicCache`), else the hashed look-up.
-            let fallback;
-            let queue = match self.cached_queue(&record.topic, partition, tm, queues) {
-                Some(q) => &**q,
-                None => {
-                    fallback = self.acc.queue(&record.topic, partition);
-                    &*fallback
-                }
-            };
-            let result = self.acc.append(
-                queue,
-                &record,
-                reply,
-                accepted,
-                allow_new_batch,
-                reserved,
-                seal_failures,
-            );
-            // A full batch that failed to encode (compression error). The
-            // test keeps an empty drain (26 instructions) off every record.
-            if !seal_failures.is_empty() {
-                for failed in seal_failures.drain(..) {
-                    let reason = failed.reason.clone();
-                    self.acc.fail_unsent(
-                        Err(failed),
-                        ErrorKind::Compression,
-                        |_| reason,
-                        &self.stats,
-                    );
-                }
-            }
-            match result {
-                Ok(appended) => {
-                    if appended != Appended::ToOpenBatch {
-                        if let Some(leader) = tm.leader(partition) {
-                            if appended == Appended::NewBatch {
-                                // Due when its linger ends: a timer set for
-                                // then or sooner finds it.
-                                self.actors
-                                    .wake_by(leader, accepted.plus(self.config.linger));
-                            } else {
-                                self.actors.wake(leader);
-                            }
-                        }
-                    }
-                    *placed = partition;
-                    crate::record::release_written(record);
-                    return Ok(Ok(()));
-                }
-                Err(AppendError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
-                // Its topic was forgotten under this record (idle for
-                // metadata.max.idle.ms): it waits for the topic's metadata,
-                // as a new topic's record does, and then finds the live
-                // queue through the new snapshot.
-                Err(AppendError::Retired(rp)) => return self.wait_for_metadata(record, rp, wait),
-                Err(AppendError::NoTransaction) => {
-                    return Ok(Err(ProduceError::NoTransaction(Box::new(record))))
-                }
-                Err(AppendError::WouldOpenNewBatch(rp)) => {
-                    // KIP-480: the sticky partition's batch is full; move on
-                    // before opening a new one. The full batch is ready now.
-                    if let Some(leader) = tm.leader(partition) {
-                        self.actors.wake(leader);
-                    }
-                    self.partitioner
-                        .on_new_batch(&record.topic, partition, &layout);
-                    partition = self.partitioner.partition(&record.topic, None, &layout);
-                    allow_new_batch = true;
-                    reply = rp;
-                }
-                Err(AppendError::NeedMemory(rp, bytes)) => {
-                    let r = record;
-                    // More than all of buffer.memory: no wait can help.
-                    if bytes > self.config.buffer_memory {
-                        let msg = format!(
-                            "record needs a {bytes}-byte batch; buffer.memory is {}",
-                            self.config.buffer_memory
-                        );
-                        self.reject(r, rp, ErrorKind::RecordTooLarge, msg, Some(partition));
-                        return Ok(Ok(()));
-                    }
-                    if !wait {
-                        return Ok(Err(ProduceError::QueueFull(Box::new(r))));
-                    }
-                    return Err(Slow::Memory(r, rp, bytes, partition, accepted));
-                }
-                Err(AppendError::NeedRecords(rp)) => {
-                    let r = record;
-                    if !wait {
-                        return Ok(Err(ProduceError::QueueFull(Box::new(r))));
-                    }
-                    return Err(Slow::Records(r, rp, partition, accepted));
-                }
+        };
+        let a = &self.acc;
+        a.append(
+            queue,
+            record,
+            reply,
+            accepted,
+            allow_new_batch,
+            reserved,
+            seal_failures,
+        )
+    }
+
+    /// Reports the records of full batches that failed to encode
+    /// (compression errors) on the way. The test keeps an empty drain off
+    /// every record.
+    #[inline(always)]
+    fn fail_seal_failures(&self, seal_failures: &mut Vec<SealFailure>) {
+        if !seal_failures.is_empty() {
+            for failed in seal_failures.drain(..) {
+                let reason = failed.reason.clone();
+                let kind = ErrorKind::Compression;
+                self.acc
+                    .fail_unsent(Err(failed), kind, |_| reason, &self.stats);
             }
         }
+    }
+
+    /// Wakes the partition leader's connection actor when the append made
+    /// a batch ready: a new batch is due when its linger ends (a timer set
+    /// for then or sooner finds it), a full one now. An append to an open
+    /// batch wakes nobody.
+    #[inline(always)]
+    fn wake_for(&self, appended: Appended, tm: &TopicMetadata, partition: i32, accepted: Mono) {
+        if appended == Appended::ToOpenBatch {
+            return;
+        }
+        if let Some(leader) = tm.leader(partition) {
+            if appended == Appended::NewBatch {
+                self.actors
+                    .wake_by(leader, accepted.plus(self.config.linger));
+            } else {
+                self.actors.wake(leader);
+            }
+        }
+    }
+
+    /// KIP-480: the sticky partition's batch is full. The full batch is
+    /// ready now; the partitioner moves on before a new batch opens, and
+    /// its next partition is returned.
+    #[inline(never)]
+    fn move_on(
+        &self,
+        topic: &Topic,
+        partition: i32,
+        tm: &TopicMetadata,
+        layout: &TopicLayout<'_>,
+    ) -> i32 {
+        if let Some(leader) = tm.leader(partition) {
+            self.actors.wake(leader);
+        }
+        self.partitioner.on_new_batch(topic, partition, layout);
+        self.partitioner.partition(topic, None, layout)
+    }
+
+    /// `buffer.memory` has no room for the new batch `record` needs: it
+    /// waits (with `wait`), is handed back `QueueFull` (without), or, when
+    /// it needs more than all of `buffer.memory`, fails now.
+    #[cold]
+    fn wait_for_memory<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        bytes: usize,
+        partition: i32,
+        taking: &Taking<'_>,
+    ) -> Enqueued<'s> {
+        if bytes > self.config.buffer_memory {
+            let msg = format!(
+                "record needs a {bytes}-byte batch; buffer.memory is {}",
+                self.config.buffer_memory
+            );
+            let kind = ErrorKind::RecordTooLarge;
+            self.reject(record, reply, kind, msg, Some(partition));
+            return Enqueued::Reported;
+        }
+        if !taking.wait {
+            return Enqueued::Refused(ProduceError::QueueFull(Box::new(record)));
+        }
+        Enqueued::Wait(Slow::Memory(
+            record,
+            reply,
+            bytes,
+            partition,
+            taking.accepted,
+        ))
     }
 }

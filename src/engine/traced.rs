@@ -12,8 +12,7 @@
 
 use crate::delivery::owed::{ReplyTo, TracedReply};
 use crate::delivery::trace_context::{current_parent, strip, ProduceSpan};
-use crate::engine::enqueue::{Resume, Slow, SnapshotCache};
-use crate::engine::error::ProduceError;
+use crate::engine::enqueue::{Enqueued, Resume, SnapshotCache};
 use crate::engine::Engine;
 use crate::record::Record;
 
@@ -28,7 +27,7 @@ impl Engine {
         wait: bool,
         resume: &mut Resume,
         cache: Option<&SnapshotCache>,
-    ) -> Result<Result<(), ProduceError>, Slow<'s>> {
+    ) -> Enqueued<'s> {
         let (reply, added) = match reply {
             // A later try of the same call (after a wait): it has its span.
             Some(ReplyTo::Traced(t)) => {
@@ -49,9 +48,9 @@ impl Engine {
             },
         };
         match self.enqueue_untraced(record, reply, wait, resume, cache) {
-            Ok(Err(mut e)) if added > 0 => {
+            Enqueued::Refused(mut e) if added > 0 => {
                 strip(e.record_mut(), added);
-                Ok(Err(e))
+                Enqueued::Refused(e)
             }
             r => r,
         }

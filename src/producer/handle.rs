@@ -18,7 +18,7 @@ use crate::actors::msgs::Shutdown;
 use crate::actors::msgs::{InjectPanic, InjectResponsePanic};
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::delivery::owed::ReplyTo;
-use crate::engine::enqueue::{Resume, RunEnd};
+use crate::engine::enqueue::{Enqueued, Resume, RunEnd};
 use crate::engine::error::{BatchRejected, ProduceError, TimedOut};
 use crate::engine::Engine;
 use crate::record::Record;
@@ -185,9 +185,9 @@ impl Producer {
             true,
             &mut Resume::default(),
         ) {
-            Ok(Ok(())) => Ok(None),
-            Ok(Err(e)) => Err(e),
-            Err(slow) => Ok(Some(self.engine.enqueue_slow(slow))),
+            Enqueued::Appended(_) | Enqueued::Reported => Ok(None),
+            Enqueued::Refused(e) => Err(e),
+            Enqueued::Wait(slow) => Ok(Some(self.engine.enqueue_slow(slow))),
         }
     }
 
@@ -199,8 +199,9 @@ impl Producer {
             .engine
             .enqueue_now(record, None, true, &mut Resume::default())
         {
-            Ok(r) => return r,
-            Err(slow) => self.engine.enqueue_slow(slow),
+            Enqueued::Appended(_) | Enqueued::Reported => return Ok(()),
+            Enqueued::Refused(e) => return Err(e),
+            Enqueued::Wait(slow) => self.engine.enqueue_slow(slow),
         };
         slow.await
     }

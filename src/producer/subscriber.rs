@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::subscription::ReportStream;
 use crate::delivery::subscription::{Bound, SubscriptionShared};
-use crate::engine::enqueue::{Resume, RunEnd, SlowProduce, SnapshotCache};
+use crate::engine::enqueue::{Enqueued, FirstTry, Resume, RunEnd, SnapshotCache};
 use crate::engine::error::{BatchRejected, ProduceError};
 use crate::producer::handle::Producer;
 use crate::record::Record;
@@ -129,18 +129,17 @@ impl Subscriber {
     pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
         // Everything that may wait is boxed, so this future (which callers
         // build and move once per record) holds little more than the record.
-        let slow = match self.produce_first(record) {
-            Ok(r) => return r,
-            Err(slow) => slow,
-        };
-        slow.await
+        match self.produce_first(record) {
+            FirstTry::Now(r) => r,
+            FirstTry::Later(slow) => slow.await,
+        }
     }
 
-    /// The first, synchronous try of [`produce`](Self::produce); `Err` is
-    /// the rest, for when it must wait for an outstanding-report permit,
-    /// metadata or memory.
+    /// The first, synchronous try of [`produce`](Self::produce); `Later`
+    /// is the rest, for when it must wait for an outstanding-report
+    /// permit, metadata or memory.
     #[inline(always)]
-    fn produce_first(&self, record: Record) -> Result<Result<(), ProduceError>, SlowProduce<'_>> {
+    fn produce_first(&self, record: Record) -> FirstTry<'_> {
         use tokio::sync::TryAcquireError;
         let weight = self.shared.weigh.of(&record);
         match self.shared.outstanding.try_acquire_many(weight as u32) {
@@ -149,9 +148,11 @@ impl Subscriber {
             // would give them back, as its `forget` does, without the
             // call into tokio that cannot be inlined.)
             Ok(p) => std::mem::forget(p),
-            Err(TryAcquireError::Closed) => return Ok(Err(ProduceError::Closed(Box::new(record)))),
+            Err(TryAcquireError::Closed) => {
+                return FirstTry::Now(Err(ProduceError::Closed(Box::new(record))))
+            }
             Err(TryAcquireError::NoPermits) => {
-                return Err(Box::pin(async move {
+                return FirstTry::Later(Box::pin(async move {
                     let engine = &self.producer.engine;
                     let outstanding = &self.shared.outstanding;
                     match engine
@@ -174,8 +175,9 @@ impl Subscriber {
         let first = engine.enqueue_cached(record, reply, true, &mut resume, Some(&self.snapshot));
         resume.finish();
         match first {
-            Ok(r) => Ok(permit.settle(r)),
-            Err(slow) => Err(Box::pin(async move {
+            Enqueued::Appended(_) | Enqueued::Reported => FirstTry::Now(permit.settle(Ok(()))),
+            Enqueued::Refused(e) => FirstTry::Now(permit.settle(Err(e))),
+            Enqueued::Wait(slow) => FirstTry::Later(Box::pin(async move {
                 permit.settle(engine.enqueue_slow(slow).await)
             })),
         }

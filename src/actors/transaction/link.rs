@@ -1,29 +1,13 @@
-//! `TransactionActor`: a transactional producer's conversation with its
-//! transaction coordinator (and, for offsets, its group's coordinator).
-//!
-//! It finds the coordinator (FindCoordinator), gets the producer id for the
-//! `transactional.id` (InitProducerId, which fences older producers with
-//! the same id and aborts what they left open), adds partitions to the
-//! open transaction before their first batch is sent (AddPartitionsToTxn,
-//! asked for by connection actors as `AddPartitionsWanted`), adds a
-//! group's offsets (AddOffsetsToTxn, TxnOffsetCommit) and ends the
-//! transaction (EndTxn). Every request goes through the connection actor
-//! of the broker concerned (`Ask`); one exchange at a time
-//! (`Transactions::ops`).
-//!
-//! The state lives in `Engine::txn` (`transaction.rs`), outside this
-//! actor: the supervisor restarts it when it dies and nothing is lost.
-//! Coordinator moves (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE) find the
-//! coordinator again; COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS
-//! and other retriable errors are retried with backoff, up to
-//! `max.block.ms`; fencing errors are fatal (`Engine::fail_transactional`);
-//! the rest make the transaction abortable.
+//! The transaction actor's exchanges with the coordinators (`Link`):
+//! each request through the connection actor of the broker concerned, or
+//! the testing double's script, and what each answer's error code makes
+//! of the step (`Step`: retry, find the coordinator again, abortable,
+//! fatal).
 
 use crate::clock::Instant;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use actix::prelude::*;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
 use kafka_protocol::messages::txn_offset_commit_request::{
     TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
@@ -35,9 +19,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 
 use crate::actors::addresses::Addresses;
-use crate::actors::msgs::{
-    AddPartitionsWanted, Ask, EndTransaction, InitTransactional, SendOffsets,
-};
+use crate::actors::msgs::Ask;
 use crate::actors::scripted::Script;
 use crate::clock::backoff;
 use crate::engine::Engine;
@@ -141,16 +123,16 @@ fn step_with(code: i16, what: &str, other_abortable: bool) -> Result<(), Step> {
 /// What the exchanges need: the engine (state, config) and the connection
 /// actors, or, under the testing double, its coordinator.
 #[derive(Clone)]
-struct Link {
-    engine: Arc<Engine>,
-    addresses: Arc<Addresses>,
+pub(super) struct Link {
+    pub(super) engine: Arc<Engine>,
+    pub(super) addresses: Arc<Addresses>,
     /// The testing double's script (`actors/scripted/txn.rs`), which
     /// answers every request in place of the brokers.
-    scripted: Option<Arc<Script>>,
+    pub(super) scripted: Option<Arc<Script>>,
 }
 
 impl Link {
-    fn txn(&self) -> &Transactions {
+    pub(super) fn txn(&self) -> &Transactions {
         self.engine
             .txn
             .as_ref()
@@ -342,7 +324,10 @@ impl Link {
     }
 
     /// InitProducerId for the transactional id at its coordinator.
-    async fn init(&self, bump_from: Option<(i64, i16)>) -> Result<(i64, i16), FetchError> {
+    pub(super) async fn init(
+        &self,
+        bump_from: Option<(i64, i16)>,
+    ) -> Result<(i64, i16), FetchError> {
         let _one = self.txn().ops.lock().await;
         let coordinator = self
             .txn_coordinator()
@@ -401,7 +386,7 @@ impl Link {
     /// wanted. A partition refused (say TOPIC_AUTHORIZATION_FAILED) makes
     /// the transaction abortable and fails that partition's waiting
     /// batches with the cause.
-    async fn add_partitions(&self) {
+    pub(super) async fn add_partitions(&self) {
         loop {
             let (generation, wanted) = self.txn().wanted();
             if wanted.is_empty() || self.txn().sendable() != Some(generation) {
@@ -536,7 +521,7 @@ impl Link {
     /// transaction ends once however many calls race to end it (the
     /// application's commit and `close` finishing it). A call for a
     /// transaction that has ended learns how it ended.
-    async fn end(
+    pub(super) async fn end(
         &self,
         commit: bool,
         generation: u64,
@@ -652,7 +637,7 @@ impl Link {
 
     /// AddOffsetsToTxn at the transaction coordinator, then TxnOffsetCommit
     /// at the group's coordinator.
-    async fn send_offsets(
+    pub(super) async fn send_offsets(
         &self,
         offsets: Vec<(Topic, i32, i64)>,
         group: GroupMetadata,
@@ -757,101 +742,5 @@ impl Link {
             }
         })
         .await
-    }
-}
-
-/// The transaction actor; see the module documentation.
-pub(crate) struct TransactionActor {
-    link: Link,
-    /// An AddPartitionsToTxn loop is running.
-    adding: bool,
-}
-
-impl TransactionActor {
-    /// `scripted`: the testing double's script, which answers in place of
-    /// the brokers.
-    pub(crate) fn new(
-        engine: Arc<Engine>,
-        addresses: Arc<Addresses>,
-        scripted: Option<Arc<Script>>,
-    ) -> Self {
-        TransactionActor {
-            link: Link {
-                engine,
-                addresses,
-                scripted,
-            },
-            adding: false,
-        }
-    }
-
-    fn start_adding(&mut self, ctx: &mut Context<Self>) {
-        if self.adding {
-            return;
-        }
-        self.adding = true;
-        let link = self.link.clone();
-        ctx.spawn(
-            async move { link.add_partitions().await }
-                .into_actor(self)
-                .map(|(), act, ctx| {
-                    act.adding = false;
-                    // Partitions wanted after the loop's last look.
-                    let (g, wanted) = act.link.txn().wanted();
-                    if !wanted.is_empty() && act.link.txn().sendable() == Some(g) {
-                        act.start_adding(ctx);
-                    }
-                }),
-        );
-    }
-}
-
-impl Actor for TransactionActor {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        // A restarted actor picks up what its predecessor left.
-        self.start_adding(ctx);
-    }
-}
-
-/// Makes the transaction actor panic inside a handler, with whatever
-/// exchanges it runs (tests of its supervision only).
-#[cfg(feature = "fault-injection")]
-impl Handler<crate::actors::msgs::InjectTransactionPanic> for TransactionActor {
-    type Result = ();
-    fn handle(&mut self, _: crate::actors::msgs::InjectTransactionPanic, _: &mut Context<Self>) {
-        panic!("injected panic in the transaction actor");
-    }
-}
-
-impl Handler<AddPartitionsWanted> for TransactionActor {
-    type Result = ();
-    fn handle(&mut self, _: AddPartitionsWanted, ctx: &mut Context<Self>) {
-        self.start_adding(ctx);
-    }
-}
-
-impl Handler<InitTransactional> for TransactionActor {
-    type Result = ResponseFuture<Result<(i64, i16), FetchError>>;
-    fn handle(&mut self, msg: InitTransactional, _: &mut Context<Self>) -> Self::Result {
-        let link = self.link.clone();
-        Box::pin(async move { link.init(msg.bump_from).await })
-    }
-}
-
-impl Handler<EndTransaction> for TransactionActor {
-    type Result = ResponseFuture<Result<(), TransactionError>>;
-    fn handle(&mut self, msg: EndTransaction, _: &mut Context<Self>) -> Self::Result {
-        let link = self.link.clone();
-        Box::pin(async move { link.end(msg.commit, msg.generation, msg.plan).await })
-    }
-}
-
-impl Handler<SendOffsets> for TransactionActor {
-    type Result = ResponseFuture<Result<(), TransactionError>>;
-    fn handle(&mut self, msg: SendOffsets, _: &mut Context<Self>) -> Self::Result {
-        let link = self.link.clone();
-        Box::pin(async move { link.send_offsets(msg.offsets, msg.group).await })
     }
 }
