@@ -73,9 +73,10 @@ cargo package --workspace --exclude courier-instructions --exclude courier-side-
 # MSRV-aware fallback resolver, in a copy under target/msrv: Cargo.lock
 # pins some that need a newer Rust).
 msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)"
-rm -rf target/msrv/src target/msrv/benches target/msrv/vendor
+rm -rf target/msrv/src target/msrv/benches target/msrv/vendor target/msrv/tests target/msrv/examples
 mkdir -p target/msrv
-cp -r Cargo.toml Cargo.lock src benches vendor target/msrv/
+# tests/ and examples/ too: Cargo.toml names some of their targets.
+cp -r Cargo.toml Cargo.lock src benches vendor tests examples target/msrv/
 (cd target/msrv && export CARGO_TARGET_DIR="$PWD/target" &&
   CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo update --quiet &&
   cargo "+$msrv" check --lib --locked --quiet)

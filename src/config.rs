@@ -1,4 +1,9 @@
-//! Producer settings, named as the Java client and librdkafka name them.
+//! Producer settings, named as the Java client and librdkafka name them:
+//! [`PROPERTIES`] are the names taken, and [`ALIASES`] maps librdkafka's
+//! names for the same settings to them (`queue.buffering.max.kbytes` is
+//! `buffer.memory` in KiB). An unknown name is
+//! [`ConfigError::UnknownProperty`], whose message suggests the closest
+//! known name or alias (strsim's Jaro–Winkler, above 0.85).
 //!
 //! Every value is parsed and checked when it is set, and the first bad one
 //! is reported by [`crate::ProducerBuilder::build`] as a [`ConfigError`] that
@@ -336,55 +341,188 @@ impl Default for ProducerConfig {
     }
 }
 
-/// Every property name [`ProducerConfig::set`] accepts.
-pub const PROPERTIES: &[&str] = &[
-    "bootstrap.servers",
-    "client.id",
-    "linger.ms",
-    "batch.size",
-    "batch.num.messages",
-    "max.request.size",
-    "acks",
-    "compression.type",
-    "compression.gzip.level",
-    "compression.lz4.level",
-    "compression.zstd.level",
-    "compression.level",
-    "request.timeout.ms",
-    "delivery.timeout.ms",
-    "max.in.flight.requests.per.connection",
-    "buffer.memory",
-    "queue.buffering.max.messages",
-    "max.block.ms",
-    "retry.backoff.ms",
-    "retry.backoff.max.ms",
-    "reconnect.backoff.ms",
-    "reconnect.backoff.max.ms",
-    "metadata.max.age.ms",
-    "metadata.max.idle.ms",
-    "socket.connection.setup.timeout.ms",
-    "enable.idempotence",
-    "allow.auto.create.topics",
-    "transactional.id",
-    "transaction.timeout.ms",
-    "retries",
-    "socket.keepalive.enable",
-    "connections.max.idle.ms",
-    "security.protocol",
-    "ssl.ca.location",
-    "ssl.ca.pem",
-    "ssl.certificate.location",
-    "ssl.certificate.pem",
-    "ssl.key.location",
-    "ssl.key.pem",
-    "ssl.endpoint.identification.algorithm",
-    "sasl.mechanism",
-    "sasl.mechanisms",
-    "sasl.username",
-    "sasl.password",
-    "enable.sasl.oauthbearer.unsecure.jwt",
-    "sasl.oauthbearer.config",
-];
+/// A property's value, trimmed, with the parsers the property table's
+/// setters use. Each error is the reason alone; `ProducerConfig::set`
+/// names the property and the value.
+struct Value<'a>(&'a str);
+
+impl Value<'_> {
+    fn text(&self) -> String {
+        self.0.to_string()
+    }
+
+    fn int(&self, min: u64, max: u64) -> Result<u64, String> {
+        let n: u64 = self
+            .0
+            .parse()
+            .map_err(|_| "expected a non-negative integer".to_string())?;
+        if n < min || n > max {
+            return Err(format!("must be between {min} and {max}"));
+        }
+        Ok(n)
+    }
+
+    /// Milliseconds, at least `min`, at most `i32::MAX` (Java's int).
+    fn ms(&self, min: u64) -> Result<Duration, String> {
+        self.int(min, i32::MAX as u64).map(Duration::from_millis)
+    }
+
+    fn boolean(&self) -> Result<bool, String> {
+        parse_bool(self.0).ok_or_else(|| "expected true or false".to_string())
+    }
+
+    /// A compression level: -1 (the codec's default; not for zstd, whose
+    /// levels include negative ones) or within the codec's range.
+    fn level(&self, codec: Compression) -> Result<Option<i32>, String> {
+        let range = codec.levels().expect("a codec with levels");
+        let n: i32 = self
+            .0
+            .parse()
+            .map_err(|_| "expected an integer".to_string())?;
+        match n {
+            -1 if codec != Compression::Zstd => Ok(None),
+            n if range.contains(&n) => Ok(Some(n)),
+            _ if codec == Compression::Zstd => Err(format!(
+                "must be between {} and {}",
+                range.start(),
+                range.end()
+            )),
+            _ => Err(format!(
+                "must be between {} and {}, or -1 (the codec's default)",
+                range.start(),
+                range.end()
+            )),
+        }
+    }
+
+    /// `host:port[,host:port...]`.
+    fn servers(&self) -> Result<Vec<String>, String> {
+        let servers: Vec<String> = self
+            .0
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if servers.is_empty() {
+            return Err("expected host:port[,host:port...]".to_string());
+        }
+        for s in &servers {
+            let ok = s
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(format!("{s:?} is not host:port"));
+            }
+        }
+        Ok(servers)
+    }
+
+    /// One of `choices` (`(spelling, value)`, matched without case), or
+    /// `expected`.
+    fn one_of<T: Copy>(&self, choices: &[(&str, T)], expected: &str) -> Result<T, String> {
+        choices
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(self.0))
+            .map(|(_, v)| *v)
+            .ok_or_else(|| expected.to_string())
+    }
+}
+
+/// A property's setter: parses the value and sets the field.
+type Setter = fn(&mut ProducerConfig, Value<'_>) -> Result<(), String>;
+
+/// The property table, one source for [`ProducerConfig::set`],
+/// [`PROPERTIES`] and the "did you mean" of an unknown name: each entry
+/// is the names a property answers to and what it sets.
+macro_rules! properties {
+    ($( [$($name:literal),+] => |$c:ident, $v:ident| $set:expr; )*) => {
+        const TABLE: &[(&[&str], Setter)] = &[
+            $( (&[$($name),+], |$c, $v| { $set; Ok(()) }), )*
+        ];
+
+        /// Every property name [`ProducerConfig::set`] accepts.
+        pub const PROPERTIES: &[&str] = &[$($($name),+),*];
+    };
+}
+
+properties! {
+    ["bootstrap.servers"] => |c, v| c.bootstrap_servers = v.servers()?;
+    ["client.id"] => |c, v| c.client_id = v.text();
+    ["linger.ms"] => |c, v| c.linger = v.ms(0)?;
+    ["batch.size"] => |c, v| c.batch_size = v.int(1, i32::MAX as u64)? as usize;
+    ["batch.num.messages"] => |c, v| c.batch_num_messages = v.int(1, 1_000_000)? as usize;
+    ["max.request.size"] => |c, v| c.max_request_size = v.int(1024, i32::MAX as u64)? as usize;
+    ["acks"] => |c, v| c.acks = v.one_of(
+        &[("0", Acks::None), ("1", Acks::Leader), ("all", Acks::All), ("-1", Acks::All)],
+        "expected 0, 1, all or -1",
+    )?;
+    ["compression.type"] => |c, v| c.compression = v.0.parse().map_err(
+        |e: crate::protocol::record_batch::UnknownCompression| e.to_string(),
+    )?;
+    ["compression.gzip.level"] => |c, v| c.gzip_level = v.level(Compression::Gzip)?;
+    ["compression.lz4.level"] => |c, v| c.lz4_level = v.level(Compression::Lz4)?;
+    ["compression.zstd.level"] => |c, v| c.zstd_level = v.level(Compression::Zstd)?;
+    // Checked against the codec's range at build, when compression.type
+    // is known.
+    ["compression.level"] => |c, v| c.compression_level = {
+        let n: i32 = v.0.parse().map_err(|_| "expected an integer".to_string())?;
+        (n != -1).then_some(n)
+    };
+    ["request.timeout.ms"] => |c, v| c.request_timeout = v.ms(1)?;
+    ["delivery.timeout.ms"] => |c, v| c.delivery_timeout = v.ms(1)?;
+    ["max.in.flight.requests.per.connection"] => |c, v| c.max_in_flight = v.int(1, 1_000)? as usize;
+    ["buffer.memory"] => |c, v| c.buffer_memory = v.int(1024, (u32::MAX >> 1) as u64)? as usize;
+    ["queue.buffering.max.messages"] => |c, v| {
+        c.queue_buffering_max_messages = v.int(1, i32::MAX as u64)? as usize
+    };
+    ["max.block.ms"] => |c, v| c.max_block = v.ms(0)?;
+    ["retry.backoff.ms"] => |c, v| c.retry_backoff = v.ms(0)?;
+    ["retry.backoff.max.ms"] => |c, v| c.retry_backoff_max = v.ms(0)?;
+    ["reconnect.backoff.ms"] => |c, v| c.reconnect_backoff = v.ms(0)?;
+    ["reconnect.backoff.max.ms"] => |c, v| c.reconnect_backoff_max = v.ms(0)?;
+    ["metadata.max.age.ms"] => |c, v| c.metadata_max_age = v.ms(1)?;
+    ["metadata.max.idle.ms"] => |c, v| c.metadata_max_idle = v.ms(5_000)?;
+    ["socket.connection.setup.timeout.ms"] => |c, v| c.connection_setup_timeout = v.ms(1)?;
+    ["enable.idempotence"] => |c, v| c.enable_idempotence = Some(v.boolean()?);
+    ["allow.auto.create.topics"] => |c, v| c.allow_auto_create_topics = v.boolean()?;
+    ["transactional.id"] => |c, v| c.transactional_id = (!v.0.is_empty()).then(|| v.text());
+    ["transaction.timeout.ms"] => |c, v| c.transaction_timeout = v.ms(1)?;
+    ["retries"] => |c, v| c.retries = v.int(0, i32::MAX as u64)? as u32;
+    ["socket.keepalive.enable"] => |c, v| c.socket_keepalive = v.boolean()?;
+    ["connections.max.idle.ms"] => |c, v| c.connections_max_idle = {
+        let idle = v.ms(0)?;
+        (!idle.is_zero()).then_some(idle)
+    };
+    ["security.protocol"] => |c, v| c.security.protocol = v.one_of(
+        &[
+            ("PLAINTEXT", SecurityProtocol::Plaintext),
+            ("SSL", SecurityProtocol::Ssl),
+            ("SASL_PLAINTEXT", SecurityProtocol::SaslPlaintext),
+            ("SASL_SSL", SecurityProtocol::SaslSsl),
+        ],
+        "expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    )?;
+    ["ssl.ca.location"] => |c, v| c.security.ca_location = Some(PathBuf::from(v.0));
+    ["ssl.ca.pem"] => |c, v| c.security.ca_pem = Some(v.text());
+    ["ssl.certificate.location"] => |c, v| c.security.certificate_location = Some(PathBuf::from(v.0));
+    ["ssl.certificate.pem"] => |c, v| c.security.certificate_pem = Some(v.text());
+    ["ssl.key.location"] => |c, v| c.security.key_location = Some(PathBuf::from(v.0));
+    ["ssl.key.pem"] => |c, v| c.security.key_pem = Some(Secret(v.text()));
+    ["ssl.endpoint.identification.algorithm"] => |c, v| c.security.verify_hostname = v.one_of(
+        &[("https", true), ("none", false), ("", false)],
+        "expected https or none",
+    )?;
+    ["sasl.mechanism", "sasl.mechanisms"] => |c, v| c.security.sasl_mechanism = Some(
+        Mechanism::parse(v.0).ok_or_else(|| {
+            "expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)"
+                .to_string()
+        })?,
+    );
+    ["sasl.username"] => |c, v| c.security.sasl_username = Some(v.text());
+    ["sasl.password"] => |c, v| c.security.sasl_password = Some(Secret(v.text()));
+    ["enable.sasl.oauthbearer.unsecure.jwt"] => |c, v| c.security.oauthbearer_unsecure_jwt = v.boolean()?;
+    ["sasl.oauthbearer.config"] => |c, v| c.security.oauthbearer_config = Some(v.text());
+}
 
 /// librdkafka's names that mean the same as a Java name Courier takes
 /// (`(alias, name)`); `queue.buffering.max.kbytes` is `buffer.memory` in
@@ -426,172 +564,27 @@ impl ProducerConfig {
     /// assert!(matches!(c.set("lingr.ms", "1"), Err(ConfigError::UnknownProperty(_))));
     /// ```
     pub fn set(&mut self, property: &str, value: &str) -> Result<(), ConfigError> {
-        let bad = |reason: &str| ConfigError::InvalidValue {
+        let v = Value(value.trim());
+        let named = if property == "queue.buffering.max.kbytes" {
+            // librdkafka's buffer.memory, in KiB.
+            v.int(1, (u32::MAX >> 1) as u64 / 1024).map(|kib| {
+                self.buffer_memory = (kib * 1024) as usize;
+            })
+        } else {
+            let name = ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == property)
+                .map_or(property, |(_, name)| name);
+            let Some((_, set)) = TABLE.iter().find(|(names, _)| names.contains(&name)) else {
+                return Err(ConfigError::UnknownProperty(name.to_string()));
+            };
+            set(self, v)
+        };
+        named.map_err(|reason| ConfigError::InvalidValue {
             property: property.to_string(),
             value: value.to_string(),
-            reason: reason.to_string(),
-        };
-        let v = value.trim();
-        let int = |min: u64, max: u64| -> Result<u64, ConfigError> {
-            let n: u64 = v
-                .parse()
-                .map_err(|_| bad("expected a non-negative integer"))?;
-            if n < min || n > max {
-                return Err(bad(&format!("must be between {min} and {max}")));
-            }
-            Ok(n)
-        };
-        let ms = |min: u64| int(min, i32::MAX as u64).map(Duration::from_millis);
-        // A compression level: -1 (the codec's default) or within `range`.
-        let level = |codec: Compression| -> Result<Option<i32>, ConfigError> {
-            let range = codec.levels().expect("a codec with levels");
-            let n: i32 = v.parse().map_err(|_| bad("expected an integer"))?;
-            match n {
-                -1 if codec != Compression::Zstd => Ok(None),
-                n if range.contains(&n) => Ok(Some(n)),
-                _ if codec == Compression::Zstd => Err(bad(&format!(
-                    "must be between {} and {}",
-                    range.start(),
-                    range.end()
-                ))),
-                _ => Err(bad(&format!(
-                    "must be between {} and {}, or -1 (the codec's default)",
-                    range.start(),
-                    range.end()
-                ))),
-            }
-        };
-        if property == "queue.buffering.max.kbytes" {
-            let kib = int(1, (u32::MAX >> 1) as u64 / 1024)?;
-            return self.set("buffer.memory", &(kib * 1024).to_string());
-        }
-        let property = ALIASES
-            .iter()
-            .find(|(alias, _)| *alias == property)
-            .map_or(property, |(_, name)| name);
-        match property {
-            "bootstrap.servers" => {
-                let servers: Vec<String> = v
-                    .split(',')
-                    .map(|s| s.trim().to_string())
-                    .filter(|s| !s.is_empty())
-                    .collect();
-                if servers.is_empty() {
-                    return Err(bad("expected host:port[,host:port...]"));
-                }
-                for s in &servers {
-                    let ok = s
-                        .rsplit_once(':')
-                        .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-                    if !ok {
-                        return Err(bad(&format!("{s:?} is not host:port")));
-                    }
-                }
-                self.bootstrap_servers = servers;
-            }
-            "client.id" => self.client_id = v.to_string(),
-            "linger.ms" => self.linger = ms(0)?,
-            "batch.size" => self.batch_size = int(1, i32::MAX as u64)? as usize,
-            "batch.num.messages" => self.batch_num_messages = int(1, 1_000_000)? as usize,
-            "max.request.size" => self.max_request_size = int(1024, i32::MAX as u64)? as usize,
-            "acks" => {
-                self.acks = match v.to_ascii_lowercase().as_str() {
-                    "0" => Acks::None,
-                    "1" => Acks::Leader,
-                    "all" | "-1" => Acks::All,
-                    _ => return Err(bad("expected 0, 1, all or -1")),
-                }
-            }
-            "compression.type" => {
-                self.compression =
-                    v.parse()
-                        .map_err(|e: crate::protocol::record_batch::UnknownCompression| {
-                            bad(&e.to_string())
-                        })?
-            }
-            "compression.gzip.level" => self.gzip_level = level(Compression::Gzip)?,
-            "compression.lz4.level" => self.lz4_level = level(Compression::Lz4)?,
-            "compression.zstd.level" => self.zstd_level = level(Compression::Zstd)?,
-            "compression.level" => {
-                // Checked against the codec's range at build, when
-                // compression.type is known.
-                let n: i32 = v.parse().map_err(|_| bad("expected an integer"))?;
-                self.compression_level = (n != -1).then_some(n);
-            }
-            "request.timeout.ms" => self.request_timeout = ms(1)?,
-            "delivery.timeout.ms" => self.delivery_timeout = ms(1)?,
-            "max.in.flight.requests.per.connection" => self.max_in_flight = int(1, 1_000)? as usize,
-            "buffer.memory" => self.buffer_memory = int(1024, (u32::MAX >> 1) as u64)? as usize,
-            "queue.buffering.max.messages" => {
-                self.queue_buffering_max_messages = int(1, i32::MAX as u64)? as usize
-            }
-            "max.block.ms" => self.max_block = ms(0)?,
-            "retry.backoff.ms" => self.retry_backoff = ms(0)?,
-            "retry.backoff.max.ms" => self.retry_backoff_max = ms(0)?,
-            "reconnect.backoff.ms" => self.reconnect_backoff = ms(0)?,
-            "reconnect.backoff.max.ms" => self.reconnect_backoff_max = ms(0)?,
-            "metadata.max.age.ms" => self.metadata_max_age = ms(1)?,
-            "metadata.max.idle.ms" => self.metadata_max_idle = ms(5_000)?,
-            "socket.connection.setup.timeout.ms" => self.connection_setup_timeout = ms(1)?,
-            "enable.idempotence" => {
-                self.enable_idempotence =
-                    Some(parse_bool(v).ok_or_else(|| bad("expected true or false"))?)
-            }
-            "allow.auto.create.topics" => {
-                self.allow_auto_create_topics =
-                    parse_bool(v).ok_or_else(|| bad("expected true or false"))?
-            }
-            "transactional.id" => {
-                self.transactional_id = (!v.is_empty()).then(|| v.to_string())
-            }
-            "transaction.timeout.ms" => self.transaction_timeout = ms(1)?,
-            "retries" => self.retries = int(0, i32::MAX as u64)? as u32,
-            "socket.keepalive.enable" => {
-                self.socket_keepalive = parse_bool(v).ok_or_else(|| bad("expected true or false"))?
-            }
-            "connections.max.idle.ms" => {
-                let idle = ms(0)?;
-                self.connections_max_idle = (!idle.is_zero()).then_some(idle);
-            }
-            "security.protocol" => {
-                self.security.protocol = match v.to_ascii_uppercase().as_str() {
-                    "PLAINTEXT" => SecurityProtocol::Plaintext,
-                    "SSL" => SecurityProtocol::Ssl,
-                    "SASL_PLAINTEXT" => SecurityProtocol::SaslPlaintext,
-                    "SASL_SSL" => SecurityProtocol::SaslSsl,
-                    _ => return Err(bad("expected PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")),
-                }
-            }
-            "ssl.ca.location" => self.security.ca_location = Some(PathBuf::from(v)),
-            "ssl.ca.pem" => self.security.ca_pem = Some(v.to_string()),
-            "ssl.certificate.location" => {
-                self.security.certificate_location = Some(PathBuf::from(v))
-            }
-            "ssl.certificate.pem" => self.security.certificate_pem = Some(v.to_string()),
-            "ssl.key.location" => self.security.key_location = Some(PathBuf::from(v)),
-            "ssl.key.pem" => self.security.key_pem = Some(Secret(v.to_string())),
-            "ssl.endpoint.identification.algorithm" => {
-                self.security.verify_hostname = match v.to_ascii_lowercase().as_str() {
-                    "https" => true,
-                    "none" | "" => false,
-                    _ => return Err(bad("expected https or none")),
-                }
-            }
-            "sasl.mechanism" | "sasl.mechanisms" => {
-                self.security.sasl_mechanism = Some(Mechanism::parse(v).ok_or_else(|| {
-                    bad("expected PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (GSSAPI is not supported)")
-                })?)
-            }
-            "sasl.username" => self.security.sasl_username = Some(v.to_string()),
-            "sasl.password" => self.security.sasl_password = Some(Secret(v.to_string())),
-            "enable.sasl.oauthbearer.unsecure.jwt" => {
-                self.security.oauthbearer_unsecure_jwt =
-                    parse_bool(v).ok_or_else(|| bad("expected true or false"))?
-            }
-            "sasl.oauthbearer.config" => self.security.oauthbearer_config = Some(v.to_string()),
-            _ => return Err(ConfigError::UnknownProperty(property.to_string())),
-        }
-        Ok(())
+            reason,
+        })
     }
 
     /// Whether the producer runs idempotent: as set, or by default when

@@ -2,19 +2,26 @@
 //! outside every actor so that it survives their restarts.
 //!
 //! ```text
-//!            begin_transaction            commit_transaction: flush, then EndTxn(commit)
+//!            begin_transaction            commit_transaction: gate shut, barrier, flush, EndTxn(commit)
 //!   Idle ───────────────────────▶ Open ───────────────────────▶ Committing ──▶ Idle
-//!    ▲                             │ a record of the transaction failed          │ a record failed
-//!    │                             ▼                                              ▼
-//!    │        abort_transaction   Abortable ◀───────────────────────────────────────
-//!    └──── Aborting ◀──────────── (Open, Abortable, or a Committing that failed)
-//!          fail what is queued (`Aborted`), wait for what is in flight, EndTxn(abort),
-//!          then an epoch bump when sequences were lost (`abort_plan`)
+//!    ▲                             │ a coordinator step refused   │ a record of the transaction failed
+//!    │                             │ (`abortable`), or a Produce  │ (found after the flush,
+//!    │                             │ answer that loses the        │ `check_commit`), a step refused,
+//!    │                             │ sequences or the epoch       │ or EndTxn(commit) refused
+//!    │                             │ (`sequence_lost`, `id_lost`) │ (`commit_refused`)
+//!    │                             ▼                              ▼
+//!    │        abort_transaction   Abortable ◀─────────────────────┘
+//!    └──── Aborting ◀──────────── (from Open or Abortable; never from Committing)
+//!          gate shut, fail what is queued (`Aborted`), wait for what is in flight,
+//!          EndTxn(abort) (none when the coordinator lost the id's mapping), then an
+//!          epoch bump when sequences were lost or a stamped batch of the
+//!          transaction failed (`abort_plan`)
 //!
 //!   any state ──▶ Fatal: PRODUCER_FENCED, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 //!                 CLUSTER_AUTHORIZATION_FAILED, … (`is_fatal_produce_code` on a Produce
-//!                 answer, `is_fatal_code` on a coordinator's). Every pending record
-//!                 fails with the cause; every later call returns it.
+//!                 answer, `is_fatal_code` on a coordinator's). Every queued record
+//!                 fails with the cause (in-flight ones get their own answers); every
+//!                 later call returns it.
 //! ```
 //!
 //! Commit and abort are serialised as in the Java client: no abort while
@@ -57,7 +64,8 @@ pub(crate) enum Phase {
     /// Flushing, then EndTxn(commit). A commit that timed out stays here;
     /// calling commit again resumes it.
     Committing,
-    /// A record of the transaction failed: it can only be aborted.
+    /// A coordinator step was refused, or a sequence, the epoch or the
+    /// producer id was lost: the transaction can only be aborted.
     Abortable,
     /// Failing what is queued, then EndTxn(abort).
     Aborting,

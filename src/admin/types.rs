@@ -302,7 +302,7 @@ impl ConfigEntry {
     }
 }
 
-/// One change of [`alter_topic_config`]: the operations of
+/// One change of [`alter_topic_config`](super::alter_topic_config): the operations of
 /// IncrementalAlterConfigs (KIP-339), as the Java client's
 /// `AlterConfigOp`. Configs the list does not name keep their values.
 #[derive(Debug, Clone, PartialEq, Eq)]

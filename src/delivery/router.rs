@@ -1,5 +1,11 @@
-//! Pays a batch's owed reports: one pass over the batch, one push per
-//! subscription per batch, one wake per subscription per batch.
+//! Pays a batch's owed reports. `route`: a first pass over the batch's
+//! entries counts their latencies and permits; then each chunk that belongs
+//! to one subscriber moves to it whole, and a chunk with mixed targets is
+//! split (a `send` or an actor answered per record). Each subscriber of the
+//! batch gets its share in one hand-over under its lock, with one wake; an
+//! errors-only subscriber's successes are never built (`Skipped`: their
+//! permits go back at once). `route_one`: a record that never reached a
+//! batch.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -2,12 +2,15 @@
 //! append into a batch.
 //!
 //! Every produce call starts with one synchronous try (`enqueue_now`): the
-//! whole path when metadata is known and `buffer.memory` has room. Only
-//! what must wait (metadata, memory) goes to a boxed future
+//! whole path when metadata is known and `buffer.memory` has room; its
+//! outcome is an `Enqueued` (appended, reported, refused, or to wait).
+//! Only what must wait (metadata, `buffer.memory`, room under
+//! `queue.buffering.max.messages`) goes to a boxed future
 //! (`enqueue_slow`), so the futures of produce calls stay small. `place`
 //! chooses the partition and appends (the queue from the topic's
-//! `TopicCache`, then `Accumulator::append`); `place_run` does the same for a run of records with the
-//! per-call work done once.
+//! `TopicCache`, then `Accumulator::append`); `place_run` does the same
+//! for a run of records with the per-call work done once per run (the
+//! clock read again every 256 records).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -4,13 +4,17 @@
 //!
 //! ```text
 //!  Producer::send / produce / Subscriber::produce          Produce{record, reply_to}
-//!        │  (no actor hop)                                      │ (actor message)
-//!        ▼                                                      ▼
+//!        │  (no actor hop)                                      │ (actor message: the supervisor's
+//!        │                                                      │  handler calls enqueue_now; a record
+//!        │                                                      │  that must wait goes to a detached
+//!        ▼                                                      ▼  task running enqueue_slow)
 //!  Engine::enqueue_now / enqueue_cached ── metadata (arc-swap | a Subscriber's SnapshotCache) ── place ── Accumulator::append
-//!        │ one wake per new batch (ActorTree::wake)              │
-//!        ▼                                                       ▼
+//!        │ what must wait (metadata, buffer.memory, room under queue.buffering.max.messages): enqueue_slow, boxed
+//!        │ a new batch: one wake (ActorTree::wake_by), none when the leader's drain timer fires by its
+//!        │ linger end; a new batch behind a full one: ActorTree::wake
+//!        ▼
 //!  BrokerConnection (leader) ── drain: batches → Produce request ── socket
-//!        │ response
+//!        │ response (acks=0: none; the batches are settled delivered once the request is handed over)
 //!        ▼
 //!  delivery::router::route ── per batch: oneshot / subscription stream / actor
 //! ```

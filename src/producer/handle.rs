@@ -209,7 +209,8 @@ impl Producer {
     /// Produces every record of `records`, in order, with no reports (fire
     /// and forget), as [`produce`](Self::produce) does one by one but with
     /// the per-call work (metadata snapshot, clock, topic lookup) done once
-    /// per batch. Waits for metadata and memory as `produce` does.
+    /// per run of records (the clock read again every 256 records). Waits
+    /// for metadata and memory as `produce` does.
     pub async fn produce_batch(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
         let engine = &self.engine;
         let mut rest = records.into_iter();

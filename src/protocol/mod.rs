@@ -2,9 +2,10 @@
 //!
 //! Everything here turns values into bytes and bytes into values. Nothing in
 //! this module imports tokio, actix or a socket type: the broker connection
-//! owns the socket and hands this layer whole frames. That keeps every
-//! encoder and decoder testable with plain byte slices, and keeps the hot
-//! path free of `await` points.
+//! owns the socket and hands this layer the bytes it reads, from which
+//! [`frame::FrameDecoder`] pulls whole frames. That keeps every encoder and
+//! decoder testable with plain byte slices, and keeps the hot path free of
+//! `await` points.
 //!
 //! - [`frame`]: length prefixes and correlation ids.
 //! - [`message`]: request headers and bodies out, response headers and bodies
@@ -14,7 +15,11 @@
 //! - [`versions`]: the API versions we implement and the negotiation with a
 //!   broker's ApiVersions answer.
 //! - [`record_batch`]: the hand-written RecordBatch v2 encoder, the one piece of
-//!   the protocol on the per-record hot path.
+//!   the protocol on the per-record hot path; its codecs (zstd with one
+//!   context per thread, kept in a `thread_local!` for the thread's life);
+//!   and reading a batch back into its records (`decode`).
+//! - [`sasl`]: the SASL mechanisms' bytes (PLAIN, SCRAM, OAUTHBEARER) and
+//!   their checks.
 //!
 //! # References
 //! - Kafka protocol guide: <https://kafka.apache.org/protocol>

@@ -37,7 +37,7 @@ impl RetryOn {
     }
 }
 
-/// How a [`RetryActor`] treats failures.
+/// How a [`RetryActor`](super::RetryActor) treats failures.
 ///
 /// ```
 /// use std::time::Duration;
