@@ -20,9 +20,41 @@ use crate::batching::queue::PartitionQueue;
 use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
-use crate::protocol::versions::TRANSACTIONAL_PRODUCE_MAX;
+use crate::protocol::versions::{ApiVersions, TRANSACTIONAL_PRODUCE_MAX};
+use crate::record::Topic;
 use crate::report::ErrorKind;
 use crate::sync::lock;
+
+/// What a drain may send under, checked once per drain
+/// (`BrokerConnection::drain_gates`).
+struct DrainGates {
+    /// The connection's writer task, and the versions agreed on it.
+    tx: mpsc::UnboundedSender<Vec<bytes::Bytes>>,
+    versions: ApiVersions,
+    /// The producer id and epoch batches are stamped with (idempotent).
+    idem: Option<(i64, i16)>,
+    /// The open transaction (transactional).
+    txn_generation: Option<u64>,
+    /// Linger is over for every batch.
+    flushing: bool,
+    /// `max.in.flight.requests.per.connection` is 1.
+    strict_order: bool,
+}
+
+/// What a drain learns on its way through the queues.
+#[derive(Default)]
+struct DrainNotes {
+    /// Partitions with batches that the open transaction lacks.
+    wanted: Vec<(Topic, i32)>,
+    /// When the first batch not due yet is (a backoff, a linger).
+    next_wake: Option<Instant>,
+}
+
+impl DrainNotes {
+    fn wake_at(&mut self, at: Instant) {
+        self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
+    }
+}
 
 impl BrokerConnection {
     /// Moves sendable batches of the partitions this broker leads into
@@ -84,30 +116,67 @@ impl BrokerConnection {
         queues
     }
 
+    /// Fills Produce requests from the queues this broker leads, one after
+    /// the other, while in-flight room remains; asks the transaction
+    /// actor for partitions the open transaction lacks; sets the timer
+    /// for the first batch not due yet.
     fn drain_queues(&mut self, ctx: &mut Context<Self>) {
+        let Some(gates) = self.drain_gates(ctx) else {
+            return;
+        };
+        let engine = self.engine.clone();
+        let queues = self.my_queues();
+        let mut notes = DrainNotes::default();
+        while self.in_flight_len() < engine.config.max_in_flight {
+            let batches = self.fill_request(&queues, &gates, &mut notes);
+            if batches.is_empty() {
+                break;
+            }
+            let version = match gates.txn_generation {
+                Some(_) => gates.versions.produce.min(TRANSACTIONAL_PRODUCE_MAX),
+                None => gates.versions.produce,
+            };
+            self.send_produce(batches, &gates.tx, version);
+        }
+        if let (Some(t), false) = (&engine.txn, notes.wanted.is_empty()) {
+            if t.want(notes.wanted) {
+                self.upstream.add_partitions.do_send(AddPartitionsWanted);
+            }
+        }
+        if let Some(at) = notes.next_wake {
+            self.schedule_wake(at, ctx);
+        }
+    }
+
+    /// Whether anything may be sent now, and under what: `None` while the
+    /// SASL session renews, the connection is not up (it is asked for when
+    /// a batch waits), a broker quota throttles us (KIP-219), the
+    /// idempotent producer has no id, or a transactional one is outside a
+    /// transaction.
+    fn drain_gates(&mut self, ctx: &mut Context<Self>) -> Option<DrainGates> {
         // The SASL session is ending: nothing new on this connection.
         if self.reauth_due {
-            return self.renew_when_idle(ctx);
+            self.renew_when_idle(ctx);
+            return None;
         }
         let (tx, versions) = match &self.state {
             ConnState::Connected { tx, versions, .. } => (tx.clone(), *versions),
             // Closed for being idle: connect again only for a batch.
-            ConnState::Idle if self.idle_closed && !self.has_batches() => return,
+            ConnState::Idle if self.idle_closed && !self.has_batches() => return None,
             ConnState::Idle => {
                 self.ensure_connecting(ctx);
-                return;
+                return None;
             }
-            _ => return,
+            _ => return None,
         };
-        // A broker quota asked us to wait (KIP-219): nothing until then.
         if let Some(until) = self.throttled_until {
             if until > Instant::now() {
                 self.schedule_wake(until, ctx);
-                return;
+                return None;
             }
             self.throttled_until = None;
         }
-        let engine = self.engine.clone();
+        let engine = &self.engine;
         // The idempotent producer sends nothing until it has an id (and
         // nothing while an epoch bump is due).
         let idem = match &engine.idem {
@@ -121,125 +190,135 @@ impl BrokerConnection {
                         engine.fail_queued(kind, &message);
                     }
                     self.upstream.ensure_producer_id.do_send(EnsureProducerId);
-                    return;
+                    return None;
                 }
             },
         };
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
-        // current one; the others are asked for (AddPartitionsToTxn).
+        // current one (`take_batch`).
         let txn_generation = match &engine.txn {
             None => None,
-            Some(t) => match t.sendable() {
-                Some(g) => Some(g),
-                None => return,
-            },
+            Some(t) => Some(t.sendable()?),
         };
-        let mut wanted = Vec::new();
         let cfg = &engine.config;
-        let flushing = engine.flushing.load(Ordering::Acquire) > 0
-            || engine.closed.load(Ordering::Acquire)
-            || (engine.starved.load(Ordering::Acquire) > 0 && self.in_flight_len() == 0);
-        let mut next_wake: Option<Instant> = None;
-        let queues = self.my_queues();
-        // With one request in flight, order must hold across connections
-        // too: a partition with a batch in flight anywhere (say on the old
-        // leader's connection) waits.
-        let strict_order = cfg.max_in_flight == 1;
-        while self.in_flight_len() < cfg.max_in_flight {
-            let now = Instant::now();
-            let mut batches = Vec::new();
-            let mut size = 0usize;
-            for q in queues.iter() {
-                let mut qi = lock(&q.state);
-                if strict_order && qi.in_flight > 0 {
-                    continue;
-                }
-                // Idempotent: no pipelining until the broker has
-                // acknowledged a batch of this epoch here
-                // (`QueueState::confirmed`).
-                if idem.is_some_and(|id| qi.awaits_confirmation(id)) {
-                    continue;
-                }
-                if txn_generation.is_some_and(|g| qi.txn_added != g) {
-                    if !qi.ready.is_empty() || qi.open.is_some() {
-                        wanted.push((q.topic, q.partition));
-                    }
-                    continue;
-                }
-                let batch = if let Some(front) = qi.ready.front() {
-                    if let Some(at) = front.retry_at.filter(|at| *at > now) {
-                        next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
-                        continue;
-                    }
-                    if !batches.is_empty() && size + front.encoded.len() > cfg.max_request_size {
-                        continue;
-                    }
-                    qi.ready.pop_front()
-                } else if let Some(open) = &qi.open {
-                    // A full batch goes now (the sticky partitioner has moved
-                    // on from it). Otherwise due within the timer's
-                    // resolution counts as due: a timer set for `due` fires
-                    // up to a tick late, so a batch goes at most
-                    // `linger_slack` early rather than up to a tick late.
-                    let due = (open.created + cfg.linger).checked_sub(linger_slack(cfg.linger));
-                    if let Some(due) = due.filter(|d| *d > now && !flushing && !open.full) {
-                        next_wake = Some(next_wake.map_or(due, |w| w.min(due)));
-                        continue;
-                    }
-                    let open = qi.open.take().expect("checked above");
-                    match engine.acc.seal(open, q) {
-                        Ok(b) => {
-                            if !batches.is_empty() && size + b.encoded.len() > cfg.max_request_size
-                            {
-                                qi.ready.push_back(b);
-                                continue;
-                            }
-                            Some(b)
-                        }
-                        Err(f) => {
-                            drop(qi);
-                            let reason = f.reason.clone();
-                            engine.acc.fail_unsent(
-                                Err(f),
-                                ErrorKind::Compression,
-                                |_| reason,
-                                &engine.stats,
-                            );
-                            continue;
-                        }
-                    }
-                } else {
-                    None
-                };
-                if let Some(mut b) = batch {
-                    if let Some(id) = idem {
-                        engine
-                            .acc
-                            .stamp(&mut qi, &mut b, id, txn_generation.is_some());
-                    }
-                    qi.take_off(&mut b);
-                    size += b.encoded.len();
-                    batches.push(b);
-                }
-            }
-            if batches.is_empty() {
-                break;
-            }
-            let version = match txn_generation {
-                Some(_) => versions.produce.min(TRANSACTIONAL_PRODUCE_MAX),
-                None => versions.produce,
-            };
-            self.send_produce(batches, &tx, version);
-        }
-        if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
-            if t.want(wanted) {
-                self.upstream.add_partitions.do_send(AddPartitionsWanted);
+        Some(DrainGates {
+            tx,
+            versions,
+            idem,
+            txn_generation,
+            // Linger is over for every batch: a flush, the close, or
+            // records waiting for memory with nothing in flight here.
+            flushing: engine.flushing.load(Ordering::Acquire) > 0
+                || engine.closed.load(Ordering::Acquire)
+                || (engine.starved.load(Ordering::Acquire) > 0 && self.in_flight_len() == 0),
+            // With one request in flight, order must hold across
+            // connections too: a partition with a batch in flight anywhere
+            // (say on the old leader's connection) waits.
+            strict_order: cfg.max_in_flight == 1,
+        })
+    }
+
+    /// One Produce request's batches: at most one from each queue, in
+    /// queue order, within `max.request.size` (the first always fits).
+    fn fill_request(
+        &self,
+        queues: &[Arc<PartitionQueue>],
+        gates: &DrainGates,
+        notes: &mut DrainNotes,
+    ) -> Vec<SealedBatch> {
+        let now = Instant::now();
+        let mut batches = Vec::new();
+        let mut size = 0usize;
+        for q in queues {
+            let room = (!batches.is_empty())
+                .then(|| self.engine.config.max_request_size.saturating_sub(size));
+            if let Some(b) = self.take_batch(q, gates, now, room, notes) {
+                size += b.encoded.len();
+                batches.push(b);
             }
         }
-        if let Some(at) = next_wake {
-            self.schedule_wake(at, ctx);
+        batches
+    }
+
+    /// `q`'s next batch for a request with `room` bytes left (`None`: the
+    /// request is empty, any batch fits): its oldest ready batch, or its
+    /// open batch once linger is over, sealed; stamped with the producer
+    /// id and sequences when idempotent, and counted in flight. `None`
+    /// when the queue must wait: in-flight order, an unconfirmed epoch, a
+    /// partition the transaction lacks (noted as wanted), a backoff or a
+    /// linger not over (noted for the timer), or no room.
+    fn take_batch(
+        &self,
+        q: &PartitionQueue,
+        gates: &DrainGates,
+        now: Instant,
+        room: Option<usize>,
+        notes: &mut DrainNotes,
+    ) -> Option<SealedBatch> {
+        let engine = &self.engine;
+        let fits = |len: usize| room.is_none_or(|room| len <= room);
+        let mut qi = lock(&q.state);
+        if gates.strict_order && qi.in_flight > 0 {
+            return None;
         }
+        // Idempotent: no pipelining until the broker has acknowledged a
+        // batch of this epoch here (`QueueState::confirmed`).
+        if gates.idem.is_some_and(|id| qi.awaits_confirmation(id)) {
+            return None;
+        }
+        if gates.txn_generation.is_some_and(|g| qi.txn_added != g) {
+            if !qi.ready.is_empty() || qi.open.is_some() {
+                notes.wanted.push((q.topic, q.partition));
+            }
+            return None;
+        }
+        let mut b = if let Some(front) = qi.ready.front() {
+            if let Some(at) = front.retry_at.filter(|at| *at > now) {
+                notes.wake_at(at);
+                return None;
+            }
+            if !fits(front.encoded.len()) {
+                return None;
+            }
+            qi.ready.pop_front()?
+        } else {
+            let open = qi.open.as_ref()?;
+            // A full batch goes now (the sticky partitioner has moved on
+            // from it). Otherwise due within the timer's resolution counts
+            // as due: a timer set for `due` fires up to a tick late, so a
+            // batch goes at most `linger_slack` early rather than up to a
+            // tick late.
+            let linger = engine.config.linger;
+            let due = (open.created + linger).checked_sub(linger_slack(linger));
+            if let Some(due) = due.filter(|d| *d > now && !gates.flushing && !open.full) {
+                notes.wake_at(due);
+                return None;
+            }
+            let open = qi.open.take().expect("checked above");
+            match engine.acc.seal(open, q) {
+                Ok(b) if fits(b.encoded.len()) => b,
+                Ok(b) => {
+                    qi.ready.push_back(b);
+                    return None;
+                }
+                Err(f) => {
+                    drop(qi);
+                    let reason = f.reason.clone();
+                    let kind = ErrorKind::Compression;
+                    engine
+                        .acc
+                        .fail_unsent(Err(f), kind, |_| reason, &engine.stats);
+                    return None;
+                }
+            }
+        };
+        if let Some(id) = gates.idem {
+            let transactional = gates.txn_generation.is_some();
+            engine.acc.stamp(&mut qi, &mut b, id, transactional);
+        }
+        qi.take_off(&mut b);
+        Some(b)
     }
 
     /// Sets the drain timer for `at`, unless it fires sooner already.
