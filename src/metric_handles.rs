@@ -135,8 +135,8 @@ mod enabled {
         actor_restarts: Counter,
         buffered_bytes: Gauge,
         in_flight: Gauge,
-        /// foldhash, as the accumulator's: SipHash would cost a batch
-        /// a few hundred instructions per look-up.
+        /// foldhash, as the accumulator's: SipHash is several times
+        /// dearer per look-up, and a batch looks its topic up here.
         topics: DashMap<Topic, TopicHandles, TopicHasher>,
         brokers: DashMap<i32, BrokerHandles, TopicHasher>,
     }

@@ -207,8 +207,8 @@ pub struct Record {
 
 /// Drops a record a batch has written (its bytes are in the batch now).
 /// Most records have no headers: an empty header list owns no memory, so
-/// it is let go of without the call that would drop it (about 20
-/// instructions a record on the produce path).
+/// it is let go of without the call that would drop it, which every
+/// record on the produce path would pay.
 #[inline(always)]
 pub(crate) fn release_written(record: Record) {
     let Record {

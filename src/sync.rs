@@ -8,8 +8,8 @@
 //!
 //! The partition queues' mutexes, taken once per produced record, are
 //! `parking_lot`'s, which have no poisoning: a lock and an unlock without
-//! the two checks of the thread's panic count that `std`'s make (about
-//! ten instructions a record). [`lock`] takes either.
+//! the two checks of the thread's panic count that `std`'s make, once per
+//! record. [`lock`] takes either.
 
 use std::ops::DerefMut;
 use std::sync::{Mutex, MutexGuard, PoisonError};

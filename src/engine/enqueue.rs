@@ -101,7 +101,7 @@ pub(crate) struct Resume {
 impl Resume {
     /// Done with: what it still reserves is released. Most tries reserve
     /// nothing, and a `Resume` holding nothing owns nothing, so it is let
-    /// go of without the out-of-line drop (about 12 instructions a record).
+    /// go of without the out-of-line drop, which every record would pay.
     #[inline(always)]
     pub(crate) fn finish(self) {
         if self.reserved.memory.is_none() && self.reserved.record.is_none() {
@@ -117,8 +117,8 @@ impl Resume {
 /// record's topic metadata by comparing two pointers and a topic
 /// (`arc_swap::Cache`: the engine's snapshot pointer against the one
 /// held) instead of loading the snapshot from the engine's `ArcSwap`
-/// (about 60 instructions a record: arc-swap's per-thread debt slot, taken
-/// and given back) and looking the topic up by hash (about 25).
+/// (arc-swap's per-thread debt slot, taken and given back) and looking the
+/// topic up by hash, both once per record.
 ///
 /// It keeps what it last saw alive until its next produce call or its
 /// drop: at most one superseded snapshot per handle. A handle used by

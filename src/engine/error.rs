@@ -5,8 +5,8 @@ use crate::record::Record;
 
 /// A record the producer did not accept; it is handed back (boxed, so
 /// that a produce call's `Result` is two words: every accepted record's
-/// call returns through several layers, and a 136-byte result cost about
-/// 60 instructions a record in moves).
+/// call returns through several layers, and a result as large as a
+/// record would be moved at each).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProduceError {

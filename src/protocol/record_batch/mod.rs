@@ -258,7 +258,7 @@ impl BatchBuilder {
         }
         if headers.is_empty() {
             // The header count, 0: most records have none, and the
-            // call below costs 30 instructions for this one byte.
+            // general call below is dear for this one byte.
             buf.push(0);
         } else {
             put_headers(buf, headers);
