@@ -95,8 +95,7 @@ impl ProducerSupervisor {
         scripted: Option<Arc<ScriptedTree>>,
     ) -> Addr<Self> {
         // The producer's futures set their timers here (Engine::timeout).
-        let _ = engine.runtime.set(tokio::runtime::Handle::current());
-        let _ = engine.actor_thread.set(std::thread::current().id());
+        engine.bind_actor_thread();
         ProducerSupervisor::create(move |ctx| {
             if let Some(tree) = scripted {
                 tree.start_broker(engine.clone());
@@ -511,8 +510,7 @@ impl Actor for ProducerSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.engine.stopped_flag.store(true, Ordering::Release);
-        self.engine.stopped.notify_waiters();
+        self.engine.mark_stopped();
         self.engine.acc.incomplete_changed.notify_waiters();
         if self.owns_system {
             System::current().stop();
@@ -523,9 +521,7 @@ impl Actor for ProducerSupervisor {
 impl Handler<BrokersChanged> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: BrokersChanged, ctx: &mut Context<Self>) {
-        if self.engine.closed.load(Ordering::Acquire)
-            && self.engine.stopped_flag.load(Ordering::Acquire)
-        {
+        if self.engine.closed.load(Ordering::Acquire) && self.engine.has_stopped() {
             return;
         }
         for (id, addr) in &msg.brokers {

@@ -70,38 +70,38 @@ pub(crate) struct Engine {
     /// The partitioning strategy (murmur2 + sticky, or the user's); runs in
     /// the producing thread. Not the partitioner *actor*, which is the
     /// metadata cache.
-    pub partitioner: Box<dyn Partitioner>,
+    partitioner: Box<dyn Partitioner>,
     /// Whether `partitioner` is the default (murmur2 + KIP-480 sticky):
     /// then a keyless record with no partition reads its topic's sticky
     /// slot itself, as the default partitioner would, without the call.
-    pub default_partitioner: bool,
+    default_partitioner: bool,
     pub stats: Stats,
     pub closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
-    pub subscriptions: Mutex<Vec<Weak<SubscriptionShared>>>,
+    subscriptions: Mutex<Vec<Weak<SubscriptionShared>>>,
     /// Active `flush` calls: while non-zero, linger is ignored.
-    pub flushing: AtomicUsize,
+    flushing: AtomicUsize,
     /// Produce calls waiting for room (`buffer.memory` or a subscription's
     /// bound; `starved`): while non-zero, a connection with no request in
     /// flight ignores linger (one with requests in flight lets their
     /// responses make the room, so its batches keep filling).
-    pub starved: AtomicUsize,
+    starved: AtomicUsize,
     /// Records rejected before reaching a batch (they still get a report);
     /// with the accumulator's per-partition counts, the `produced` count.
-    pub rejected: AtomicU64,
+    rejected: AtomicU64,
     /// Set once a `Shutdown` has been sent to the supervisor (by `close`,
     /// or by the last handle's drop): exactly one is sent, even when a
     /// `close` is abandoned half-way.
-    pub shutdown_sent: AtomicBool,
+    shutdown_sent: AtomicBool,
     /// Set when the actor system has stopped.
-    pub stopped: Notify,
-    pub stopped_flag: AtomicBool,
+    stopped: Notify,
+    stopped_flag: AtomicBool,
     /// The runtime the actors run on (set when they start): the timers of
     /// the producer's own futures live there, so callers need no runtime.
-    pub runtime: std::sync::OnceLock<tokio::runtime::Handle>,
+    runtime: std::sync::OnceLock<tokio::runtime::Handle>,
     /// The thread the actors run on (set when they start): a blocking call
     /// made there would wait for itself.
-    pub actor_thread: std::sync::OnceLock<std::thread::ThreadId>,
+    actor_thread: std::sync::OnceLock<std::thread::ThreadId>,
     /// Makes the supervisor's next delivery-timeout sweep panic (tests of
     /// its guard only).
     #[cfg(feature = "fault-injection")]
@@ -109,9 +109,9 @@ pub(crate) struct Engine {
     /// The supervisor's tick in milliseconds (tests that check a path
     /// needs no periodic work set it very long).
     #[cfg(feature = "fault-injection")]
-    pub tick_ms: AtomicU64,
+    tick_ms: AtomicU64,
     /// TLS and SASL for every connection (`None`: plaintext).
-    pub security: Option<Arc<crate::security::Security>>,
+    security: Option<Arc<crate::security::Security>>,
     /// Bytes of records from `Produce` messages waiting for metadata or
     /// memory (bounded by `buffer.memory`).
     pub actor_path_waiting: AtomicUsize,
@@ -119,9 +119,9 @@ pub(crate) struct Engine {
     /// `queue.buffering.max.messages`).
     pub actor_path_waiting_records: AtomicUsize,
     /// Whether a record fits in a Produce request at all.
-    pub sizing: RequestSizing,
+    sizing: RequestSizing,
     /// The actor tree, as far as the engine needs it.
-    pub actors: Arc<dyn ActorTree>,
+    actors: Arc<dyn ActorTree>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -138,6 +138,71 @@ impl std::fmt::Debug for Engine {
 pub(crate) const SUPERVISOR_TICK: Duration = Duration::from_millis(100);
 
 impl Engine {
+    /// Whether linger is over for every batch: a `flush` is under way, the
+    /// producer is closing, or produce calls wait for room (`starved`)
+    /// and `nothing_in_flight` (a connection with requests in flight lets
+    /// their answers make the room, so its batches keep filling).
+    pub(crate) fn linger_over(&self, nothing_in_flight: bool) -> bool {
+        self.flushing.load(Ordering::Acquire) > 0
+            || self.closed.load(Ordering::Acquire)
+            || (self.starved.load(Ordering::Acquire) > 0 && nothing_in_flight)
+    }
+
+    /// True for the one caller that is to send the supervisor its
+    /// `Shutdown` (`close`, or the last handle's drop): exactly one is
+    /// sent, even when a `close` is abandoned half-way.
+    pub(crate) fn claim_shutdown(&self) -> bool {
+        !self.shutdown_sent.swap(true, Ordering::AcqRel)
+    }
+
+    /// A `Shutdown` was sent, or the actors have stopped.
+    pub(crate) fn shutting_down(&self) -> bool {
+        self.stopped_flag.load(Ordering::Acquire) || self.shutdown_sent.load(Ordering::Acquire)
+    }
+
+    /// The actor system has stopped: wakes whoever waits for it.
+    pub(crate) fn mark_stopped(&self) {
+        self.stopped_flag.store(true, Ordering::Release);
+        self.stopped.notify_waiters();
+    }
+
+    /// Whether the actor system has stopped.
+    pub(crate) fn has_stopped(&self) -> bool {
+        self.stopped_flag.load(Ordering::Acquire)
+    }
+
+    /// Resolves when the actor system stops (take it before checking
+    /// [`has_stopped`](Self::has_stopped), so that no stop falls between).
+    pub(crate) fn when_stopped(&self) -> tokio::sync::futures::Notified<'_> {
+        self.stopped.notified()
+    }
+
+    /// Records the runtime and thread the actors run on, from that thread:
+    /// the producer's futures set their timers there, and a blocking call
+    /// made on that thread would wait for itself.
+    pub(crate) fn bind_actor_thread(&self) {
+        let _ = self.runtime.set(tokio::runtime::Handle::current());
+        let _ = self.actor_thread.set(std::thread::current().id());
+    }
+
+    /// Whether this is the thread the actors run on.
+    pub(crate) fn on_actor_thread(&self) -> bool {
+        self.actor_thread.get() == Some(&std::thread::current().id())
+    }
+
+    /// TLS and SASL for every connection (`None`: plaintext).
+    pub(crate) fn security(&self) -> Option<Arc<crate::security::Security>> {
+        self.security.clone()
+    }
+
+    /// Sets the supervisor's tick (tests that check a path needs no
+    /// periodic work set it very long).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn set_supervisor_tick(&self, tick: Duration) {
+        self.tick_ms
+            .store(tick.as_millis() as u64, Ordering::Relaxed);
+    }
+
     /// The supervisor's tick (`SUPERVISOR_TICK`, unless a test changed it).
     pub(crate) fn supervisor_tick(&self) -> Duration {
         #[cfg(feature = "fault-injection")]

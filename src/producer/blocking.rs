@@ -45,7 +45,7 @@ pub enum BlockingSendError {
 
 impl Producer {
     fn on_actor_thread(&self) -> bool {
-        self.engine.actor_thread.get() == Some(&std::thread::current().id())
+        self.engine.on_actor_thread()
     }
 
     /// Produces `record` and blocks until its report, for at most

@@ -150,9 +150,7 @@ impl ProducerBuilder {
         let engine = Engine::new(self.config, self.partitioner, addresses.clone(), security);
         #[cfg(feature = "fault-injection")]
         if let Some(t) = self.tick {
-            engine
-                .tick_ms
-                .store(t.as_millis() as u64, std::sync::atomic::Ordering::Relaxed);
+            engine.set_supervisor_tick(t);
         }
         Ok((engine, addresses))
     }

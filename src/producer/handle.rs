@@ -5,6 +5,7 @@
 //! and for the supervisor's address (`Producer::actor`). The builder and
 //! subscriptions add their methods to `Producer` in their own files.
 
+#[cfg(feature = "fault-injection")]
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,7 +39,7 @@ impl Drop for HandleGuard {
         self.engine.announce_unfinished();
         // Unless a `close` already sent its Shutdown (a `close` whose future
         // was dropped half-way has not: the actor tree must still stop).
-        if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
+        if self.engine.claim_shutdown() {
             self.supervisor.do_send(Shutdown { cancel: true });
         }
     }
@@ -334,11 +335,11 @@ impl Producer {
     /// Stops the actor tree once (`cancel`: failing what is queued or in
     /// flight) and waits for it, bounded.
     async fn stop_actors(&self, cancel: bool) {
-        let stopped = self.engine.stopped.notified();
-        if !self.engine.shutdown_sent.swap(true, Ordering::AcqRel) {
+        let stopped = self.engine.when_stopped();
+        if self.engine.claim_shutdown() {
             self.supervisor.do_send(Shutdown { cancel });
         }
-        if !self.engine.stopped_flag.load(Ordering::Acquire) {
+        if !self.engine.has_stopped() {
             let _ = self.engine.timeout(Duration::from_secs(10), stopped).await;
         }
         self.engine.close_subscriptions();

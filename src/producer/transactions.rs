@@ -43,7 +43,7 @@ impl Producer {
             if let Some((kind, message)) = idem.refused() {
                 return Err(TransactionError::Fatal { kind, message });
             }
-            if self.engine.stopped_flag.load(Ordering::Acquire) {
+            if self.engine.has_stopped() {
                 return Err(TransactionError::State("the producer is closed".into()));
             }
             if crate::clock::Instant::now() > deadline {
@@ -200,7 +200,7 @@ impl Producer {
                     return answer;
                 }
             }
-            if self.engine.stopped_flag.load(Ordering::Acquire) {
+            if self.engine.has_stopped() {
                 return Err(TransactionError::State("the producer is closed".into()));
             }
             if crate::clock::Instant::now() > deadline {

@@ -27,7 +27,7 @@ impl BrokerConnection {
             client_id: Some(cfg.client_id.clone()),
             connect_timeout: cfg.connection_setup_timeout,
             request_timeout: cfg.request_timeout,
-            security: self.engine.security.clone(),
+            security: self.engine.security(),
             keepalive: cfg.socket_keepalive,
             ..ConnectionOptions::default()
         };

@@ -207,11 +207,7 @@ impl BrokerConnection {
             versions,
             idem,
             txn_generation,
-            // Linger is over for every batch: a flush, the close, or
-            // records waiting for memory with nothing in flight here.
-            flushing: engine.flushing.load(Ordering::Acquire) > 0
-                || engine.closed.load(Ordering::Acquire)
-                || (engine.starved.load(Ordering::Acquire) > 0 && self.in_flight_len() == 0),
+            flushing: engine.linger_over(self.in_flight_len() == 0),
             // With one request in flight, order must hold across
             // connections too: a partition with a batch in flight anywhere
             // (say on the old leader's connection) waits.

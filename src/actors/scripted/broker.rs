@@ -97,9 +97,9 @@ impl ScriptedBroker {
             None => false,
             Some(id) => qi.in_flight >= max_in_flight || qi.awaits_confirmation(id),
         };
-        let flushing = engine.flushing.load(Ordering::Acquire) > 0
-            || engine.starved.load(Ordering::Acquire) > 0
-            || engine.closed.load(Ordering::Acquire);
+        // Each batch is a request of its own here: none counts as holding
+        // room back.
+        let flushing = engine.linger_over(true);
         let linger = engine.config.linger;
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
@@ -416,9 +416,7 @@ impl ActorTree for ScriptedTree {
             let deadline = Instant::now() + engine.config.max_block;
             loop {
                 let changed = script.topics_changed.notified();
-                if engine.stopped_flag.load(Ordering::Acquire)
-                    || engine.shutdown_sent.load(Ordering::Acquire)
-                {
+                if engine.shutting_down() {
                     return None;
                 }
                 if script.known_or_created(topic, may_create) {

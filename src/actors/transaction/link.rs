@@ -280,11 +280,7 @@ impl Link {
             // A closing producer still flushes (its partitions must join
             // the transaction to be sent): steps give up only once the
             // actors are being stopped.
-            if self
-                .engine
-                .shutdown_sent
-                .load(std::sync::atomic::Ordering::Acquire)
-            {
+            if self.engine.shutting_down() {
                 return Err(TransactionError::State(format!(
                     "{what}: the producer is closed ({why})"
                 )));
