@@ -51,56 +51,20 @@ impl ScriptedBroker {
     /// ready batch once its retry backoff is over, the open batch once it
     /// is full, its linger has passed, or a flush or close is under way)
     /// and answers it; held requests past `request.timeout.ms` time out.
+    /// The double's stand-in for a connection actor's drain: held
+    /// requests past `request.timeout.ms` time out; then, once the
+    /// producer may send (an id, a transaction), every sendable batch is
+    /// taken and answered by the script, and the next look is scheduled.
     fn drain(&mut self, ctx: &mut Context<Self>) {
         if self.stopping {
             return;
         }
         let engine = self.engine.clone();
         let now = Instant::now();
-        let timeout = engine.config.request_timeout;
-        for h in self
-            .script
-            .take_held_of(&engine, |h| now.duration_since(h.sent_at) >= timeout)
-        {
-            self.script
-                .apply(&engine, h.batch, h.arrivals, Verdict::TimeOut, now);
-        }
-        // The idempotent producer sends nothing until it has an id, and
-        // nothing while an epoch bump is due; the bump waits until none of
-        // its requests is held. A transactional producer's id comes from
-        // the coordinator, through the supervisor and the transaction
-        // actor (which wake this actor when it is there).
-        let idem = match &engine.idem {
-            None => None,
-            Some(i) => match i.ready() {
-                Some(id) => Some(id),
-                None if engine.txn.is_some() => return,
-                None => match i.begin_fetch(self.script.held_by(&engine), now) {
-                    Fetch::Start(bumped) => {
-                        i.fetched(Ok(self.script.grant(bumped)), now);
-                        i.ready()
-                    }
-                    Fetch::After(at) => {
-                        self.schedule_wake(at, ctx);
-                        return;
-                    }
-                    // Woken again when a held request is answered or times
-                    // out (the supervisor's tick).
-                    Fetch::Nothing => return,
-                },
-            },
+        self.time_out_held(&engine, now);
+        let Some(idem) = self.producer_id(&engine, now, ctx) else {
+            return;
         };
-        // Idempotent: one batch in flight per partition until the broker
-        // has acknowledged one of this epoch, then up to max.in.flight.
-        let max_in_flight = engine.config.max_in_flight;
-        let waits = |qi: &QueueState| match idem {
-            None => false,
-            Some(id) => qi.in_flight >= max_in_flight || qi.awaits_confirmation(id),
-        };
-        // Each batch is a request of its own here: none counts as holding
-        // room back.
-        let flushing = engine.linger_over(true);
-        let linger = engine.config.linger;
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
         // current one; the others are asked for, as `drain` does.
@@ -111,59 +75,15 @@ impl ScriptedBroker {
                 None => return,
             },
         };
-        let mut wanted = Vec::new();
-        // Take everything sendable first, then answer it: a batch put back
-        // for a retry waits for a later pass (after its backoff).
-        let mut taken = Vec::new();
-        for q in engine.acc.all_queues() {
-            let mut qi = lock(&q.state);
-            if txn_generation.is_some_and(|g| qi.txn_added != g) {
-                if !qi.ready.is_empty() || qi.open.is_some() {
-                    wanted.push((q.topic, q.partition));
-                }
-                continue;
-            }
-            loop {
-                if waits(&qi) {
-                    break;
-                }
-                let mut b = if let Some(front) = qi.ready.front() {
-                    if front.retry_at.is_some_and(|at| at > now) {
-                        break;
-                    }
-                    qi.ready.pop_front().expect("checked")
-                } else if let Some(open) = &qi.open {
-                    if open.created + linger > now && !flushing && !open.full {
-                        break;
-                    }
-                    let open = qi.open.take().expect("checked");
-                    match engine.acc.seal(open, &q) {
-                        Ok(b) => b,
-                        Err(f) => {
-                            drop(qi);
-                            let reason = f.reason.clone();
-                            engine.acc.fail_unsent(
-                                Err(f),
-                                ErrorKind::Compression,
-                                |_| reason,
-                                &engine.stats,
-                            );
-                            qi = lock(&q.state);
-                            continue;
-                        }
-                    }
-                } else {
-                    break;
-                };
-                if let Some(id) = idem {
-                    engine
-                        .acc
-                        .stamp(&mut qi, &mut b, id, txn_generation.is_some());
-                }
-                qi.take_off(&mut b);
-                taken.push(b);
-            }
-        }
+        let gates = Gates {
+            idem,
+            txn_generation,
+            max_in_flight: engine.config.max_in_flight,
+            // Each batch is a request of its own here: none counts as
+            // holding room back.
+            flushing: engine.linger_over(true),
+        };
+        let (taken, wanted) = take_sendable(&engine, &gates, now);
         if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
             if t.want(wanted) {
                 if let Some(to) = lock(&self.tree.add_partitions).as_ref() {
@@ -174,28 +94,62 @@ impl ScriptedBroker {
         for b in taken {
             self.script.arrive(&engine, b, now);
         }
-        // When to look again: a retry's backoff, a lingering batch.
         let now = Instant::now();
-        let mut next_wake: Option<Instant> = None;
-        for q in engine.acc.all_queues() {
-            let qi = lock(&q.state);
-            // Woken when its request is answered, or when the partition
-            // has joined the transaction.
-            if waits(&qi) || txn_generation.is_some_and(|g| qi.txn_added != g) {
-                continue;
-            }
-            let at = match (qi.ready.front(), &qi.open) {
-                (Some(front), _) => front.retry_at.unwrap_or(now),
-                (None, Some(open)) if open.full || flushing => now,
-                (None, Some(open)) => open.created + linger,
-                (None, None) => continue,
-            };
-            next_wake = Some(next_wake.map_or(at, |w| w.min(at)));
-        }
-        match next_wake {
+        match next_look(&engine, &gates, now) {
             Some(at) if at <= now => ctx.notify(Wake),
             Some(at) => self.schedule_wake(at, ctx),
             None => {}
+        }
+    }
+
+    /// Held requests past `request.timeout.ms` time out, as a broker's
+    /// silence would make them.
+    fn time_out_held(&self, engine: &Arc<Engine>, now: Instant) {
+        let timeout = engine.config.request_timeout;
+        for h in self
+            .script
+            .take_held_of(engine, |h| now.duration_since(h.sent_at) >= timeout)
+        {
+            self.script
+                .apply(engine, h.batch, h.arrivals, Verdict::TimeOut, now);
+        }
+    }
+
+    /// The producer id and epoch to stamp batches with (`Some(None)`:
+    /// not idempotent), or `None` while there is none yet. The idempotent
+    /// producer sends nothing until it has an id, and nothing while an
+    /// epoch bump is due; the bump waits until none of its requests is
+    /// held. A transactional producer's id comes from the coordinator,
+    /// through the supervisor and the transaction actor (which wake this
+    /// actor when it is there).
+    #[allow(clippy::option_option)]
+    fn producer_id(
+        &mut self,
+        engine: &Arc<Engine>,
+        now: Instant,
+        ctx: &mut Context<Self>,
+    ) -> Option<Option<(i64, i16)>> {
+        let Some(i) = &engine.idem else {
+            return Some(None);
+        };
+        if let Some(id) = i.ready() {
+            return Some(Some(id));
+        }
+        if engine.txn.is_some() {
+            return None;
+        }
+        match i.begin_fetch(self.script.held_by(engine), now) {
+            Fetch::Start(bumped) => {
+                i.fetched(Ok(self.script.grant(bumped)), now);
+                i.ready().map(Some)
+            }
+            Fetch::After(at) => {
+                self.schedule_wake(at, ctx);
+                None
+            }
+            // Woken again when a held request is answered or times out
+            // (the supervisor's tick).
+            Fetch::Nothing => None,
         }
     }
 
@@ -223,6 +177,109 @@ impl ScriptedBroker {
         self.script.topics_changed.notify_waiters();
         ctx.stop();
     }
+}
+
+/// What the double's drain takes batches under.
+struct Gates {
+    idem: Option<(i64, i16)>,
+    txn_generation: Option<u64>,
+    max_in_flight: usize,
+    /// Linger is over for every batch.
+    flushing: bool,
+}
+
+impl Gates {
+    /// Idempotent: one batch in flight per partition until the broker has
+    /// acknowledged one of this epoch, then up to max.in.flight.
+    fn waits(&self, qi: &QueueState) -> bool {
+        self.idem
+            .is_some_and(|id| qi.in_flight >= self.max_in_flight || qi.awaits_confirmation(id))
+    }
+
+    /// The partition is not in the open transaction.
+    fn outside_txn(&self, qi: &QueueState) -> bool {
+        self.txn_generation.is_some_and(|g| qi.txn_added != g)
+    }
+}
+
+/// Every batch sendable now, sealed and stamped, and the partitions the
+/// open transaction lacks. Everything is taken first and answered after:
+/// a batch put back for a retry waits for a later pass (after its
+/// backoff).
+fn take_sendable(
+    engine: &Engine,
+    gates: &Gates,
+    now: Instant,
+) -> (Vec<crate::batching::batch::SealedBatch>, Vec<(Topic, i32)>) {
+    let linger = engine.config.linger;
+    let mut wanted = Vec::new();
+    let mut taken = Vec::new();
+    for q in engine.acc.all_queues() {
+        let mut qi = lock(&q.state);
+        if gates.outside_txn(&qi) {
+            if !qi.ready.is_empty() || qi.open.is_some() {
+                wanted.push((q.topic, q.partition));
+            }
+            continue;
+        }
+        while !gates.waits(&qi) {
+            let mut b = if let Some(front) = qi.ready.front() {
+                if front.retry_at.is_some_and(|at| at > now) {
+                    break;
+                }
+                qi.ready.pop_front().expect("checked")
+            } else if let Some(open) = &qi.open {
+                if open.created + linger > now && !gates.flushing && !open.full {
+                    break;
+                }
+                let open = qi.open.take().expect("checked");
+                match engine.acc.seal(open, &q) {
+                    Ok(b) => b,
+                    Err(f) => {
+                        drop(qi);
+                        let reason = f.reason.clone();
+                        let kind = ErrorKind::Compression;
+                        engine
+                            .acc
+                            .fail_unsent(Err(f), kind, |_| reason, &engine.stats);
+                        qi = lock(&q.state);
+                        continue;
+                    }
+                }
+            } else {
+                break;
+            };
+            if let Some(id) = gates.idem {
+                let transactional = gates.txn_generation.is_some();
+                engine.acc.stamp(&mut qi, &mut b, id, transactional);
+            }
+            qi.take_off(&mut b);
+            taken.push(b);
+        }
+    }
+    (taken, wanted)
+}
+
+/// When to look again: a retry's backoff, a lingering batch. A queue
+/// waiting for its request's answer, or for its partition to join the
+/// transaction, is woken by that.
+fn next_look(engine: &Engine, gates: &Gates, now: Instant) -> Option<Instant> {
+    let linger = engine.config.linger;
+    let mut next: Option<Instant> = None;
+    for q in engine.acc.all_queues() {
+        let qi = lock(&q.state);
+        if gates.waits(&qi) || gates.outside_txn(&qi) {
+            continue;
+        }
+        let at = match (qi.ready.front(), &qi.open) {
+            (Some(front), _) => front.retry_at.unwrap_or(now),
+            (None, Some(open)) if open.full || gates.flushing => now,
+            (None, Some(open)) => open.created + linger,
+            (None, None) => continue,
+        };
+        next = Some(next.map_or(at, |w| w.min(at)));
+    }
+    next
 }
 
 impl Actor for ScriptedBroker {
