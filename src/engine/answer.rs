@@ -9,13 +9,15 @@
 //! (`actors/scripted/`), so that a scripted answer goes through the same
 //! decisions and the same report path as a real one.
 
+use std::ops::ControlFlow;
+
 use crate::clock::Instant;
 
 use crate::batching::batch::SealedBatch;
 use crate::delivery::router::route;
 use crate::delivery::settlement::Outcome;
 use crate::engine::Engine;
-use crate::kafka_error::{classify, BrokerError, ResponseError};
+use crate::kafka_error::{classify, BrokerError, ErrorClass, ResponseError};
 use crate::report::ErrorKind;
 use crate::sync::lock;
 use crate::transaction::{abortable_on_produce, is_fatal_produce_code};
@@ -61,16 +63,36 @@ pub(crate) struct AfterAnswer {
 
 impl Engine {
     /// Applies `broker`'s answer for the in-flight batch `b` (taken off its
-    /// queue's in-flight count here or by `retry_or_fail`).
+    /// queue's in-flight count here or by `retry_or_fail`): a transactional
+    /// producer fenced, a transaction made abortable, or else the answer's
+    /// own outcome (delivered, retried, split, failed).
     pub(crate) fn answer(
         &self,
-        mut b: SealedBatch,
+        b: SealedBatch,
         broker: i32,
         answer: &BatchAnswer,
         now: Instant,
     ) -> AfterAnswer {
-        let mut after = AfterAnswer::default();
         let class = classify(answer.error_code);
+        let ControlFlow::Continue(b) = self.answer_fenced(b, broker, class) else {
+            return AfterAnswer::default();
+        };
+        let ControlFlow::Continue(b) = self.answer_abortable(b, broker, class) else {
+            return AfterAnswer::default();
+        };
+        if let Some(c) = class.filter(|c| c.sequence_reset) {
+            self.on_sequence_error(&b, c.error);
+        }
+        self.answer_batch(b, broker, answer, class, now)
+    }
+
+    /// A transactional producer fenced: `Break` once the batch is settled.
+    fn answer_fenced(
+        &self,
+        b: SealedBatch,
+        broker: i32,
+        class: Option<ErrorClass>,
+    ) -> ControlFlow<(), SealedBatch> {
         // A transactional producer fenced (a newer instance with the
         // same transactional.id, or its transaction timed out on the
         // coordinator): this batch and everything not yet sent fail,
@@ -90,8 +112,19 @@ impl Engine {
             // the producer fenced already.
             self.fail_transactional(kind, &message);
             self.land_and_settle(b, Outcome::Failed { kind, message });
-            return after;
+            return ControlFlow::Break(());
         }
+        ControlFlow::Continue(b)
+    }
+
+    /// A transactional producer's batch refused in a way that leaves the
+    /// transaction only to be aborted: `Break` once the batch is settled.
+    fn answer_abortable(
+        &self,
+        mut b: SealedBatch,
+        broker: i32,
+        class: Option<ErrorClass>,
+    ) -> ControlFlow<(), SealedBatch> {
         // A transactional producer whose sequence state the broker
         // lost: the batch fails and the transaction can only be aborted
         // (the abort bumps the epoch, as the Java client does); an
@@ -131,12 +164,24 @@ impl Engine {
                 txn.sequence_lost(kind, message.clone());
                 lock(&q.state).land(&mut b);
                 self.settle(b, Outcome::Failed { kind, message });
-                return after;
+                return ControlFlow::Break(());
             }
         }
-        if let Some(c) = class.filter(|c| c.sequence_reset) {
-            self.on_sequence_error(&b, c.error);
-        }
+        ControlFlow::Continue(b)
+    }
+
+    /// The answer's own outcome for `b`: delivered (a duplicate of a
+    /// write whose answer was lost included), retried, split (too large
+    /// as a whole) or failed.
+    fn answer_batch(
+        &self,
+        mut b: SealedBatch,
+        broker: i32,
+        answer: &BatchAnswer,
+        class: Option<ErrorClass>,
+        now: Instant,
+    ) -> AfterAnswer {
+        let mut after = AfterAnswer::default();
         match class {
             // Already written by an earlier attempt whose answer was
             // lost: a success. Newer brokers give the original offset.
