@@ -74,11 +74,19 @@ impl Engine {
         now: Instant,
     ) -> AfterAnswer {
         let class = classify(answer.error_code);
-        let ControlFlow::Continue(b) = self.answer_fenced(b, broker, class) else {
-            return AfterAnswer::default();
-        };
-        let ControlFlow::Continue(b) = self.answer_abortable(b, broker, class) else {
-            return AfterAnswer::default();
+        // Only a transactional producer's refused batch can fence it or
+        // make its transaction abortable; a success goes straight on.
+        let b = match class {
+            Some(c) if self.txn.is_some() => {
+                let ControlFlow::Continue(b) = self.answer_fenced(b, broker, c) else {
+                    return AfterAnswer::default();
+                };
+                let ControlFlow::Continue(b) = self.answer_abortable(b, broker, c) else {
+                    return AfterAnswer::default();
+                };
+                b
+            }
+            _ => b,
         };
         if let Some(c) = class.filter(|c| c.sequence_reset) {
             self.on_sequence_error(&b, c.error);
@@ -87,17 +95,18 @@ impl Engine {
     }
 
     /// A transactional producer fenced: `Break` once the batch is settled.
+    #[cold]
     fn answer_fenced(
         &self,
         b: SealedBatch,
         broker: i32,
-        class: Option<ErrorClass>,
+        c: ErrorClass,
     ) -> ControlFlow<(), SealedBatch> {
         // A transactional producer fenced (a newer instance with the
         // same transactional.id, or its transaction timed out on the
         // coordinator): this batch and everything not yet sent fail,
         // and the producer takes nothing more.
-        if let Some(c) = class.filter(|c| self.txn.is_some() && is_fatal_produce_code(c.error)) {
+        if is_fatal_produce_code(c.error) {
             let kind = match c.error {
                 ResponseError::ProducerFenced | ResponseError::InvalidProducerEpoch => {
                     ErrorKind::Fenced
@@ -119,11 +128,12 @@ impl Engine {
 
     /// A transactional producer's batch refused in a way that leaves the
     /// transaction only to be aborted: `Break` once the batch is settled.
+    #[cold]
     fn answer_abortable(
         &self,
         mut b: SealedBatch,
         broker: i32,
-        class: Option<ErrorClass>,
+        c: ErrorClass,
     ) -> ControlFlow<(), SealedBatch> {
         // A transactional producer whose sequence state the broker
         // lost: the batch fails and the transaction can only be aborted
@@ -136,10 +146,10 @@ impl Engine {
         // out; the abort's EndTxn tells which), INVALID_TXN_STATE (the
         // broker's check that the partition joined the transaction) and
         // UNSUPPORTED_FOR_MESSAGE_FORMAT.
-        if let (Some(txn), Some(c)) = (
-            &self.txn,
-            class.filter(|c| c.sequence_reset || abortable_on_produce(c.error)),
-        ) {
+        let Some(txn) = &self.txn else {
+            return ControlFlow::Continue(b);
+        };
+        if c.sequence_reset || abortable_on_produce(c.error) {
             let q = self.acc.queue(&b.topic, b.partition);
             let oldest = lock(&q.state).unacked.first() == Some(&b.id);
             if c.error != ResponseError::OutOfOrderSequenceNumber || oldest {
