@@ -540,7 +540,12 @@ impl Engine {
             // lock, with no partitioner call or queue lookup of their own.
             let sticky = record.key.is_none() && record.partition.is_none();
             let topic = record.topic;
-            let r = match tm {
+            // Only a record placed here, on the run's own path, leads the
+            // records behind it into its batch: one that took the
+            // one-record path (traced, too large, unknown topic, closed)
+            // does not, or the records behind a traced one would get no
+            // produce span.
+            let (r, leads) = match tm {
                 Some(tm) if !traced && !self.closed.load(Ordering::Acquire) => {
                     match self.sizing.too_large(&record) {
                         None => {
@@ -549,16 +554,23 @@ impl Engine {
                                 wait: true,
                                 reserved: &mut Reserved::default(),
                             };
-                            self.place(record, reply, Dest { tm, queues: None }, taking)
+                            let dest = Dest { tm, queues: None };
+                            (self.place(record, reply, dest, taking), true)
                         }
-                        Some(_) => self.enqueue_now(record, reply, true, &mut Resume::default()),
+                        Some(_) => (
+                            self.enqueue_now(record, reply, true, &mut Resume::default()),
+                            false,
+                        ),
                     }
                 }
                 // Unknown topic or closed: the one-record path says what to do.
-                _ => self.enqueue_now(record, reply, true, &mut Resume::default()),
+                _ => (
+                    self.enqueue_now(record, reply, true, &mut Resume::default()),
+                    false,
+                ),
             };
             let placed = match r {
-                Enqueued::Appended(partition) => Some(partition),
+                Enqueued::Appended(partition) => Some(partition).filter(|_| leads),
                 Enqueued::Reported => None,
                 Enqueued::Refused(e) => return RunEnd::Failed(e),
                 Enqueued::Wait(slow) => return RunEnd::Wait(slow),
