@@ -64,6 +64,12 @@ impl std::fmt::Debug for ProducerSupervisor {
     }
 }
 
+/// A producer id request's answer, from a connection actor or the
+/// transaction actor.
+type IdAnswer = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Result<(i64, i16), FetchError>, MailboxError>>>,
+>;
+
 impl ProducerSupervisor {
     /// Starts the whole tree in the current actix system. The addresses are
     /// published in `addresses` before this returns, so producer handles can
@@ -192,40 +198,10 @@ impl ProducerSupervisor {
         let Some(idem) = &self.engine.idem else {
             return;
         };
-        // A scripted broker hands out ids itself (`actors/scripted/`),
-        // save a transactional producer's, which come from the double's
-        // coordinator through the transaction actor, as from a cluster's.
-        if idem.ready().is_some() || (self.scripted.is_some() && self.engine.txn.is_none()) {
+        if !self.may_ask_for_id() {
             return;
         }
-        // A fenced transactional producer asks for no id again: a fresh
-        // one would fence the instance that fenced it.
-        if self
-            .engine
-            .txn
-            .as_ref()
-            .is_some_and(|t| t.phase() == crate::transaction::Phase::Fatal)
-        {
-            return;
-        }
-        // Until the first metadata names the brokers, wait (BrokersChanged
-        // drives this again): a bootstrap connection is retired as soon as
-        // they are known, and a request on it with it.
-        if self.addresses.connections.iter().all(|e| *e.key() < 0)
-            && !self.addresses.connections.is_empty()
-        {
-            return;
-        }
-        let in_flight: usize = match &self.scripted {
-            Some(tree) => tree.in_flight(&self.engine),
-            None => self
-                .addresses
-                .broker_states
-                .iter()
-                .map(|s| s.value().in_flight_len())
-                .sum(),
-        };
-        let bump_from = match idem.begin_fetch(in_flight, Instant::now()) {
+        let bump_from = match idem.begin_fetch(self.requests_in_flight(), Instant::now()) {
             Fetch::Start(bump_from) => bump_from,
             Fetch::After(at) => {
                 if self.idem_retry.is_none() {
@@ -239,33 +215,14 @@ impl ProducerSupervisor {
             }
             Fetch::Nothing => return,
         };
-        let mut brokers: Vec<_> = self
-            .addresses
-            .connections
-            .iter()
-            .map(|e| (*e.key(), e.value().clone()))
-            .collect();
-        brokers.sort_by_key(|(id, _)| (*id < 0, fastrand::u32(..)));
-        let broker = brokers.into_iter().next().map(|(_, addr)| addr);
-        // A transactional producer's id comes from its transaction
-        // coordinator, which the transaction actor finds (under the
-        // testing double, with no connection actor: the double answers).
-        let fut: std::pin::Pin<Box<dyn std::future::Future<Output = _>>> =
-            match (&self.transactions, broker) {
-                (Some(t), Some(_)) => Box::pin(t.send(InitTransactional { bump_from })),
-                (Some(t), None) if self.scripted.is_some() => {
-                    Box::pin(t.send(InitTransactional { bump_from }))
-                }
-                (None, Some(addr)) => Box::pin(addr.send(InitProducer { bump_from })),
-                (_, None) => {
-                    idem.fetched(
-                        Err(FetchError::Transient("no broker connection yet".into())),
-                        Instant::now(),
-                    );
-                    return self.drive_idempotence(ctx);
-                }
-            };
-        ctx.spawn(fut.into_actor(self).map(|res, act, ctx| {
+        let Some(ask) = self.ask_for_id(bump_from) else {
+            idem.fetched(
+                Err(FetchError::Transient("no broker connection yet".into())),
+                Instant::now(),
+            );
+            return self.drive_idempotence(ctx);
+        };
+        ctx.spawn(ask.into_actor(self).map(|res, act, ctx| {
             let res = res
                 .unwrap_or_else(|_| Err(FetchError::Transient("broker actor unavailable".into())));
             let Some(idem) = &act.engine.idem else {
@@ -283,6 +240,67 @@ impl ProducerSupervisor {
             }
             act.drive_idempotence(ctx);
         }));
+    }
+
+    /// Whether the supervisor is the one to get a producer id now: not
+    /// when there is one, not under a scripted broker (it hands ids out
+    /// itself, save a transactional producer's, which come from the
+    /// double's coordinator through the transaction actor, as from a
+    /// cluster's), not for a fenced transactional producer (a fresh id
+    /// would fence the instance that fenced it), and not before the first
+    /// metadata names the brokers (`BrokersChanged` drives this again: a
+    /// bootstrap connection is retired as soon as they are known, and a
+    /// request on it with it).
+    fn may_ask_for_id(&self) -> bool {
+        let engine = &self.engine;
+        let has_id = engine.idem.as_ref().is_some_and(|i| i.ready().is_some());
+        if has_id || (self.scripted.is_some() && engine.txn.is_none()) {
+            return false;
+        }
+        let fenced = engine
+            .txn
+            .as_ref()
+            .is_some_and(|t| t.phase() == crate::transaction::Phase::Fatal);
+        let connections = &self.addresses.connections;
+        let bootstrap_only = !connections.is_empty() && connections.iter().all(|e| *e.key() < 0);
+        !fenced && !bootstrap_only
+    }
+
+    /// Produce requests in flight on every connection (an epoch bump
+    /// waits for none).
+    fn requests_in_flight(&self) -> usize {
+        match &self.scripted {
+            Some(tree) => tree.in_flight(&self.engine),
+            None => self
+                .addresses
+                .broker_states
+                .iter()
+                .map(|s| s.value().in_flight_len())
+                .sum(),
+        }
+    }
+
+    /// The request for a producer id (`bump_from`: the id and epoch to
+    /// bump): to a random known broker's connection actor, or, for a
+    /// transactional producer, to the transaction actor, which finds the
+    /// coordinator (under the testing double, with no connection actor:
+    /// the double answers). `None` while there is no one to ask.
+    fn ask_for_id(&self, bump_from: Option<(i64, i16)>) -> Option<IdAnswer> {
+        let mut brokers: Vec<_> = self
+            .addresses
+            .connections
+            .iter()
+            .map(|e| (*e.key(), e.value().clone()))
+            .collect();
+        brokers.sort_by_key(|(id, _)| (*id < 0, fastrand::u32(..)));
+        let broker = brokers.into_iter().next().map(|(_, addr)| addr);
+        match (&self.transactions, broker) {
+            (Some(t), b) if b.is_some() || self.scripted.is_some() => {
+                Some(Box::pin(t.send(InitTransactional { bump_from })))
+            }
+            (None, Some(addr)) => Some(Box::pin(addr.send(InitProducer { bump_from }))),
+            _ => None,
+        }
     }
 
     /// A connection actor whose handler panicked is gone (actix does not
