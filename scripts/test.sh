@@ -28,6 +28,8 @@ fi
 # are the targets Cargo.toml gives `required-features`: a second build,
 # with these features, runs them (and the library's unit tests again).
 hooks="fault-injection,metrics,opentelemetry"
+# Each stage's heading says how long the run has taken so far.
+stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 mapfile -t hook_names < <(python3 - <<'PY'
 import tomllib
 with open("Cargo.toml", "rb") as f:
@@ -39,10 +41,10 @@ PY
 )
 hook_targets=()
 for name in "${hook_names[@]}"; do hook_targets+=(--test "$name"); done
-echo "== disk free where the builds go: $(df -h --output=avail . | tail -1 | tr -d ' ')"
-echo "== cargo fmt --check"
+stage "disk free where the builds go: $(df -h --output=avail . | tail -1 | tr -d ' ')"
+stage "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy --all-targets -- -D warnings, and the library without features"
+stage "cargo clippy --all-targets -- -D warnings, and the library without features"
 cargo clippy --all-targets --locked -- -D warnings
 # The hooks' build (below, "the hooks and the optional features"): the
 # library with them, and the targets that need them.
@@ -53,11 +55,11 @@ cargo clippy --lib --bins --locked -- -D warnings
 # The instruction-count benchmark and the side-by-side benches are packages
 # of their own (benches/instructions, benches/side-by-side).
 cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings
-echo "== cargo doc (warnings denied: broken links, missing docs)"
+stage "cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
-echo "== public API: docs/public-api.txt, and CHANGELOG.md says what changed"
+stage "public API: docs/public-api.txt, and CHANGELOG.md says what changed"
 bash scripts/public-api.sh
-echo "== publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
+stage "publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together (cargo's
 # temporary registry stands in for crates.io; the instruction-count and
 # side-by-side benchmark packages, never published, are left out; offline:
@@ -80,7 +82,7 @@ cp -r Cargo.toml Cargo.lock src benches vendor tests examples target/msrv/
 (cd target/msrv && export CARGO_TARGET_DIR="$PWD/target" &&
   CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo update --quiet &&
   cargo "+$msrv" check --lib --locked --quiet)
-echo "== cargo test"
+stage "cargo test"
 # tests/examples.rs runs the example binaries, which `cargo test` alone
 # builds only as test harnesses; build them as programs first. Benches are
 # only compiled and run once in criterion's --test mode, never timed here.
@@ -96,6 +98,10 @@ cargo test --lib --bins --tests --benches --locked --no-run
 # their own, never with -p courier: one command unifies features across
 # its packages, and the root's dev-dependency would turn its features on.
 cargo test -p courier-side-by-side --benches --locked --no-run
+# The second build, with the hooks and the optional features: the targets
+# that need them, the library's unit tests, and the prometheus example.
+cargo build --example prometheus --features "$hooks" --locked
+cargo test --features "$hooks" --lib "${hook_targets[@]}" --test examples --locked --no-run
 # The slowest Kafka test binaries spend their minutes waiting on brokers
 # (kafka_faults kills, pauses and restarts them; about half a core busy),
 # so they run beside the others instead of after them: this stage took
@@ -117,29 +123,40 @@ beside_log="target/tests-beside.log"
   exit "$status"
 ) >"$beside_log" 2>&1 &
 beside_pid=$!
+# The hooks' tests in a second group beside them (the simulation keeps
+# both cores busy for about 30 s; the rest mostly wait on their brokers).
+hooks_log="target/tests-hooks.log"
+(
+  status=0
+  cargo test --features "$hooks" --lib "${hook_targets[@]}" --locked --no-fail-fast || status=$?
+  cargo test --features "$hooks" --test examples --locked -- prometheus || status=$?
+  exit "$status"
+) >"$hooks_log" 2>&1 &
+hooks_pid=$!
 rest_status=0
 cargo test --lib --bins --benches "${rest[@]}" --locked --no-fail-fast || rest_status=$?
 beside_status=0
 wait "$beside_pid" || beside_status=$?
-echo "== cargo test (run beside the others): ${beside[*]}, the side-by-side benches"
+hooks_status=0
+wait "$hooks_pid" || hooks_status=$?
+stage "cargo test (run beside the others): ${beside[*]}, the side-by-side benches"
 cat "$beside_log"
-if (( rest_status != 0 || beside_status != 0 )); then
-  echo "cargo test failed (others: exit $rest_status; ${beside[*]} and the side-by-side benches: exit $beside_status)" >&2
+stage "cargo test, the hooks and the optional features ($hooks): --lib ${hook_names[*]}, and the prometheus example"
+cat "$hooks_log"
+if (( rest_status != 0 || beside_status != 0 || hooks_status != 0 )); then
+  echo "cargo test failed (others: exit $rest_status; ${beside[*]} and the side-by-side benches: exit $beside_status; the hooks: exit $hooks_status)" >&2
   exit 1
 fi
 cargo test --doc --locked
-echo "== cargo test, the hooks and the optional features ($hooks): --lib ${hook_names[*]}, and the prometheus example"
-cargo build --example prometheus --features "$hooks" --locked
-cargo test --features "$hooks" --lib "${hook_targets[@]}" --locked --no-fail-fast
-cargo test --features "$hooks" --test examples --locked -- prometheus
-echo "== instruction counts (benches/instructions, under callgrind)"
+stage "instruction counts (benches/instructions, under callgrind)"
 # Fails when a hot-path benchmark runs more than 10 % over its recorded
 # count (benches/instructions/counts.txt); about 3 minutes on a fresh clone:
 # the runner's build (45 s), the benchmark's optimised build (2 minutes),
 # the runs under callgrind (10 s).
 bash scripts/instructions.sh
-echo "== fuzz"
+stage "fuzz"
 # Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 20)
 # seconds each, so a decoder change that brings a crash back fails here.
 # The first build of the targets takes about 2.5 minutes on 2 cores.
 bash scripts/fuzz.sh all "${COURIER_FUZZ_SECS:-20}"
+stage "done"
