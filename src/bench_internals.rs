@@ -157,7 +157,7 @@ impl Pipeline {
                 cache: Default::default(),
             }),
         );
-        engine.metadata.store(Arc::new(snapshot));
+        engine.metadata().store(Arc::new(snapshot));
         // A supervisor address whose actor never runs: what the handle
         // sends it on drop goes nowhere.
         let (tx, _) = actix::dev::channel::channel(1);
@@ -224,11 +224,11 @@ impl Pipeline {
         // DashMap costs per shard, and dashmap's shard count follows the
         // machine's cores, which would make the count machine-dependent.
         let topic = Topic::from(PIPELINE_TOPIC);
-        for q in (0..6).map(|p| engine.acc.queue(&topic, p)) {
+        for q in (0..6).map(|p| engine.acc().queue(&topic, p)) {
             let mut state = crate::sync::lock(&q.state);
             let mut batches: Vec<_> = state.ready.drain(..).collect();
             if let Some(open) = state.open.take() {
-                batches.push(engine.acc.seal(open, &q).expect("sealed"));
+                batches.push(engine.acc().seal(open, &q).expect("sealed"));
             }
             for mut b in batches {
                 state.take_off(&mut b);

@@ -101,7 +101,7 @@ impl PartitionerActor {
         // Brokers the last answer listed first; then any known broker (one
         // left out of the answers is kept a while, `BrokersChanged`); then
         // the bootstrap connections.
-        let listed = &self.engine.metadata.load().brokers;
+        let listed = &self.engine.metadata().load().brokers;
         let rank = |id: i32| match id {
             _ if id < 0 => 2,
             _ if listed.contains_key(&id) => 0,
@@ -126,7 +126,7 @@ impl PartitionerActor {
                     act.failures = 0;
                     act.fetch_errors.clear();
                     act.refused = None;
-                    let previous = act.engine.metadata.load();
+                    let previous = act.engine.metadata().load();
                     let mut snapshot = MetadataSnapshot::from_response(&resp, &previous);
                     // Only what was asked for (a broker may list every
                     // topic it has), so what the producer holds is bounded
@@ -136,7 +136,7 @@ impl PartitionerActor {
                     tracing::debug!(from = broker, brokers = ?snapshot.brokers, topics = ?snapshot.topics, missing = ?snapshot.missing, "metadata");
                     let brokers = snapshot.brokers.clone();
                     act.track_recreated(&snapshot);
-                    act.engine.metadata.store(Arc::new(snapshot));
+                    act.engine.metadata().store(Arc::new(snapshot));
                     act.fail_vanished();
                     act.brokers_changed.do_send(BrokersChanged { brokers });
                     act.engine.wake_all();
@@ -150,7 +150,7 @@ impl PartitionerActor {
                 }
             }
             if act.again || act.has_unresolved() {
-                let delay = act.engine.config.retry_backoff.max(Duration::from_millis(10));
+                let delay = act.engine.config().retry_backoff.max(Duration::from_millis(10));
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
         }));
@@ -170,9 +170,9 @@ impl PartitionerActor {
     /// sequences (the broker keeps its state far longer), 24 bytes each,
     /// until the epoch changes. The interned name stays (`Topic`).
     fn forget_idle(&mut self) {
-        let idle = self.engine.config.metadata_max_idle;
+        let idle = self.engine.config().metadata_max_idle;
         let now = Instant::now();
-        let activity = self.engine.acc.topic_activity();
+        let activity = self.engine.acc().topic_activity();
         for (topic, (_, busy)) in &activity {
             if *busy {
                 self.topics.insert(*topic);
@@ -180,7 +180,7 @@ impl PartitionerActor {
         }
         // The snapshot holds only topics asked about, but a restarted
         // partitioner starts from the last one published.
-        let snapshot = self.engine.metadata.load();
+        let snapshot = self.engine.metadata().load();
         let held = snapshot.topics.keys().chain(snapshot.missing.keys());
         let candidates: HashSet<Topic> = self.topics.iter().chain(held).copied().collect();
         let mut forgotten = Vec::new();
@@ -195,8 +195,8 @@ impl PartitionerActor {
         }
         // The queues go too, unless a batch arrived since the look above
         // (then the topic stays, and is asked about).
-        let current = self.engine.idem.as_ref().and_then(|i| i.ready());
-        forgotten.retain(|topic| self.engine.acc.forget(topic, current));
+        let current = self.engine.idem().and_then(|i| i.ready());
+        forgotten.retain(|topic| self.engine.acc().forget(topic, current));
         if forgotten.is_empty() {
             return;
         }
@@ -214,7 +214,7 @@ impl PartitionerActor {
             snapshot.topics.remove(topic);
             snapshot.missing.remove(topic);
         }
-        self.engine.metadata.store(Arc::new(snapshot));
+        self.engine.metadata().store(Arc::new(snapshot));
     }
 
     /// Notes topics whose id changed (deleted and re-created).
@@ -236,7 +236,7 @@ impl PartitionerActor {
     /// longer exist; forgets a topic once none of them is in flight (or
     /// it changed again).
     fn fail_vanished(&mut self) {
-        let snapshot = self.engine.metadata.load();
+        let snapshot = self.engine.metadata().load();
         let engine = &self.engine;
         self.vanished.retain(|topic, (id, count)| {
             snapshot
@@ -252,7 +252,7 @@ impl PartitionerActor {
     }
 
     fn answer_waiters(&mut self) {
-        let snapshot = self.engine.metadata.load();
+        let snapshot = self.engine.metadata().load();
         self.waiters.retain(|topic, waiters| {
             let ready = snapshot
                 .topics
@@ -285,7 +285,7 @@ impl PartitionerActor {
         {
             return;
         }
-        let snapshot = self.engine.metadata.load();
+        let snapshot = self.engine.metadata().load();
         let unreachable = self.unreachable();
         self.waiters.retain(|topic, waiters| {
             let mut kept = Vec::with_capacity(waiters.len());
@@ -368,11 +368,11 @@ impl Actor for PartitionerActor {
         // A restarted partitioner: the topics of interest are those with
         // queues and those in the last published metadata.
         self.topics
-            .extend(self.engine.acc.all_queues().iter().map(|q| q.topic));
+            .extend(self.engine.acc().all_queues().iter().map(|q| q.topic));
         self.topics
-            .extend(self.engine.metadata.load().topics.keys().copied());
+            .extend(self.engine.metadata().load().topics.keys().copied());
         self.fetch(ctx);
-        let age = self.engine.config.metadata_max_age;
+        let age = self.engine.config().metadata_max_age;
         ctx.run_interval(age, |act, ctx| act.fetch(ctx));
         ctx.run_interval(Duration::from_millis(50), |act, _| act.expire_waiters());
     }
@@ -384,7 +384,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
     fn handle(&mut self, msg: EnsureTopic, ctx: &mut Context<Self>) -> Self::Result {
         let ready = self
             .engine
-            .metadata
+            .metadata()
             .load()
             .topics
             .get(&msg.topic)
@@ -399,12 +399,12 @@ impl Handler<EnsureTopic> for PartitionerActor {
         }
         // Known to be forbidden: asked again below (permissions change),
         // answered at once.
-        if let Some(refused) = forbidden(&self.engine.metadata.load(), msg.topic) {
+        if let Some(refused) = forbidden(&self.engine.metadata().load(), msg.topic) {
             self.fetch(ctx);
             return Box::pin(async move { Some(Err(refused)) });
         }
         let (tx, rx) = oneshot::channel();
-        let max_block = self.engine.config.max_block;
+        let max_block = self.engine.config().max_block;
         self.waiters
             .entry(msg.topic)
             .or_default()

@@ -141,7 +141,7 @@ impl ProducerSupervisor {
             };
             sup.start_transaction_actor();
             for (i, addr) in engine
-                .config
+                .config()
                 .bootstrap_servers
                 .clone()
                 .into_iter()
@@ -195,7 +195,7 @@ impl ProducerSupervisor {
     /// Gets the idempotent producer its id, or bumps the epoch once nothing
     /// is in flight, through any broker connection.
     fn drive_idempotence(&mut self, ctx: &mut Context<Self>) {
-        let Some(idem) = &self.engine.idem else {
+        let Some(idem) = &self.engine.idem() else {
             return;
         };
         if !self.may_ask_for_id() {
@@ -225,7 +225,7 @@ impl ProducerSupervisor {
         ctx.spawn(ask.into_actor(self).map(|res, act, ctx| {
             let res = res
                 .unwrap_or_else(|_| Err(FetchError::Transient("broker actor unavailable".into())));
-            let Some(idem) = &act.engine.idem else {
+            let Some(idem) = &act.engine.idem() else {
                 return;
             };
             idem.fetched(res, Instant::now());
@@ -253,13 +253,12 @@ impl ProducerSupervisor {
     /// request on it with it).
     fn may_ask_for_id(&self) -> bool {
         let engine = &self.engine;
-        let has_id = engine.idem.as_ref().is_some_and(|i| i.ready().is_some());
-        if has_id || (self.scripted.is_some() && engine.txn.is_none()) {
+        let has_id = engine.idem().is_some_and(|i| i.ready().is_some());
+        if has_id || (self.scripted.is_some() && engine.txn().is_none()) {
             return false;
         }
         let fenced = engine
-            .txn
-            .as_ref()
+            .txn()
             .is_some_and(|t| t.phase() == crate::transaction::Phase::Fatal);
         let connections = &self.addresses.connections;
         let bootstrap_only = !connections.is_empty() && connections.iter().all(|e| *e.key() < 0);
@@ -321,7 +320,7 @@ impl ProducerSupervisor {
         for id in dead {
             if let Some(addr) = self.addrs.get(&id).cloned() {
                 tracing::warn!(broker = id, "connection actor died; restarting it");
-                self.engine.stats.record_actor_restart();
+                self.engine.stats().record_actor_restart();
                 self.launch_broker(id, addr, ctx);
             }
         }
@@ -341,7 +340,7 @@ impl ProducerSupervisor {
                 task,
                 "a supervisor task panicked; it runs again at the next tick"
             );
-            self.engine.stats.record_actor_restart();
+            self.engine.stats().record_actor_restart();
         }
     }
 
@@ -352,7 +351,7 @@ impl ProducerSupervisor {
     /// Starts the transaction actor (a transactional producer only) and
     /// points the producer handles at it.
     fn start_transaction_actor(&mut self) {
-        if self.engine.txn.is_none() {
+        if self.engine.txn().is_none() {
             return;
         }
         let actor = TransactionActor::new(
@@ -380,7 +379,7 @@ impl ProducerSupervisor {
             return;
         }
         tracing::warn!("transaction actor died; restarting it");
-        self.engine.stats.record_actor_restart();
+        self.engine.stats().record_actor_restart();
         self.start_transaction_actor();
     }
 
@@ -395,7 +394,7 @@ impl ProducerSupervisor {
         }
         if tree.live_broker(&self.engine).1 {
             tracing::warn!("scripted broker died; restarted it");
-            self.engine.stats.record_actor_restart();
+            self.engine.stats().record_actor_restart();
         }
     }
 
@@ -407,7 +406,7 @@ impl ProducerSupervisor {
             return;
         }
         tracing::warn!("partitioner actor died; restarting it");
-        self.engine.stats.record_actor_restart();
+        self.engine.stats().record_actor_restart();
         let partitioner = PartitionerActor::new(
             self.engine.clone(),
             self.addresses.clone(),
@@ -425,9 +424,9 @@ impl ProducerSupervisor {
     /// their connection when the response or the request timeout comes.
     fn expire_batches(&mut self) {
         let now = Instant::now();
-        let snapshot = self.engine.metadata.load();
+        let snapshot = self.engine.metadata().load();
         let mut leaderless = false;
-        for q in self.engine.acc.all_queues() {
+        for q in self.engine.acc().all_queues() {
             let mut expired = Vec::new();
             {
                 let mut qi = lock(&q.state);
@@ -448,10 +447,10 @@ impl ProducerSupervisor {
                 if qi
                     .open
                     .as_ref()
-                    .is_some_and(|o| o.created + self.engine.config.delivery_timeout <= now)
+                    .is_some_and(|o| o.created + self.engine.config().delivery_timeout <= now)
                 {
                     let open = qi.open.take().unwrap();
-                    expired.push(self.engine.acc.seal(open, &q));
+                    expired.push(self.engine.acc().seal(open, &q));
                 }
             }
             for b in expired {
@@ -460,7 +459,7 @@ impl ProducerSupervisor {
                     .topics
                     .get(&q.topic)
                     .and_then(|t| t.leader(partition));
-                let timeout_ms = self.engine.config.delivery_timeout.as_millis();
+                let timeout_ms = self.engine.config().delivery_timeout.as_millis();
                 // Say why nothing could be sent when the cluster told us.
                 let missing = snapshot.missing.get(&q.topic).map(|code| {
                     let error = crate::kafka_error::classify(*code)
@@ -470,7 +469,7 @@ impl ProducerSupervisor {
                         q.topic.as_str()
                     )
                 });
-                self.engine.acc.fail_unsent(
+                self.engine.acc().fail_unsent(
                     b,
                     ErrorKind::Timeout,
                     |attempts| {
@@ -481,7 +480,7 @@ impl ProducerSupervisor {
                             missing.unwrap_or_default()
                         )
                     },
-                    &self.engine.stats,
+                    self.engine.stats(),
                 );
             }
         }
@@ -512,7 +511,7 @@ impl Actor for ProducerSupervisor {
             });
             act.guarded("delivery timeouts", ctx, |act, _| {
                 #[cfg(feature = "fault-injection")]
-                if act.engine.inject_sweep_panic.swap(false, Ordering::AcqRel) {
+                if act.engine.take_injected_sweep_panic() {
                     panic!("injected panic in the supervisor's sweep");
                 }
                 act.expire_batches()
@@ -529,7 +528,7 @@ impl Actor for ProducerSupervisor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.engine.mark_stopped();
-        self.engine.acc.incomplete_changed.notify_waiters();
+        self.engine.acc().incomplete_changed.notify_waiters();
         if self.owns_system {
             System::current().stop();
         }
@@ -539,7 +538,7 @@ impl Actor for ProducerSupervisor {
 impl Handler<BrokersChanged> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: BrokersChanged, ctx: &mut Context<Self>) {
-        if self.engine.closed.load(Ordering::Acquire) && self.engine.has_stopped() {
+        if self.engine.is_closed() && self.engine.has_stopped() {
             return;
         }
         for (id, addr) in &msg.brokers {
@@ -558,7 +557,7 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
         // ask again). The Java client never closes such a connection
         // itself; it idles out.
         let now = crate::clock::Instant::now();
-        let patience = self.engine.config.metadata_max_age;
+        let patience = self.engine.config().metadata_max_age;
         self.absent_since
             .retain(|id, _| !msg.brokers.contains_key(id));
         let gone: Vec<i32> = self
@@ -631,7 +630,7 @@ impl Handler<Produce> for ProducerSupervisor {
             &mut Resume::default(),
         ) {
             Enqueued::Appended(_) | Enqueued::Reported => return,
-            Enqueued::Refused(e) => return fail(e, &reply_to, &self.engine.stats),
+            Enqueued::Refused(e) => return fail(e, &reply_to, self.engine.stats()),
             Enqueued::Wait(slow) => slow,
         };
         // It must wait (for metadata, buffer.memory or room under
@@ -641,9 +640,8 @@ impl Handler<Produce> for ProducerSupervisor {
         // a record fails at once, QueueFull, rather than pile up in
         // detached tasks while the producer is full.
         let bytes = slow.record().approx_size();
-        let cfg = &self.engine.config;
-        let waiting = &self.engine.actor_path_waiting;
-        let waiting_records = &self.engine.actor_path_waiting_records;
+        let cfg = self.engine.config();
+        let (waiting, waiting_records) = self.engine.actor_path_waiting();
         let over_bytes = waiting.fetch_add(bytes, Ordering::AcqRel) + bytes > cfg.buffer_memory;
         let over_records =
             waiting_records.fetch_add(1, Ordering::AcqRel) + 1 > cfg.queue_buffering_max_messages;
@@ -660,7 +658,7 @@ impl Handler<Produce> for ProducerSupervisor {
             return fail(
                 ProduceError::QueueFull(Box::new(slow.into_record())),
                 &reply_to,
-                &self.engine.stats,
+                self.engine.stats(),
             );
         }
         let engine = self.engine.clone();
@@ -669,12 +667,11 @@ impl Handler<Produce> for ProducerSupervisor {
         // stopped while it waits.
         actix::spawn(async move {
             let r = engine.enqueue_slow(slow).await;
-            engine.actor_path_waiting.fetch_sub(bytes, Ordering::AcqRel);
-            engine
-                .actor_path_waiting_records
-                .fetch_sub(1, Ordering::AcqRel);
+            let (waiting, waiting_records) = engine.actor_path_waiting();
+            waiting.fetch_sub(bytes, Ordering::AcqRel);
+            waiting_records.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = r {
-                fail(e, &reply_to, &engine.stats);
+                fail(e, &reply_to, engine.stats());
             }
         });
     }

@@ -56,17 +56,17 @@ use crate::transaction::Transactions;
 /// State shared by producer handles and actors. Lives as long as any of
 /// them.
 pub(crate) struct Engine {
-    pub config: ProducerConfig,
-    pub client_id: StrBytes,
-    pub acc: Accumulator,
+    config: ProducerConfig,
+    client_id: StrBytes,
+    acc: Accumulator,
     /// The latest metadata, published by the partitioner actor. In an
     /// `Arc` of its own so that a handle's [`SnapshotCache`] can watch it
     /// without keeping the engine alive.
-    pub metadata: Arc<ArcSwap<MetadataSnapshot>>,
+    metadata: Arc<ArcSwap<MetadataSnapshot>>,
     /// The idempotent producer's id and epoch; `None` without idempotence.
-    pub idem: Option<Idempotence>,
+    idem: Option<Idempotence>,
     /// The transactional producer's state; `None` without `transactional.id`.
-    pub txn: Option<Transactions>,
+    txn: Option<Transactions>,
     /// The partitioning strategy (murmur2 + sticky, or the user's); runs in
     /// the producing thread. Not the partitioner *actor*, which is the
     /// metadata cache.
@@ -75,8 +75,8 @@ pub(crate) struct Engine {
     /// then a keyless record with no partition reads its topic's sticky
     /// slot itself, as the default partitioner would, without the call.
     default_partitioner: bool,
-    pub stats: Stats,
-    pub closed: Arc<AtomicBool>,
+    stats: Stats,
+    closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
     subscriptions: Mutex<Vec<Weak<SubscriptionShared>>>,
     /// Active `flush` calls: while non-zero, linger is ignored.
@@ -105,7 +105,7 @@ pub(crate) struct Engine {
     /// Makes the supervisor's next delivery-timeout sweep panic (tests of
     /// its guard only).
     #[cfg(feature = "fault-injection")]
-    pub inject_sweep_panic: AtomicBool,
+    inject_sweep_panic: AtomicBool,
     /// The supervisor's tick in milliseconds (tests that check a path
     /// needs no periodic work set it very long).
     #[cfg(feature = "fault-injection")]
@@ -114,10 +114,10 @@ pub(crate) struct Engine {
     security: Option<Arc<crate::security::Security>>,
     /// Bytes of records from `Produce` messages waiting for metadata or
     /// memory (bounded by `buffer.memory`).
-    pub actor_path_waiting: AtomicUsize,
+    actor_path_waiting: AtomicUsize,
     /// Records from `Produce` messages waiting (bounded by
     /// `queue.buffering.max.messages`).
-    pub actor_path_waiting_records: AtomicUsize,
+    actor_path_waiting_records: AtomicUsize,
     /// Whether a record fits in a Produce request at all.
     sizing: RequestSizing,
     /// The actor tree, as far as the engine needs it.
@@ -138,6 +138,75 @@ impl std::fmt::Debug for Engine {
 pub(crate) const SUPERVISOR_TICK: Duration = Duration::from_millis(100);
 
 impl Engine {
+    /// The producer's settings.
+    pub(crate) fn config(&self) -> &ProducerConfig {
+        &self.config
+    }
+
+    /// `client.id`, as sent in request headers.
+    pub(crate) fn client_id(&self) -> &StrBytes {
+        &self.client_id
+    }
+
+    /// The partition queues and the bounds on what they hold.
+    pub(crate) fn acc(&self) -> &Accumulator {
+        &self.acc
+    }
+
+    /// The latest metadata snapshot's cell: loaded per produce call,
+    /// replaced by the partitioner actor.
+    pub(crate) fn metadata(&self) -> &Arc<ArcSwap<MetadataSnapshot>> {
+        &self.metadata
+    }
+
+    /// The idempotent producer's id and sequences (`None`: not
+    /// idempotent).
+    pub(crate) fn idem(&self) -> Option<&Idempotence> {
+        self.idem.as_ref()
+    }
+
+    /// The transactional producer's state (`None`: not transactional).
+    pub(crate) fn txn(&self) -> Option<&Transactions> {
+        self.txn.as_ref()
+    }
+
+    /// The producer's counters.
+    pub(crate) fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Whether the producer takes no more records (closing, or closed).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// The closed flag, for a subscription to share: its stream ends
+    /// once the producer has closed and its reports are read.
+    pub(crate) fn closed_flag(&self) -> Arc<AtomicBool> {
+        self.closed.clone()
+    }
+
+    /// Bytes and records of `Produce` messages waiting for metadata or
+    /// room (bounded by `buffer.memory` and
+    /// `queue.buffering.max.messages`).
+    pub(crate) fn actor_path_waiting(&self) -> (&AtomicUsize, &AtomicUsize) {
+        (&self.actor_path_waiting, &self.actor_path_waiting_records)
+    }
+
+    /// Whether a test asked the supervisor's next delivery-timeout sweep
+    /// to panic (asked once, answered once).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn take_injected_sweep_panic(&self) -> bool {
+        self.inject_sweep_panic.swap(false, Ordering::AcqRel)
+    }
+
+    /// Makes the supervisor's next delivery-timeout sweep panic (tests of
+    /// its guard only).
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn plant_sweep_panic(&self) {
+        self.inject_sweep_panic.store(true, Ordering::Release);
+    }
+
     /// Whether linger is over for every batch: a `flush` is under way, the
     /// producer is closing, or produce calls wait for room (`starved`)
     /// and `nothing_in_flight` (a connection with requests in flight lets
@@ -527,16 +596,16 @@ impl Engine {
         in_flight
     }
 
-    /// Sets the published gauges from the numbers `stats()` shows (the
+    /// Sets the published gauges from the numbers `stats_snapshot()` shows (the
     /// supervisor's tick: they change per record, so they are sampled).
     #[cfg(feature = "metrics")]
     pub(crate) fn publish_gauges(&self) {
-        let s = self.stats();
+        let s = self.stats_snapshot();
         self.stats.metrics.gauges(s.buffered_bytes, s.in_flight);
     }
 
     /// A snapshot of the counters.
-    pub(crate) fn stats(&self) -> StatsSnapshot {
+    pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
         let buffered = self.config.buffer_memory - self.acc.pool.available_permits();
         let produced = self.rejected.load(Ordering::Relaxed) + self.acc.appended();
         self.stats.snapshot(produced, buffered)

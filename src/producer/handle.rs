@@ -299,7 +299,7 @@ impl Producer {
     /// so is one whose commit found a failed record. When that fails the
     /// coordinator aborts it at `transaction.timeout.ms`.
     async fn end_on_close(&self, deadline: Option<crate::clock::Instant>) {
-        let Some(txn) = self.engine.txn.as_ref().filter(|t| t.is_under_way()) else {
+        let Some(txn) = self.engine.txn().filter(|t| t.is_under_way()) else {
             return;
         };
         let end = async {
@@ -350,9 +350,7 @@ impl Producer {
     /// feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_supervisor_task_panic(&self) {
-        self.engine
-            .inject_sweep_panic
-            .store(true, Ordering::Release);
+        self.engine.plant_sweep_panic();
     }
 
     /// Makes the partitioner actor panic, to test its supervision (under
@@ -393,7 +391,7 @@ impl Producer {
     #[cfg(feature = "fault-injection")]
     pub fn plant_lost_reports(&self, batches: u64) {
         self.engine
-            .stats
+            .stats()
             .plant_lost_reports
             .store(batches, Ordering::Release);
     }
@@ -405,7 +403,7 @@ impl Producer {
     #[cfg(feature = "fault-injection")]
     pub fn plant_unrewound_sequences(&self) {
         self.engine
-            .acc
+            .acc()
             .plant_unrewound_sequences
             .store(true, Ordering::Release);
     }
@@ -438,7 +436,7 @@ impl Producer {
     /// The idempotent producer's id and epoch, once the broker assigned
     /// them; `None` without idempotence.
     pub fn producer_id(&self) -> Option<(i64, i16)> {
-        self.engine.idem.as_ref().and_then(|i| i.ready())
+        self.engine.idem().and_then(|i| i.ready())
     }
 
     /// Broker ids with a live connection actor.
@@ -456,6 +454,6 @@ impl Producer {
 
     /// A snapshot of the producer's counters.
     pub fn stats(&self) -> StatsSnapshot {
-        self.engine.stats()
+        self.engine.stats_snapshot()
     }
 }

@@ -93,7 +93,7 @@ impl Producer {
         bound: Bound,
         capacity: usize,
     ) -> (Subscriber, ReportStream) {
-        let shared = SubscriptionShared::new(mode, bound, capacity, self.engine.closed.clone());
+        let shared = SubscriptionShared::new(mode, bound, capacity, self.engine.closed_flag());
         self.engine.register_subscription(&shared);
         (
             Subscriber {

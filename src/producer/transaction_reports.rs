@@ -86,8 +86,7 @@ impl Producer {
     ) -> Result<(Subscriber, TransactionReports), TransactionError> {
         let txn = self
             .engine
-            .txn
-            .as_ref()
+            .txn()
             .ok_or(TransactionError::NotTransactional)?;
         let (sub, stream) = self.subscribe(ReportMode::All);
         let ends = Arc::new(Ends::default());

@@ -14,10 +14,7 @@ use crate::transaction::{AbortPlan, GroupMetadata, TransactionError, Transaction
 
 impl Producer {
     fn transactions(&self) -> Result<&Transactions, TransactionError> {
-        self.engine
-            .txn
-            .as_ref()
-            .ok_or(TransactionError::NotTransactional)
+        self.engine.txn().ok_or(TransactionError::NotTransactional)
     }
 
     /// Waits until the producer has its id from the transaction
@@ -30,12 +27,8 @@ impl Producer {
     /// records wait for the id anyway.
     pub async fn init_transactions(&self) -> Result<(), TransactionError> {
         self.transactions()?;
-        let idem = self
-            .engine
-            .idem
-            .as_ref()
-            .expect("transactional is idempotent");
-        let deadline = crate::clock::Instant::now() + self.engine.config.max_block;
+        let idem = self.engine.idem().expect("transactional is idempotent");
+        let deadline = crate::clock::Instant::now() + self.engine.config().max_block;
         loop {
             if idem.ready().is_some() {
                 return Ok(());
@@ -81,12 +74,12 @@ impl Producer {
     /// ```
     pub fn begin_transaction(&self) -> Result<(), TransactionError> {
         let txn = self.transactions()?;
-        if self.engine.closed.load(Ordering::Acquire) {
+        if self.engine.is_closed() {
             return Err(TransactionError::State("the producer is closed".into()));
         }
         txn.begin(
-            self.engine.stats.failed.load(Ordering::Acquire),
-            self.engine.acc.stamped_lost.load(Ordering::Acquire),
+            self.engine.stats().failed.load(Ordering::Acquire),
+            self.engine.acc().stamped_lost.load(Ordering::Acquire),
         )
     }
 
@@ -102,9 +95,12 @@ impl Producer {
         let txn = self.transactions()?;
         let generation = txn.start_commit()?;
         // No record that saw the gate open is still being appended.
-        self.engine.acc.barrier();
+        self.engine.acc().barrier();
         self.engine.flush().await;
-        txn.check_commit(generation, self.engine.stats.failed.load(Ordering::Acquire))?;
+        txn.check_commit(
+            generation,
+            self.engine.stats().failed.load(Ordering::Acquire),
+        )?;
         self.ask_transaction_actor(|a| {
             a.end.send(EndTransaction {
                 commit: true,
@@ -129,7 +125,7 @@ impl Producer {
     pub async fn abort_transaction(&self) -> Result<(), TransactionError> {
         let txn = self.transactions()?;
         let generation = txn.start_abort()?;
-        self.engine.acc.barrier();
+        self.engine.acc().barrier();
         self.engine.fail_queued(
             ErrorKind::Aborted,
             "the transaction was aborted before this record's write was acknowledged",
@@ -142,7 +138,7 @@ impl Producer {
         // an epoch bump, so the next transaction starts with fresh
         // sequences. Bumping first would find the transaction still open
         // on the coordinator, which fences the epoch instead.
-        let plan = txn.abort_plan(self.engine.acc.stamped_lost.load(Ordering::Acquire));
+        let plan = txn.abort_plan(self.engine.acc().stamped_lost.load(Ordering::Acquire));
         self.ask_transaction_actor(|a| {
             a.end.send(EndTransaction {
                 commit: false,
@@ -193,7 +189,7 @@ impl Producer {
         Fut:
             std::future::Future<Output = Result<Result<(), TransactionError>, actix::MailboxError>>,
     {
-        let deadline = crate::clock::Instant::now() + self.engine.config.max_block;
+        let deadline = crate::clock::Instant::now() + self.engine.config().max_block;
         loop {
             if let Some(a) = self.addresses.transactions() {
                 if let Ok(answer) = send(a).await {

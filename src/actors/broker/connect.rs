@@ -22,7 +22,7 @@ impl BrokerConnection {
         self.state = ConnState::Connecting;
         self.generation += 1;
         let generation = self.generation;
-        let cfg = &self.engine.config;
+        let cfg = self.engine.config();
         let opts = ConnectionOptions {
             client_id: Some(cfg.client_id.clone()),
             connect_timeout: cfg.connection_setup_timeout,
@@ -145,7 +145,7 @@ impl BrokerConnection {
             ctx.cancel_future(reader);
         }
         self.generation += 1;
-        self.engine.stats.record_reauthentication(self.node_id);
+        self.engine.stats().record_reauthentication(self.node_id);
         self.ensure_connecting(ctx);
     }
 
@@ -166,7 +166,7 @@ impl BrokerConnection {
 
     pub(super) fn schedule_reconnect(&mut self, ctx: &mut Context<Self>) {
         self.state = ConnState::Backoff;
-        let cfg = &self.engine.config;
+        let cfg = self.engine.config();
         let backoff = backoff(
             cfg.reconnect_backoff,
             cfg.reconnect_backoff_max,
@@ -193,7 +193,7 @@ impl BrokerConnection {
             ctx.cancel_future(reader);
         }
         self.generation += 1;
-        self.engine.stats.record_disconnect(self.node_id);
+        self.engine.stats().record_disconnect(self.node_id);
         self.requeue_in_flight(Some(&error));
         for (_, (_, c)) in self.calls.drain() {
             c.fail(error.clone());
@@ -205,7 +205,7 @@ impl BrokerConnection {
     /// Fails in-flight requests older than `request.timeout.ms` by dropping
     /// the connection, as the Java client does.
     pub(super) fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
-        let limit = self.engine.config.request_timeout;
+        let limit = self.engine.config().request_timeout;
         // Every request gets `request.timeout.ms`, not only Produce: a
         // connection that carries only Metadata, InitProducerId or a
         // coordinator's request (`Ask`) and answers none is as dead as one

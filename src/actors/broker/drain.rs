@@ -89,15 +89,15 @@ impl BrokerConnection {
     /// its own queues only, not every queue with a leader look-up each.
     fn my_queues(&mut self) -> Arc<[Arc<PartitionQueue>]> {
         let engine = &self.engine;
-        let created = engine.acc.queues_created();
-        let snapshot = engine.metadata.load_full();
+        let created = engine.acc().queues_created();
+        let snapshot = engine.metadata().load_full();
         if let Some(mine) = &self.mine {
             if mine.created == created && Arc::ptr_eq(&mine.snapshot, &snapshot) {
                 return mine.queues.clone();
             }
         }
         let queues: Arc<[_]> = engine
-            .acc
+            .acc()
             .all_queues()
             .into_iter()
             .filter(|q| {
@@ -127,7 +127,7 @@ impl BrokerConnection {
         let engine = self.engine.clone();
         let queues = self.my_queues();
         let mut notes = DrainNotes::default();
-        while self.in_flight_len() < engine.config.max_in_flight {
+        while self.in_flight_len() < engine.config().max_in_flight {
             let batches = self.fill_request(&queues, &gates, &mut notes);
             if batches.is_empty() {
                 break;
@@ -138,7 +138,7 @@ impl BrokerConnection {
             };
             self.send_produce(batches, &gates.tx, version);
         }
-        if let (Some(t), false) = (&engine.txn, notes.wanted.is_empty()) {
+        if let (Some(t), false) = (&engine.txn(), notes.wanted.is_empty()) {
             if t.want(notes.wanted) {
                 self.upstream.add_partitions.do_send(AddPartitionsWanted);
             }
@@ -179,7 +179,7 @@ impl BrokerConnection {
         let engine = &self.engine;
         // The idempotent producer sends nothing until it has an id (and
         // nothing while an epoch bump is due).
-        let idem = match &engine.idem {
+        let idem = match &engine.idem() {
             None => None,
             Some(i) => match i.ready() {
                 Some(id) => Some(id),
@@ -197,11 +197,11 @@ impl BrokerConnection {
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
         // current one (`take_batch`).
-        let txn_generation = match &engine.txn {
+        let txn_generation = match &engine.txn() {
             None => None,
             Some(t) => Some(t.sendable()?),
         };
-        let cfg = &engine.config;
+        let cfg = engine.config();
         Some(DrainGates {
             tx,
             versions,
@@ -228,7 +228,7 @@ impl BrokerConnection {
         let mut size = 0usize;
         for q in queues {
             let room = (!batches.is_empty())
-                .then(|| self.engine.config.max_request_size.saturating_sub(size));
+                .then(|| self.engine.config().max_request_size.saturating_sub(size));
             if let Some(b) = self.take_batch(q, gates, now, room, notes) {
                 size += b.encoded.len();
                 batches.push(b);
@@ -285,14 +285,14 @@ impl BrokerConnection {
             // as due: a timer set for `due` fires up to a tick late, so a
             // batch goes at most `linger_slack` early rather than up to a
             // tick late.
-            let linger = engine.config.linger;
+            let linger = engine.config().linger;
             let due = (open.created + linger).checked_sub(linger_slack(linger));
             if let Some(due) = due.filter(|d| *d > now && !gates.flushing && !open.full) {
                 notes.wake_at(due);
                 return None;
             }
             let open = qi.open.take().expect("checked above");
-            match engine.acc.seal(open, q) {
+            match engine.acc().seal(open, q) {
                 Ok(b) if fits(b.encoded.len()) => b,
                 Ok(b) => {
                     qi.ready.push_back(b);
@@ -303,15 +303,15 @@ impl BrokerConnection {
                     let reason = f.reason.clone();
                     let kind = ErrorKind::Compression;
                     engine
-                        .acc
-                        .fail_unsent(Err(f), kind, |_| reason, &engine.stats);
+                        .acc()
+                        .fail_unsent(Err(f), kind, |_| reason, engine.stats());
                     return None;
                 }
             }
         };
         if let Some(id) = gates.idem {
             let transactional = gates.txn_generation.is_some();
-            engine.acc.stamp(&mut qi, &mut b, id, transactional);
+            engine.acc().stamp(&mut qi, &mut b, id, transactional);
         }
         qi.take_off(&mut b);
         Some(b)
@@ -348,23 +348,23 @@ impl BrokerConnection {
         )
         .entered();
         let engine = self.engine.clone();
-        let cfg = &engine.config;
+        let cfg = engine.config();
         // The request is written around the batches' own bytes
         // (protocol::produce), so no batch is copied into a request buffer.
         let topics = topic_data;
         let mut header = ProduceHeader {
             version,
             correlation_id: 0,
-            client_id: Some(engine.client_id.as_str()),
+            client_id: Some(engine.client_id().as_str()),
             acks: cfg.acks.wire(),
             timeout_ms: cfg.request_timeout.as_millis().min(i32::MAX as u128) as i32,
-            transactional_id: engine.txn.as_ref().map(|t| t.id.as_str()),
+            transactional_id: engine.txn().map(|t| t.id.as_str()),
         };
         // Exact size check: a request never exceeds max.request.size. Extra
         // batches go back into their queues (by batch id).
         while batches.len() > 1 && frame_size(&header, &topics(&batches)) > cfg.max_request_size {
             let mut b = batches.pop().expect("more than one");
-            let q = self.engine.acc.queue(&b.topic, b.partition);
+            let q = self.engine.acc().queue(&b.topic, b.partition);
             let mut qi = lock(&q.state);
             qi.land(&mut b);
             qi.requeue(b);

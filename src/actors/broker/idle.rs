@@ -28,7 +28,7 @@ impl BrokerConnection {
     /// Closes the connection if it has been idle for
     /// `connections.max.idle.ms` with nothing in flight.
     pub(super) fn close_if_idle(&mut self, ctx: &mut Context<Self>) {
-        let Some(limit) = self.engine.config.connections_max_idle else {
+        let Some(limit) = self.engine.config().connections_max_idle else {
             return;
         };
         if self.retired
@@ -50,7 +50,7 @@ impl BrokerConnection {
         // closes the socket.
         self.generation += 1;
         self.idle_closed = true;
-        self.engine.stats.record_idle_close(self.node_id);
+        self.engine.stats().record_idle_close(self.node_id);
         tracing::debug!(
             broker = self.node_id,
             addr = %self.addr,
@@ -69,8 +69,8 @@ impl BrokerConnection {
     /// or open and lingering): what makes an idle-closed connection
     /// connect again.
     pub(super) fn has_batches(&self) -> bool {
-        let snapshot = self.engine.metadata.load();
-        self.engine.acc.all_queues().iter().any(|q| {
+        let snapshot = self.engine.metadata().load();
+        self.engine.acc().all_queues().iter().any(|q| {
             snapshot
                 .topics
                 .get(&q.topic)

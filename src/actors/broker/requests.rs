@@ -34,7 +34,7 @@ impl BrokerConnection {
         encode_request(
             &mut buf,
             correlation_id,
-            Some(&self.engine.client_id),
+            Some(self.engine.client_id()),
             version,
             req,
         )
@@ -97,13 +97,13 @@ impl Handler<FetchMetadata> for BrokerConnection {
                 .collect(),
         ));
         if versions.metadata >= 4 {
-            req.allow_auto_topic_creation = self.engine.config.allow_auto_create_topics;
+            req.allow_auto_topic_creation = self.engine.config().allow_auto_create_topics;
         }
         let (wtx, wrx) = oneshot::channel();
         if let Err(e) = self.call(&tx, versions.metadata, &req, |v| Call::Metadata(v, wtx)) {
             return Box::pin(async move { Err(e) });
         }
-        let timeout = self.engine.config.request_timeout;
+        let timeout = self.engine.config().request_timeout;
         Box::pin(async move {
             match tokio::time::timeout(timeout, wrx).await {
                 Ok(Ok(r)) => r,
@@ -150,7 +150,7 @@ where
         if let Err(e) = self.call(&tx, version, &req, |_| Call::Any(answer)) {
             return Box::pin(async move { Err(e) });
         }
-        let timeout = self.engine.config.request_timeout;
+        let timeout = self.engine.config().request_timeout;
         let api = msg.api;
         Box::pin(async move {
             match tokio::time::timeout(timeout, wrx).await {
@@ -200,7 +200,7 @@ impl Handler<InitProducer> for BrokerConnection {
         if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx)) {
             return Box::pin(async move { Err(FetchError::Transient(e)) });
         }
-        let timeout = self.engine.config.request_timeout;
+        let timeout = self.engine.config().request_timeout;
         Box::pin(async move {
             let resp = match tokio::time::timeout(timeout, wrx).await {
                 Ok(Ok(r)) => r.map_err(FetchError::Transient)?,

@@ -126,7 +126,7 @@ impl BrokerConnection {
         )
         .entered();
         self.engine
-            .stats
+            .stats()
             .record_request(self.node_id, now - f.sent_at);
         self.on_throttle(resp.throttle_time_ms, f.version, now);
         let mut refresh = false;
@@ -176,7 +176,7 @@ impl BrokerConnection {
             return;
         }
         let wait = Duration::from_millis(throttle_ms as u64);
-        self.engine.stats.record_throttle(self.node_id, wait);
+        self.engine.stats().record_throttle(self.node_id, wait);
         tracing::debug!(
             broker = self.node_id,
             throttle_ms,

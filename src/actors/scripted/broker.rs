@@ -68,7 +68,7 @@ impl ScriptedBroker {
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
         // current one; the others are asked for, as `drain` does.
-        let txn_generation = match &engine.txn {
+        let txn_generation = match &engine.txn() {
             None => None,
             Some(t) => match t.sendable() {
                 Some(g) => Some(g),
@@ -78,13 +78,13 @@ impl ScriptedBroker {
         let gates = Gates {
             idem,
             txn_generation,
-            max_in_flight: engine.config.max_in_flight,
+            max_in_flight: engine.config().max_in_flight,
             // Each batch is a request of its own here: none counts as
             // holding room back.
             flushing: engine.linger_over(true),
         };
         let (taken, wanted) = take_sendable(&engine, &gates, now);
-        if let (Some(t), false) = (&engine.txn, wanted.is_empty()) {
+        if let (Some(t), false) = (&engine.txn(), wanted.is_empty()) {
             if t.want(wanted) {
                 if let Some(to) = lock(&self.tree.add_partitions).as_ref() {
                     to.do_send(AddPartitionsWanted);
@@ -105,7 +105,7 @@ impl ScriptedBroker {
     /// Held requests past `request.timeout.ms` time out, as a broker's
     /// silence would make them.
     fn time_out_held(&self, engine: &Arc<Engine>, now: Instant) {
-        let timeout = engine.config.request_timeout;
+        let timeout = engine.config().request_timeout;
         for h in self
             .script
             .take_held_of(engine, |h| now.duration_since(h.sent_at) >= timeout)
@@ -129,13 +129,13 @@ impl ScriptedBroker {
         now: Instant,
         ctx: &mut Context<Self>,
     ) -> Option<Option<(i64, i16)>> {
-        let Some(i) = &engine.idem else {
+        let Some(i) = &engine.idem() else {
             return Some(None);
         };
         if let Some(id) = i.ready() {
             return Some(Some(id));
         }
-        if engine.txn.is_some() {
+        if engine.txn().is_some() {
             return None;
         }
         match i.begin_fetch(self.script.held_by(engine), now) {
@@ -211,10 +211,10 @@ fn take_sendable(
     gates: &Gates,
     now: Instant,
 ) -> (Vec<crate::batching::batch::SealedBatch>, Vec<(Topic, i32)>) {
-    let linger = engine.config.linger;
+    let linger = engine.config().linger;
     let mut wanted = Vec::new();
     let mut taken = Vec::new();
-    for q in engine.acc.all_queues() {
+    for q in engine.acc().all_queues() {
         let mut qi = lock(&q.state);
         if gates.outside_txn(&qi) {
             if !qi.ready.is_empty() || qi.open.is_some() {
@@ -233,15 +233,15 @@ fn take_sendable(
                     break;
                 }
                 let open = qi.open.take().expect("checked");
-                match engine.acc.seal(open, &q) {
+                match engine.acc().seal(open, &q) {
                     Ok(b) => b,
                     Err(f) => {
                         drop(qi);
                         let reason = f.reason.clone();
                         let kind = ErrorKind::Compression;
                         engine
-                            .acc
-                            .fail_unsent(Err(f), kind, |_| reason, &engine.stats);
+                            .acc()
+                            .fail_unsent(Err(f), kind, |_| reason, engine.stats());
                         qi = lock(&q.state);
                         continue;
                     }
@@ -251,7 +251,7 @@ fn take_sendable(
             };
             if let Some(id) = gates.idem {
                 let transactional = gates.txn_generation.is_some();
-                engine.acc.stamp(&mut qi, &mut b, id, transactional);
+                engine.acc().stamp(&mut qi, &mut b, id, transactional);
             }
             qi.take_off(&mut b);
             taken.push(b);
@@ -264,9 +264,9 @@ fn take_sendable(
 /// waiting for its request's answer, or for its partition to join the
 /// transaction, is woken by that.
 fn next_look(engine: &Engine, gates: &Gates, now: Instant) -> Option<Instant> {
-    let linger = engine.config.linger;
+    let linger = engine.config().linger;
     let mut next: Option<Instant> = None;
-    for q in engine.acc.all_queues() {
+    for q in engine.acc().all_queues() {
         let qi = lock(&q.state);
         if gates.waits(&qi) || gates.outside_txn(&qi) {
             continue;
@@ -432,7 +432,7 @@ impl ScriptedTree {
         self.engine
             .get()
             .and_then(Weak::upgrade)
-            .is_some_and(|e| e.config.allow_auto_create_topics)
+            .is_some_and(|e| e.config().allow_auto_create_topics)
     }
 }
 
@@ -470,7 +470,7 @@ impl ActorTree for ScriptedTree {
             if closed {
                 return None;
             }
-            let deadline = Instant::now() + engine.config.max_block;
+            let deadline = Instant::now() + engine.config().max_block;
             loop {
                 let changed = script.topics_changed.notified();
                 if engine.shutting_down() {
@@ -486,7 +486,7 @@ impl ActorTree for ScriptedTree {
                         format!(
                             "the mock broker has no topic {:?} (allow.auto.create.topics is {}; MockBroker::topic creates it)",
                             topic.as_str(),
-                            engine.config.allow_auto_create_topics,
+                            engine.config().allow_auto_create_topics,
                         ),
                     )));
                 }

@@ -223,7 +223,7 @@ impl Script {
     /// `BROKER_ID`. Each producer keeps its own sticky partitions.
     fn publish(st: &State) {
         for e in st.engines.iter().filter_map(Weak::upgrade) {
-            let previous = e.metadata.load();
+            let previous = e.metadata().load();
             let mut snapshot = MetadataSnapshot {
                 brokers: HashMap::from([(BROKER_ID, "courier-mock-broker:0".to_string())]),
                 fetched_at: Some(Instant::now()),
@@ -252,7 +252,7 @@ impl Script {
                     }),
                 );
             }
-            e.metadata.store(Arc::new(snapshot));
+            e.metadata().store(Arc::new(snapshot));
         }
     }
 
@@ -429,11 +429,11 @@ impl Script {
         verdict: Verdict,
         now: Instant,
     ) {
-        let acks0 = engine.config.acks.wire() == 0;
+        let acks0 = engine.config().acks.wire() == 0;
         let mut st = lock(&self.state);
         let answer = match verdict {
             Verdict::Deliver | Verdict::LoseAnswer => {
-                let transactional_id = engine.txn.as_ref().map(|t| t.id.as_str());
+                let transactional_id = engine.txn().map(|t| t.id.as_str());
                 match Self::write(&mut st, &b, arrivals.clone(), transactional_id) {
                     Ok(_) if verdict == Verdict::LoseAnswer => None,
                     Ok(base) => Some(BatchAnswer::written(base)),
@@ -518,7 +518,11 @@ impl Script {
     pub(super) fn arrive(&self, engine: &Arc<Engine>, mut b: SealedBatch, now: Instant) {
         b.attempts += 1;
         b.owed.sent = true;
-        let max_size = engine.config.batch_size.max(engine.config.max_request_size) * 2;
+        let max_size = engine
+            .config()
+            .batch_size
+            .max(engine.config().max_request_size)
+            * 2;
         let records = match decode_records(b.encoded.bytes(), max_size) {
             Ok(r) if r.len() == b.record_count as usize => r,
             other => {
@@ -591,9 +595,9 @@ impl Script {
             let end = start + verdicts.len();
             return self.apply(engine, b, start..end, first, now);
         }
-        let q = engine.acc.queue(&b.topic, b.partition);
+        let q = engine.acc().queue(&b.topic, b.partition);
         lock(&q.state).land(&mut b);
-        match engine.acc.split(b) {
+        match engine.acc().split(b) {
             Ok(parts) => {
                 for (i, (mut p, v)) in parts.into_iter().zip(verdicts).enumerate() {
                     lock(&q.state).take_off(&mut p);

@@ -134,8 +134,7 @@ pub(super) struct Link {
 impl Link {
     pub(super) fn txn(&self) -> &Transactions {
         self.engine
-            .txn
-            .as_ref()
+            .txn()
             .expect("a transaction actor runs only for a transactional producer")
     }
 
@@ -248,7 +247,7 @@ impl Link {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T, Step>>,
     {
-        let cfg = &self.engine.config;
+        let cfg = self.engine.config();
         let deadline = Instant::now() + cfg.max_block;
         let mut attempt = 0;
         loop {
@@ -305,11 +304,7 @@ impl Link {
     /// The producer id and epoch, waiting for them up to `max.block.ms`.
     async fn producer_id(&self) -> Result<(i64, i16), TransactionError> {
         self.retrying("waiting for the producer id", || async {
-            let idem = self
-                .engine
-                .idem
-                .as_ref()
-                .expect("transactional is idempotent");
+            let idem = self.engine.idem().expect("transactional is idempotent");
             if let Some((kind, message)) = idem.refused() {
                 return Err(Step::Fatal(kind, message));
             }
@@ -396,7 +391,7 @@ impl Link {
                 let (kind, message) = self.txn().abort_cause();
                 self.txn().drop_wanted(generation, &wanted);
                 for (topic, partition) in &wanted {
-                    let q = self.engine.acc.queue(topic, *partition);
+                    let q = self.engine.acc().queue(topic, *partition);
                     self.engine.fail_waiting(&q, kind, &message);
                 }
                 return;
@@ -421,7 +416,7 @@ impl Link {
                         continue;
                     }
                     for (topic, partition) in &wanted {
-                        let q = self.engine.acc.queue(topic, *partition);
+                        let q = self.engine.acc().queue(topic, *partition);
                         lock(&q.state).txn_added = generation;
                     }
                     self.txn().added(generation, &wanted, id);
@@ -452,7 +447,7 @@ impl Link {
         self.txn().abortable(kind, message.clone());
         self.txn().drop_wanted(generation, wanted);
         for (topic, partition) in wanted {
-            let q = self.engine.acc.queue(topic, *partition);
+            let q = self.engine.acc().queue(topic, *partition);
             self.engine.fail_waiting(&q, kind, &message);
         }
     }
@@ -577,7 +572,7 @@ impl Link {
             // The bump goes after EndTxn and before the transaction counts
             // as ended, so no record of the next one is stamped with the
             // old epoch; the supervisor drives it (`drive_idempotence`).
-            if let Some(idem) = self.engine.idem.as_ref().filter(|_| plan.bump) {
+            if let Some(idem) = self.engine.idem().filter(|_| plan.bump) {
                 if let Some(current) = idem.ready() {
                     idem.needs_bump(current);
                 }
@@ -592,7 +587,7 @@ impl Link {
         let Some(started) = self.txn().started_under() else {
             return Ok(()); // nothing was added: nothing to end
         };
-        let current = self.engine.idem.as_ref().and_then(|i| i.ready());
+        let current = self.engine.idem().and_then(|i| i.ready());
         if current != Some(started) {
             // The epoch was bumped since (a sequence error), which aborted
             // the transaction on the coordinator already.
