@@ -109,157 +109,14 @@ impl TxnCoordinator {
         // A scripted error answers the request instead, changing nothing.
         let fault = self.faults.pop_front();
         match api {
-            ApiKey::FindCoordinator => {
-                let q = decode::<FindCoordinatorRequest>(r, version)?;
-                let node = BrokerId(broker.node_id());
-                let code = fault.unwrap_or(0);
-                let c = |key: StrBytes| {
-                    Coordinator::default()
-                        .with_key(key)
-                        .with_node_id(node)
-                        .with_host(StrBytes::from_static_str("courier-mock-broker"))
-                        .with_port(0)
-                        .with_error_code(code)
-                };
-                let resp = if version >= 4 {
-                    FindCoordinatorResponse::default()
-                        .with_coordinators(q.coordinator_keys.into_iter().map(c).collect())
-                } else {
-                    FindCoordinatorResponse::default()
-                        .with_node_id(node)
-                        .with_host(StrBytes::from_static_str("courier-mock-broker"))
-                        .with_error_code(code)
-                };
-                encode(&resp, version)
-            }
-            ApiKey::InitProducerId => {
-                let q = decode::<InitProducerIdRequest>(r, version)?;
-                let resp = match q.transactional_id {
-                    _ if fault.is_some() => InitProducerIdResponse::default()
-                        .with_error_code(fault.unwrap_or_default())
-                        .with_producer_id(ProducerId(-1))
-                        .with_producer_epoch(-1),
-                    None => {
-                        let id = broker.fresh_producer_id();
-                        InitProducerIdResponse::default().with_producer_id(ProducerId(id))
-                    }
-                    Some(t) => {
-                        match self.init(broker, t.0.as_str(), q.producer_id.0, q.producer_epoch) {
-                            Ok((id, epoch)) => InitProducerIdResponse::default()
-                                .with_producer_id(ProducerId(id))
-                                .with_producer_epoch(epoch),
-                            Err(e) => InitProducerIdResponse::default()
-                                .with_error_code(e.code())
-                                .with_producer_id(ProducerId(-1))
-                                .with_producer_epoch(-1),
-                        }
-                    }
-                };
-                encode(&resp, version)
-            }
+            ApiKey::FindCoordinator => self.find_coordinator(broker, r, version, fault),
+            ApiKey::InitProducerId => self.init_producer_id(broker, r, version, fault),
             ApiKey::AddPartitionsToTxn if version <= 3 => {
-                let q = decode::<AddPartitionsToTxnRequest>(r, version)?;
-                let checked = self.check(
-                    q.v3_and_below_transactional_id.0.as_str(),
-                    q.v3_and_below_producer_id.0,
-                    q.v3_and_below_producer_epoch,
-                );
-                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
-                let mut results = Vec::new();
-                for t in &q.v3_and_below_topics {
-                    let topic = Topic::from(t.name.0.as_str());
-                    if code == 0 {
-                        let e = self
-                            .ids
-                            .get_mut(q.v3_and_below_transactional_id.0.as_str())
-                            .expect("checked");
-                        let open = e.open.get_or_insert_with(BTreeSet::new);
-                        open.extend(t.partitions.iter().map(|p| (topic, *p)));
-                    }
-                    results.push(
-                        AddPartitionsToTxnTopicResult::default()
-                            .with_name(t.name.clone())
-                            .with_results_by_partition(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        AddPartitionsToTxnPartitionResult::default()
-                                            .with_partition_index(*p)
-                                            .with_partition_error_code(code)
-                                    })
-                                    .collect(),
-                            ),
-                    );
-                }
-                encode(
-                    &AddPartitionsToTxnResponse::default()
-                        .with_results_by_topic_v3_and_below(results),
-                    version,
-                )
+                self.add_partitions_to_txn(r, version, fault)
             }
-            ApiKey::EndTxn => {
-                let q = decode::<EndTxnRequest>(r, version)?;
-                let code = match fault {
-                    Some(code) => Err(code),
-                    None => Ok(()),
-                }
-                .and_then(|()| {
-                    self.end(
-                        broker,
-                        q.transactional_id.0.as_str(),
-                        q.producer_id.0,
-                        q.producer_epoch,
-                        q.committed,
-                    )
-                    .map_err(|e| e.code())
-                });
-                let code = code.err().unwrap_or(0);
-                encode(&EndTxnResponse::default().with_error_code(code), version)
-            }
-            ApiKey::AddOffsetsToTxn => {
-                let q = decode::<AddOffsetsToTxnRequest>(r, version)?;
-                let checked = self.check(
-                    q.transactional_id.0.as_str(),
-                    q.producer_id.0,
-                    q.producer_epoch,
-                );
-                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
-                encode(
-                    &AddOffsetsToTxnResponse::default().with_error_code(code),
-                    version,
-                )
-            }
-            ApiKey::TxnOffsetCommit => {
-                let q = decode::<TxnOffsetCommitRequest>(r, version)?;
-                let checked = self.check(
-                    q.transactional_id.0.as_str(),
-                    q.producer_id.0,
-                    q.producer_epoch,
-                );
-                let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
-                let topics = q
-                    .topics
-                    .iter()
-                    .map(|t| {
-                        TxnOffsetCommitResponseTopic::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        TxnOffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(code)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
-                encode(
-                    &TxnOffsetCommitResponse::default().with_topics(topics),
-                    version,
-                )
-            }
+            ApiKey::EndTxn => self.end_txn(broker, r, version, fault),
+            ApiKey::AddOffsetsToTxn => self.add_offsets_to_txn(r, version, fault),
+            ApiKey::TxnOffsetCommit => self.txn_offset_commit(r, version, fault),
             // Not a coordinator request: a scripted error waits for one.
             api => {
                 if let Some(f) = fault {
@@ -270,6 +127,201 @@ impl TxnCoordinator {
                 ))
             }
         }
+    }
+
+    /// FindCoordinator: this broker coordinates every key.
+    fn find_coordinator(
+        &mut self,
+        broker: &mut impl Broker,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<FindCoordinatorRequest>(r, version)?;
+        let node = BrokerId(broker.node_id());
+        let code = fault.unwrap_or(0);
+        let c = |key: StrBytes| {
+            Coordinator::default()
+                .with_key(key)
+                .with_node_id(node)
+                .with_host(StrBytes::from_static_str("courier-mock-broker"))
+                .with_port(0)
+                .with_error_code(code)
+        };
+        let resp = if version >= 4 {
+            FindCoordinatorResponse::default()
+                .with_coordinators(q.coordinator_keys.into_iter().map(c).collect())
+        } else {
+            FindCoordinatorResponse::default()
+                .with_node_id(node)
+                .with_host(StrBytes::from_static_str("courier-mock-broker"))
+                .with_error_code(code)
+        };
+        encode(&resp, version)
+    }
+
+    /// InitProducerId: a fresh id for an idempotent producer; for a
+    /// transactional one, `init`'s fencing and epochs.
+    fn init_producer_id(
+        &mut self,
+        broker: &mut impl Broker,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<InitProducerIdRequest>(r, version)?;
+        let resp = match q.transactional_id {
+            _ if fault.is_some() => InitProducerIdResponse::default()
+                .with_error_code(fault.unwrap_or_default())
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+            None => {
+                let id = broker.fresh_producer_id();
+                InitProducerIdResponse::default().with_producer_id(ProducerId(id))
+            }
+            Some(t) => match self.init(broker, t.0.as_str(), q.producer_id.0, q.producer_epoch) {
+                Ok((id, epoch)) => InitProducerIdResponse::default()
+                    .with_producer_id(ProducerId(id))
+                    .with_producer_epoch(epoch),
+                Err(e) => InitProducerIdResponse::default()
+                    .with_error_code(e.code())
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+            },
+        };
+        encode(&resp, version)
+    }
+
+    /// AddPartitionsToTxn (v3 and below, a client's form): the partitions
+    /// join the open transaction.
+    fn add_partitions_to_txn(
+        &mut self,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<AddPartitionsToTxnRequest>(r, version)?;
+        let checked = self.check(
+            q.v3_and_below_transactional_id.0.as_str(),
+            q.v3_and_below_producer_id.0,
+            q.v3_and_below_producer_epoch,
+        );
+        let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
+        let mut results = Vec::new();
+        for t in &q.v3_and_below_topics {
+            let topic = Topic::from(t.name.0.as_str());
+            if code == 0 {
+                let e = self
+                    .ids
+                    .get_mut(q.v3_and_below_transactional_id.0.as_str())
+                    .expect("checked");
+                let open = e.open.get_or_insert_with(BTreeSet::new);
+                open.extend(t.partitions.iter().map(|p| (topic, *p)));
+            }
+            results.push(
+                AddPartitionsToTxnTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_results_by_partition(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                AddPartitionsToTxnPartitionResult::default()
+                                    .with_partition_index(*p)
+                                    .with_partition_error_code(code)
+                            })
+                            .collect(),
+                    ),
+            );
+        }
+        encode(
+            &AddPartitionsToTxnResponse::default().with_results_by_topic_v3_and_below(results),
+            version,
+        )
+    }
+
+    /// EndTxn: commits or aborts the open transaction (`end`).
+    fn end_txn(
+        &mut self,
+        broker: &mut impl Broker,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<EndTxnRequest>(r, version)?;
+        let code = match fault {
+            Some(code) => Err(code),
+            None => Ok(()),
+        }
+        .and_then(|()| {
+            self.end(
+                broker,
+                q.transactional_id.0.as_str(),
+                q.producer_id.0,
+                q.producer_epoch,
+                q.committed,
+            )
+            .map_err(|e| e.code())
+        });
+        let code = code.err().unwrap_or(0);
+        encode(&EndTxnResponse::default().with_error_code(code), version)
+    }
+
+    /// AddOffsetsToTxn: checks the producer, as the coordinator does.
+    fn add_offsets_to_txn(
+        &mut self,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<AddOffsetsToTxnRequest>(r, version)?;
+        let checked = self.check(
+            q.transactional_id.0.as_str(),
+            q.producer_id.0,
+            q.producer_epoch,
+        );
+        let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
+        encode(
+            &AddOffsetsToTxnResponse::default().with_error_code(code),
+            version,
+        )
+    }
+
+    /// TxnOffsetCommit: checks the producer, and answers each partition.
+    fn txn_offset_commit(
+        &mut self,
+        r: &mut Bytes,
+        version: i16,
+        fault: Option<i16>,
+    ) -> Result<Bytes, String> {
+        let q = decode::<TxnOffsetCommitRequest>(r, version)?;
+        let checked = self.check(
+            q.transactional_id.0.as_str(),
+            q.producer_id.0,
+            q.producer_epoch,
+        );
+        let code = fault.unwrap_or(checked.err().map_or(0, |e| e.code()));
+        let topics = q
+            .topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect();
+        encode(
+            &TxnOffsetCommitResponse::default().with_topics(topics),
+            version,
+        )
     }
 
     /// InitProducerId for transactional id `t`: a new id, or the next
