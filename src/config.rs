@@ -664,39 +664,10 @@ impl ProducerConfig {
                     "transactional.id requires enable.idempotence (leave it unset or true)".into(),
                 ));
             }
-            if self.acks != Acks::All {
-                return Err(ConfigError::Inconsistent(
-                    "transactional.id requires acks=all".into(),
-                ));
-            }
-            if self.max_in_flight > 5 {
-                return Err(ConfigError::Inconsistent(
-                    "transactional.id requires max.in.flight.requests.per.connection <= 5".into(),
-                ));
-            }
-            if self.retries == 0 {
-                return Err(ConfigError::Inconsistent(
-                    "transactional.id requires retries > 0".into(),
-                ));
-            }
+            self.check_idempotent_settings("transactional.id")?;
         }
         if self.enable_idempotence == Some(true) {
-            if self.acks != Acks::All {
-                return Err(ConfigError::Inconsistent(
-                    "enable.idempotence=true requires acks=all".into(),
-                ));
-            }
-            if self.max_in_flight > 5 {
-                return Err(ConfigError::Inconsistent(
-                    "enable.idempotence=true requires max.in.flight.requests.per.connection <= 5"
-                        .into(),
-                ));
-            }
-            if self.retries == 0 {
-                return Err(ConfigError::Inconsistent(
-                    "enable.idempotence=true requires retries > 0".into(),
-                ));
-            }
+            self.check_idempotent_settings("enable.idempotence=true")?;
         }
         if self.bootstrap_servers.is_empty() {
             return Err(ConfigError::InvalidValue {
@@ -705,6 +676,37 @@ impl ProducerConfig {
                 reason: "at least one broker address is required".into(),
             });
         }
+        self.check_times()?;
+        // A batch starts with min(batch.size, INITIAL_RESERVATION) of it.
+        if self.buffer_memory < self.batch_size.min(INITIAL_RESERVATION) {
+            return Err(ConfigError::Inconsistent(format!(
+                "buffer.memory ({}) must be at least batch.size ({}) or {INITIAL_RESERVATION}, whichever is smaller",
+                self.buffer_memory, self.batch_size
+            )));
+        }
+        self.security.check()
+    }
+
+    /// What an idempotent producer needs (as the Java client checks it),
+    /// for the error naming `what` asked for one.
+    fn check_idempotent_settings(&self, what: &str) -> Result<(), ConfigError> {
+        let needs = |rule: &str| Err(ConfigError::Inconsistent(format!("{what} requires {rule}")));
+        if self.acks != Acks::All {
+            return needs("acks=all");
+        }
+        if self.max_in_flight > 5 {
+            return needs("max.in.flight.requests.per.connection <= 5");
+        }
+        if self.retries == 0 {
+            return needs("retries > 0");
+        }
+        Ok(())
+    }
+
+    /// The time settings against each other: a record's delivery timeout
+    /// covers its linger and one request, and each backoff's cap is at
+    /// least its start.
+    fn check_times(&self) -> Result<(), ConfigError> {
         if self.delivery_timeout < self.linger + self.request_timeout {
             return Err(ConfigError::Inconsistent(format!(
                 "delivery.timeout.ms ({} ms) must be at least linger.ms + request.timeout.ms ({} ms)",
@@ -722,14 +724,15 @@ impl ProducerConfig {
                 "reconnect.backoff.max.ms must be at least reconnect.backoff.ms".into(),
             ));
         }
-        // A batch starts with min(batch.size, INITIAL_RESERVATION) of it.
-        if self.buffer_memory < self.batch_size.min(INITIAL_RESERVATION) {
-            return Err(ConfigError::Inconsistent(format!(
-                "buffer.memory ({}) must be at least batch.size ({}) or {INITIAL_RESERVATION}, whichever is smaller",
-                self.buffer_memory, self.batch_size
-            )));
-        }
-        let s = &self.security;
+        Ok(())
+    }
+}
+
+impl SecurityConfig {
+    /// SASL's mechanism and credentials, and each TLS file given once,
+    /// a certificate with its key.
+    fn check(&self) -> Result<(), ConfigError> {
+        let s = self;
         if s.protocol.sasl() {
             if s.sasl_mechanism.is_none() {
                 return Err(ConfigError::Inconsistent(
