@@ -173,3 +173,23 @@ fn the_checks_catch_a_stale_name() {
     assert!(files.iter().any(|f| f == "src/actors/scripted/broker.rs"));
     assert!(!files.iter().any(|f| f.ends_with("/no_such_file.rs")));
 }
+
+/// The README's settings are the property table's: every name
+/// `ProducerConfig::set` takes (`config::PROPERTIES`, from the one table
+/// that also makes "did you mean") and every librdkafka alias
+/// (`config::ALIASES`) is in README.md in backticks, so a property added
+/// to the table without a word for users fails here.
+#[test]
+fn the_readme_names_every_property_and_alias() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let names = courier::config::PROPERTIES
+        .iter()
+        .chain(courier::config::ALIASES.iter().map(|(alias, _)| alias));
+    let missing: Vec<_> = names
+        .filter(|name| !readme.contains(&format!("`{name}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README.md does not name these settings: {missing:?}"
+    );
+}
