@@ -540,35 +540,7 @@ impl Engine {
             // lock, with no partitioner call or queue lookup of their own.
             let sticky = record.key.is_none() && record.partition.is_none();
             let topic = record.topic;
-            // Only a record placed here, on the run's own path, leads the
-            // records behind it into its batch: one that took the
-            // one-record path (traced, too large, unknown topic, closed)
-            // does not, or the records behind a traced one would get no
-            // produce span.
-            let (r, leads) = match tm {
-                Some(tm) if !traced && !self.closed.load(Ordering::Acquire) => {
-                    match self.sizing.too_large(&record) {
-                        None => {
-                            let taking = Taking {
-                                accepted: now,
-                                wait: true,
-                                reserved: &mut Reserved::default(),
-                            };
-                            let dest = Dest { tm, queues: None };
-                            (self.place(record, reply, dest, taking), true)
-                        }
-                        Some(_) => (
-                            self.enqueue_now(record, reply, true, &mut Resume::default()),
-                            false,
-                        ),
-                    }
-                }
-                // Unknown topic or closed: the one-record path says what to do.
-                _ => (
-                    self.enqueue_now(record, reply, true, &mut Resume::default()),
-                    false,
-                ),
-            };
+            let (r, leads) = self.place_in_run(record, reply, tm, now, traced);
             let placed = match r {
                 Enqueued::Appended(partition) => Some(partition).filter(|_| leads),
                 Enqueued::Reported => None,
@@ -592,6 +564,38 @@ impl Engine {
             }
         }
         RunEnd::Done
+    }
+
+    /// One record of a run: placed on the run's own path (`true`: it may
+    /// lead the records behind it into its batch), or, when traced, too
+    /// large, of an unknown topic or the producer closed, through the
+    /// one-record path, which says what to do (`false`: a record placed
+    /// there leads none, or the records behind a traced one would get no
+    /// produce span).
+    #[inline(always)]
+    fn place_in_run<'s>(
+        &self,
+        record: Record,
+        reply: Option<ReplyTo<'s>>,
+        tm: Option<&TopicMetadata>,
+        now: Mono,
+        traced: bool,
+    ) -> (Enqueued<'s>, bool) {
+        if let Some(tm) = tm.filter(|_| {
+            !traced
+                && !self.closed.load(Ordering::Acquire)
+                && self.sizing.too_large(&record).is_none()
+        }) {
+            let taking = Taking {
+                accepted: now,
+                wait: true,
+                reserved: &mut Reserved::default(),
+            };
+            let dest = Dest { tm, queues: None };
+            return (self.place(record, reply, dest, taking), true);
+        }
+        let one = self.enqueue_now(record, reply, true, &mut Resume::default());
+        (one, false)
     }
 
     /// `topic`'s queue for `partition` from its metadata entry's cache

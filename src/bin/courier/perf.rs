@@ -53,7 +53,7 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
     };
     // The library's default bound on unread reports: memory stays flat
     // whatever --num-records is (the reader keeps up, or producing waits).
-    let (sub, mut stream) = producer.subscribe(mode);
+    let (sub, stream) = producer.subscribe(mode);
     // One value for every record, kept for the process's life: cloning a
     // `'static` `Bytes` touches no reference count, so the producing and
     // the report-reading threads do not contend over one counter per
@@ -64,47 +64,17 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
     let bar = progress_bar(n, std::io::stderr().is_terminal() && !a.json);
     let start = Instant::now();
 
-    let reader = tokio::spawn(async move {
-        let mut latency = latency_histogram();
-        let mut failed = 0u64;
-        let mut first_error = None;
-        while let Some(batch) = stream.next_batch().await {
-            for r in batch {
-                match r {
-                    DeliveryReport::Delivered(d) => {
-                        latency.saturating_record(d.latency.as_micros() as u64)
-                    }
-                    DeliveryReport::Failed(e) => {
-                        failed += 1;
-                        first_error.get_or_insert(e.to_string());
-                    }
-                }
-            }
-        }
-        (latency, failed, first_error)
-    });
-
-    for i in 0..n {
-        if let Some(rate) = throughput {
-            let due = start + Duration::from_secs_f64(i as f64 / rate);
-            let now = Instant::now();
-            if due > now {
-                tokio::time::sleep(due - now).await;
-            }
-        }
-        let record = Record::to(topic_name).value(payload.clone());
-        let r = if reports == Reports::None {
-            producer.produce(record).await
-        } else {
-            sub.produce(record).await
-        };
-        if let Err(e) = r {
-            eprintln!("courier: {e}");
-            return ExitCode::from(1);
-        }
-        if (i + 1) % PROGRESS_EVERY == 0 {
-            bar.set_position(i + 1);
-        }
+    let reader = tokio::spawn(read_reports(stream));
+    let load = Load {
+        n,
+        topic: topic_name,
+        payload,
+        throughput,
+        reports,
+    };
+    if let Err(e) = load.send(&producer, &sub, &bar, start).await {
+        eprintln!("courier: {e}");
+        return ExitCode::from(1);
     }
     drop(sub);
     producer.flush().await;
@@ -118,6 +88,90 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
     } else {
         failed
     };
+    print_summary(n, size, elapsed, failed, &lat, first_error, a.json);
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// What `perf` produces: `n` records of one value to one topic, at
+/// `throughput` records a second at most, with reports as `reports` says.
+struct Load {
+    n: u64,
+    topic: courier::Topic,
+    payload: bytes::Bytes,
+    throughput: Option<f64>,
+    reports: Reports,
+}
+
+impl Load {
+    /// Produces every record (through `sub` unless reports are off),
+    /// paced, moving the progress bar.
+    async fn send(
+        &self,
+        producer: &courier::Producer,
+        sub: &courier::Subscriber,
+        bar: &indicatif::ProgressBar,
+        start: Instant,
+    ) -> Result<(), courier::ProduceError> {
+        for i in 0..self.n {
+            if let Some(rate) = self.throughput {
+                let due = start + Duration::from_secs_f64(i as f64 / rate);
+                let now = Instant::now();
+                if due > now {
+                    tokio::time::sleep(due - now).await;
+                }
+            }
+            let record = Record::to(self.topic).value(self.payload.clone());
+            if self.reports == Reports::None {
+                producer.produce(record).await?;
+            } else {
+                sub.produce(record).await?;
+            }
+            if (i + 1) % PROGRESS_EVERY == 0 {
+                bar.set_position(i + 1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the subscription's reports to the end: the delivered records'
+/// latencies, the failures, and the first failure's message.
+async fn read_reports(
+    mut stream: courier::ReportStream,
+) -> (hdrhistogram::Histogram<u64>, u64, Option<String>) {
+    let mut latency = latency_histogram();
+    let mut failed = 0u64;
+    let mut first_error = None;
+    while let Some(batch) = stream.next_batch().await {
+        for r in batch {
+            match r {
+                DeliveryReport::Delivered(d) => {
+                    latency.saturating_record(d.latency.as_micros() as u64)
+                }
+                DeliveryReport::Failed(e) => {
+                    failed += 1;
+                    first_error.get_or_insert(e.to_string());
+                }
+            }
+        }
+    }
+    (latency, failed, first_error)
+}
+
+/// The run's line, as kafka-producer-perf-test.sh prints it (or JSON).
+fn print_summary(
+    n: u64,
+    size: usize,
+    elapsed: f64,
+    failed: u64,
+    lat: &hdrhistogram::Histogram<u64>,
+    first_error: Option<String>,
+    json: bool,
+) {
     let delivered = n - failed;
     let rps = n as f64 / elapsed;
     let mbps = rps * size as f64 / (1024.0 * 1024.0);
@@ -133,7 +187,7 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
         ms(lat.value_at_quantile(0.99)),
         ms(lat.value_at_quantile(0.999)),
     );
-    if a.json {
+    if json {
         println!(
             "{{\"records\": {n}, \"delivered\": {delivered}, \"failed\": {failed}, \"elapsed_s\": {elapsed:.3}, \"records_per_sec\": {rps:.1}, \"mb_per_sec\": {mbps:.2}, \"latency_ms\": {{\"avg\": {avg:.3}, \"max\": {max:.3}, \"p50\": {p50:.3}, \"p95\": {p95:.3}, \"p99\": {p99:.3}, \"p99.9\": {p999:.3}}}}}"
         );
@@ -147,10 +201,5 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
                 first_error.unwrap_or_default()
             );
         }
-    }
-    if failed > 0 {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
     }
 }
