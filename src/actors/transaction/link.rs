@@ -640,6 +640,18 @@ impl Link {
                 "the transaction is no longer open".into(),
             ));
         }
+        self.add_offsets_to_txn(id, &group).await?;
+        self.txn().offsets_added(id);
+        self.commit_offsets(id, offsets, &group).await
+    }
+
+    /// AddOffsetsToTxn: the group's offsets join the transaction, at the
+    /// transaction's coordinator.
+    async fn add_offsets_to_txn(
+        &self,
+        id: (i64, i16),
+        group: &GroupMetadata,
+    ) -> Result<(), TransactionError> {
         let txn_id = self.txn().id.clone();
         self.retrying("AddOffsetsToTxn", || async {
             let coordinator = self.txn_coordinator().await?;
@@ -655,11 +667,21 @@ impl Link {
                 .await?;
             step_for(resp.error_code, "AddOffsetsToTxn")
         })
-        .await?;
-        self.txn().offsets_added(id);
+        .await
+    }
+
+    /// TxnOffsetCommit: the offsets, at the group's coordinator (found
+    /// once, and again when it moves).
+    async fn commit_offsets(
+        &self,
+        id: (i64, i16),
+        offsets: Vec<(Topic, i32, i64)>,
+        group: &GroupMetadata,
+    ) -> Result<(), TransactionError> {
+        let txn_id = self.txn().id.clone();
         let found: std::cell::Cell<Option<i32>> = std::cell::Cell::new(None);
         self.retrying("TxnOffsetCommit", || {
-            let offsets = offsets.clone();
+            let topics = offset_topics(&offsets);
             let group = group.clone();
             let txn_id = txn_id.clone();
             let found = &found;
@@ -672,27 +694,6 @@ impl Link {
                         c
                     }
                 };
-                let mut topics: BTreeMap<Topic, Vec<(i32, i64)>> = BTreeMap::new();
-                for (t, p, o) in offsets {
-                    topics.entry(t).or_default().push((p, o));
-                }
-                let topics: Vec<TxnOffsetCommitRequestTopic> = topics
-                    .into_iter()
-                    .map(|(t, ps)| {
-                        TxnOffsetCommitRequestTopic::default()
-                            .with_name(TopicName(StrBytes::from_string(t.as_str().to_string())))
-                            .with_partitions(
-                                ps.into_iter()
-                                    .map(|(p, o)| {
-                                        TxnOffsetCommitRequestPartition::default()
-                                            .with_partition_index(p)
-                                            .with_committed_offset(o)
-                                            .with_committed_leader_epoch(-1)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
                 let result = self
                     .ask(coordinator, ApiKey::TxnOffsetCommit, 3, move |_| {
                         TxnOffsetCommitRequest::default()
@@ -734,4 +735,29 @@ impl Link {
         })
         .await
     }
+}
+
+/// TxnOffsetCommit's topics: `offsets` grouped by topic, in topic order.
+fn offset_topics(offsets: &[(Topic, i32, i64)]) -> Vec<TxnOffsetCommitRequestTopic> {
+    let mut topics: BTreeMap<Topic, Vec<(i32, i64)>> = BTreeMap::new();
+    for (t, p, o) in offsets {
+        topics.entry(*t).or_default().push((*p, *o));
+    }
+    topics
+        .into_iter()
+        .map(|(t, ps)| {
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(StrBytes::from_string(t.as_str().to_string())))
+                .with_partitions(
+                    ps.into_iter()
+                        .map(|(p, o)| {
+                            TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(o)
+                                .with_committed_leader_epoch(-1)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
 }
