@@ -518,73 +518,18 @@ impl Script {
     pub(super) fn arrive(&self, engine: &Arc<Engine>, mut b: SealedBatch, now: Instant) {
         b.attempts += 1;
         b.owed.sent = true;
-        let max_size = engine
-            .config()
-            .batch_size
-            .max(engine.config().max_request_size)
-            * 2;
-        let records = match decode_records(b.encoded.bytes(), max_size) {
-            Ok(r) if r.len() == b.record_count as usize => r,
-            other => {
+        let records = match read_back(engine, &b) {
+            Ok(records) => records,
+            Err(why) => {
                 // Our own batches always read back; say so loudly if not.
-                let why = match other {
-                    Ok(r) => format!("{} records read back, {} written", r.len(), b.record_count),
-                    Err(e) => e.to_string(),
-                };
                 tracing::error!(%why, "the scripted broker could not read a batch back");
-                engine.land_and_settle(
-                    b,
-                    Outcome::Failed {
-                        kind: ErrorKind::Broker(BrokerError::CorruptMessage),
-                        message: why,
-                    },
-                );
+                let kind = ErrorKind::Broker(BrokerError::CorruptMessage);
+                let failed = Outcome::Failed { kind, message: why };
+                engine.land_and_settle(b, failed);
                 return;
             }
         };
-        let stamp = b.encoded.stamp();
-        let (start, verdicts, duplicate) = {
-            let mut st = lock(&self.state);
-            let start = st.history.len();
-            // A retry of a batch written already is answered as one,
-            // whatever the script says: the broker recognises it before
-            // anything else.
-            let duplicate = Self::duplicate_of(&st, &b);
-            let mut verdicts = Vec::with_capacity(records.len());
-            for (i, r) in records.into_iter().enumerate() {
-                let record = Record {
-                    topic: b.topic,
-                    partition: Some(b.partition),
-                    key: r.key,
-                    value: r.value,
-                    headers: r.headers,
-                    timestamp: Some(r.timestamp),
-                    // As written: the application's tag is never sent.
-                    opaque: 0,
-                };
-                let answer = match duplicate {
-                    Some(base) => Answer::Duplicate {
-                        offset: base + i as i64,
-                    },
-                    None => {
-                        verdicts.push(Self::verdict(&mut st, &record));
-                        Answer::Held
-                    }
-                };
-                st.history.push(Arrival {
-                    record,
-                    attempt: b.attempts,
-                    answer,
-                    stamp: (stamp.producer_id >= 0).then(|| Stamp {
-                        producer_id: stamp.producer_id,
-                        epoch: stamp.producer_epoch,
-                        sequence: increment_sequence(stamp.base_sequence, i as i32),
-                    }),
-                    txn: None,
-                });
-            }
-            (start, verdicts, duplicate)
-        };
+        let (start, verdicts, duplicate) = self.record_arrivals(&b, records);
         if let Some(base) = duplicate {
             engine.answer(b, BROKER_ID, &BatchAnswer::written(base), now);
             return;
@@ -595,6 +540,69 @@ impl Script {
             let end = start + verdicts.len();
             return self.apply(engine, b, start..end, first, now);
         }
+        self.apply_apart(engine, b, start, verdicts, now);
+    }
+
+    /// Adds `b`'s records to the history as they arrived: where they
+    /// start in it, each record's verdict, and, for a retry of a batch
+    /// written already, the offset it was written at (answered as a
+    /// duplicate, whatever the script says: the broker recognises it
+    /// before anything else).
+    fn record_arrivals(
+        &self,
+        b: &SealedBatch,
+        records: Vec<crate::protocol::record_batch::decode::DecodedRecord>,
+    ) -> (usize, Vec<Verdict>, Option<i64>) {
+        let stamp = b.encoded.stamp();
+        let mut st = lock(&self.state);
+        let start = st.history.len();
+        let duplicate = Self::duplicate_of(&st, b);
+        let mut verdicts = Vec::with_capacity(records.len());
+        for (i, r) in records.into_iter().enumerate() {
+            let record = Record {
+                topic: b.topic,
+                partition: Some(b.partition),
+                key: r.key,
+                value: r.value,
+                headers: r.headers,
+                timestamp: Some(r.timestamp),
+                // As written: the application's tag is never sent.
+                opaque: 0,
+            };
+            let answer = match duplicate {
+                Some(base) => Answer::Duplicate {
+                    offset: base + i as i64,
+                },
+                None => {
+                    verdicts.push(Self::verdict(&mut st, &record));
+                    Answer::Held
+                }
+            };
+            st.history.push(Arrival {
+                record,
+                attempt: b.attempts,
+                answer,
+                stamp: (stamp.producer_id >= 0).then(|| Stamp {
+                    producer_id: stamp.producer_id,
+                    epoch: stamp.producer_epoch,
+                    sequence: increment_sequence(stamp.base_sequence, i as i32),
+                }),
+                txn: None,
+            });
+        }
+        (start, verdicts, duplicate)
+    }
+
+    /// A batch whose records got different verdicts, or that is held:
+    /// split into one batch per record, each answered by its own verdict.
+    fn apply_apart(
+        &self,
+        engine: &Arc<Engine>,
+        mut b: SealedBatch,
+        start: usize,
+        verdicts: Vec<Verdict>,
+        now: Instant,
+    ) {
         let q = engine.acc().queue(&b.topic, b.partition);
         lock(&q.state).land(&mut b);
         match engine.acc().split(b) {
@@ -607,13 +615,8 @@ impl Script {
             Err((b, why)) => {
                 tracing::error!(%why, "the scripted broker could not split a batch");
                 let end = start + verdicts.len();
-                engine.settle(
-                    b,
-                    Outcome::Failed {
-                        kind: ErrorKind::Broker(BrokerError::CorruptMessage),
-                        message: why,
-                    },
-                );
+                let kind = ErrorKind::Broker(BrokerError::CorruptMessage);
+                engine.settle(b, Outcome::Failed { kind, message: why });
                 let mut st = lock(&self.state);
                 for a in start..end {
                     st.history[a].answer = Answer::NoAnswer;
@@ -707,5 +710,24 @@ impl Script {
         for a in arrivals {
             st.history[a].answer = answer;
         }
+    }
+}
+
+/// `b`'s records, read back from its encoded batch (all of them, or why
+/// not).
+fn read_back(
+    engine: &Engine,
+    b: &SealedBatch,
+) -> Result<Vec<crate::protocol::record_batch::decode::DecodedRecord>, String> {
+    let config = engine.config();
+    let max_size = config.batch_size.max(config.max_request_size) * 2;
+    match decode_records(b.encoded.bytes(), max_size) {
+        Ok(r) if r.len() == b.record_count as usize => Ok(r),
+        Ok(r) => Err(format!(
+            "{} records read back, {} written",
+            r.len(),
+            b.record_count
+        )),
+        Err(e) => Err(e.to_string()),
     }
 }
