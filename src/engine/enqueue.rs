@@ -855,10 +855,7 @@ impl Engine {
     fn fail_seal_failures(&self, seal_failures: &mut Vec<SealFailure>) {
         if !seal_failures.is_empty() {
             for failed in seal_failures.drain(..) {
-                let reason = failed.reason.clone();
-                let kind = ErrorKind::Compression;
-                self.acc
-                    .fail_unsent(Err(failed), kind, |_| reason, &self.stats);
+                self.fail_seal(failed);
             }
         }
     }

@@ -41,6 +41,7 @@ use tokio::sync::Notify;
 pub(crate) use actor_tree::ActorTree;
 
 use crate::batching::accumulator::Accumulator;
+use crate::batching::batch::SealFailure;
 use crate::batching::queue::PartitionQueue;
 use crate::batching::sizing::RequestSizing;
 use crate::config::ProducerConfig;
@@ -205,6 +206,15 @@ impl Engine {
     #[cfg(feature = "fault-injection")]
     pub(crate) fn plant_sweep_panic(&self) {
         self.inject_sweep_panic.store(true, Ordering::Release);
+    }
+
+    /// Reports each record of a batch that failed to encode (a
+    /// compression error) `ErrorKind::Compression`, handed back.
+    pub(crate) fn fail_seal(&self, failed: SealFailure) {
+        let reason = failed.reason.clone();
+        let kind = ErrorKind::Compression;
+        self.acc
+            .fail_unsent(Err(failed), kind, |_| reason, &self.stats);
     }
 
     /// Whether linger is over for every batch: a `flush` is under way, the

@@ -300,11 +300,7 @@ impl BrokerConnection {
                 }
                 Err(f) => {
                     drop(qi);
-                    let reason = f.reason.clone();
-                    let kind = ErrorKind::Compression;
-                    engine
-                        .acc()
-                        .fail_unsent(Err(f), kind, |_| reason, engine.stats());
+                    engine.fail_seal(f);
                     return None;
                 }
             }

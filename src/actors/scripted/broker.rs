@@ -237,11 +237,7 @@ fn take_sendable(
                     Ok(b) => b,
                     Err(f) => {
                         drop(qi);
-                        let reason = f.reason.clone();
-                        let kind = ErrorKind::Compression;
-                        engine
-                            .acc()
-                            .fail_unsent(Err(f), kind, |_| reason, engine.stats());
+                        engine.fail_seal(f);
                         qi = lock(&q.state);
                         continue;
                     }
