@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::clock::Mono;
 use crate::delivery::entry::{recycle_chunk, OwedTo, Pending};
-use crate::delivery::owed::{Owed, ReplyTo};
+use crate::delivery::owed::{Chunk, Owed, ReplyTo};
 use crate::delivery::settlement::{Outcome, Readback, Settlement};
 use crate::delivery::subscription::{ReportChunk, Skipped};
 use crate::record::Topic;
@@ -41,23 +41,8 @@ pub(crate) fn route(
         Outcome::Failed { kind, .. } => Some(*kind),
         Outcome::Delivered { .. } => None,
     };
-    // The planted bug (fault-injection builds only, off unless a test
-    // plants it): one owed report of this batch vanishes, its target never
-    // told (a `send` waits for ever, a stream ends one report short).
     #[cfg(feature = "fault-injection")]
-    if stats.plant_lost_reports.load(Ordering::Acquire) > 0 {
-        if let Some(chunk) = owed.chunks.iter_mut().rev().find(|c| !c.entries.is_empty()) {
-            let planted = stats
-                .plant_lost_reports
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
-                .is_ok();
-            if planted {
-                if let Some(entry) = chunk.entries.pop() {
-                    std::mem::forget(entry);
-                }
-            }
-        }
-    }
+    lose_a_planted_report(&mut owed, stats);
     stats
         .metrics
         .settled(topic, failed_kind, record_count as u64);
@@ -69,34 +54,90 @@ pub(crate) fn route(
         topic, partition, attempts, outcome, readback,
     ));
     let delivered = settled.delivered();
-    if delivered {
-        stats
-            .delivered
-            .fetch_add(record_count as u64, Ordering::Relaxed);
+    let count = if delivered {
+        &stats.delivered
     } else {
-        stats
-            .failed
-            .fetch_add(record_count as u64, Ordering::Relaxed);
-    }
+        &stats.failed
+    };
+    count.fetch_add(record_count as u64, Ordering::Relaxed);
     let subscribers = std::mem::take(&mut owed.subscribers);
     let chunks = std::mem::take(&mut owed.chunks);
     // Each subscriber's share of the batch is gathered first and handed
     // over at the end under its own lock, one subscriber at a time (never
     // two locks at once), with one wake each. An errors-only subscriber's
     // successes are never built.
-    let mut per_sub: Vec<(Vec<ReportChunk>, Skipped)> = subscribers
-        .iter()
-        .map(|_| (Vec::new(), Skipped::default()))
-        .collect();
-    let takes = |i: u32| !delivered || subscribers[i as usize].wants_successes();
-    // The batch's latencies go into the histogram (and the published
-    // metrics) before any report is sent or handed over, so whoever has a
-    // report finds its latency counted (a Prometheus scrape right after
-    // the last report was read once saw 640 of 1,000). The permits each
-    // chunk's records hold are counted in the same pass.
+    let mut shares: Vec<Share> = subscribers.iter().map(|_| Share::default()).collect();
+    let takes = |i: usize| !delivered || subscribers[i].wants_successes();
+    let permits = count_latencies_and_permits(&chunks, &settled, stats, topic);
+    for (chunk, permits) in chunks.into_iter().zip(permits) {
+        if let Some(i) = chunk.sole {
+            let i = i as usize;
+            shares[i].add(takes(i), &settled, chunk.entries, permits, true);
+            continue;
+        }
+        // Mixed targets: `send` and actors are answered now, and each
+        // subscription's entries gathered into a chunk of its own.
+        let split = answer_direct_and_split(chunk.entries, subscribers.len(), &settled);
+        for (i, (entries, permits)) in split.into_iter().enumerate() {
+            if !entries.is_empty() {
+                shares[i].add(takes(i), &settled, entries, permits, false);
+            }
+        }
+    }
+    for (s, share) in subscribers.iter().zip(shares) {
+        s.take(share.queued, share.skipped);
+    }
+}
+
+/// One subscriber's share of a batch's reports: the chunks it is handed,
+/// and what it skips (an errors-only subscriber's successes).
+#[derive(Default)]
+struct Share {
+    queued: Vec<ReportChunk>,
+    skipped: Skipped,
+}
+
+impl Share {
+    /// `entries` (holding `permits`) as a chunk of reports when the
+    /// subscriber `takes` them, else skipped (their permits given back;
+    /// a whole chunk, `recycle`, goes back to the spare pool).
+    #[inline(always)]
+    fn add(
+        &mut self,
+        takes: bool,
+        settled: &Arc<Settlement>,
+        entries: Vec<Pending>,
+        permits: usize,
+        recycle: bool,
+    ) {
+        if takes {
+            self.queued
+                .push(ReportChunk::batch(settled.clone(), entries, permits));
+        } else {
+            self.skipped.records += entries.len();
+            self.skipped.permits += permits;
+            if recycle {
+                recycle_chunk(entries);
+            }
+        }
+    }
+}
+
+/// The batch's latencies into the histogram (and the published metrics)
+/// before any report is sent or handed over, so whoever has a report
+/// finds its latency counted (a Prometheus scrape right after the last
+/// report was read once saw 640 of 1,000); and each chunk's permits,
+/// counted in the same pass.
+#[inline(always)]
+fn count_latencies_and_permits(
+    chunks: &[Chunk],
+    settled: &Settlement,
+    stats: &Stats,
+    topic: Topic,
+) -> Vec<usize> {
     let mut latencies = LatencyTally::default();
     let mut last: Option<(Mono, u64)> = None;
-    let permits: Vec<usize> = chunks
+    let permits = chunks
         .iter()
         .map(|chunk| {
             let mut permits = 0;
@@ -117,56 +158,57 @@ pub(crate) fn route(
         })
         .collect();
     latencies.flush(stats, topic);
-    for (chunk, permits) in chunks.into_iter().zip(permits) {
-        if let Some(i) = chunk.sole {
-            let (queued, skipped) = &mut per_sub[i as usize];
-            if takes(i) {
-                queued.push(ReportChunk::batch(settled.clone(), chunk.entries, permits));
-            } else {
-                skipped.records += chunk.entries.len();
-                skipped.permits += permits;
-                recycle_chunk(chunk.entries);
+    permits
+}
+
+/// A chunk of mixed targets: `send` and actor targets are answered now;
+/// each of the `subscribers` gets its entries back, with their permits.
+fn answer_direct_and_split(
+    entries: Vec<Pending>,
+    subscribers: usize,
+    settled: &Settlement,
+) -> Vec<(Vec<Pending>, usize)> {
+    let mut split: Vec<(Vec<Pending>, usize)> = (0..subscribers).map(|_| (Vec::new(), 0)).collect();
+    for p in entries {
+        match p.to {
+            OwedTo::Subscription(i) => {
+                let (entries, permits) = &mut split[i as usize];
+                *permits += p.weight as usize;
+                entries.push(p);
             }
-            continue;
-        }
-        // Mixed targets: answer `send` and actors now, and gather each
-        // subscription's entries into a chunk of its own.
-        let mut split: Vec<(Vec<Pending>, usize)> =
-            subscribers.iter().map(|_| (Vec::new(), 0)).collect();
-        for p in chunk.entries {
-            match p.to {
-                OwedTo::Subscription(i) => {
-                    let (entries, permits) = &mut split[i as usize];
-                    *permits += p.weight as usize;
-                    entries.push(p);
-                }
-                OwedTo::Oneshot(_) | OwedTo::Actor(_) => {
-                    let (report, to) = settled.report_and_target(p);
-                    match to {
-                        OwedTo::Oneshot(tx) => {
-                            let _ = tx.send(report);
-                        }
-                        OwedTo::Actor(r) => r.do_send(report),
-                        OwedTo::Subscription(_) => unreachable!("matched above"),
+            OwedTo::Oneshot(_) | OwedTo::Actor(_) => {
+                let (report, to) = settled.report_and_target(p);
+                match to {
+                    OwedTo::Oneshot(tx) => {
+                        let _ = tx.send(report);
                     }
+                    OwedTo::Actor(r) => r.do_send(report),
+                    OwedTo::Subscription(_) => unreachable!("matched above"),
                 }
-            }
-        }
-        for (i, (entries, permits)) in split.into_iter().enumerate() {
-            if entries.is_empty() {
-                continue;
-            }
-            let (queued, skipped) = &mut per_sub[i];
-            if takes(i as u32) {
-                queued.push(ReportChunk::batch(settled.clone(), entries, permits));
-            } else {
-                skipped.records += entries.len();
-                skipped.permits += permits;
             }
         }
     }
-    for (s, (queued, skipped)) in subscribers.iter().zip(per_sub) {
-        s.take(queued, skipped);
+    split
+}
+
+/// The planted bug (fault-injection builds only, off unless a test plants
+/// it): one owed report of this batch vanishes, its target never told (a
+/// `send` waits for ever, a stream ends one report short).
+#[cfg(feature = "fault-injection")]
+fn lose_a_planted_report(owed: &mut Owed, stats: &Stats) {
+    if stats.plant_lost_reports.load(Ordering::Acquire) == 0 {
+        return;
+    }
+    if let Some(chunk) = owed.chunks.iter_mut().rev().find(|c| !c.entries.is_empty()) {
+        let planted = stats
+            .plant_lost_reports
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if planted {
+            if let Some(entry) = chunk.entries.pop() {
+                std::mem::forget(entry);
+            }
+        }
     }
 }
 
