@@ -27,6 +27,7 @@ mod actor_tree;
 pub(crate) mod answer;
 pub(crate) mod enqueue;
 pub(crate) mod error;
+mod slow;
 #[cfg(feature = "opentelemetry")]
 mod traced;
 
