@@ -308,7 +308,9 @@ install_msrv() {
 }
 
 if (( $# == 0 )); then
-  set -- openssl tansu kafka cargo-fuzz cargo-deny cargo-public-api iai-callgrind msrv
+  # cargo-public-api is installed by scripts/public-api.sh on first use
+  # (scripts/test.sh runs it beside the tests, off the critical path).
+  set -- openssl tansu kafka cargo-fuzz cargo-deny iai-callgrind msrv
 fi
 for tool in "$@"; do
   case "$tool" in
