@@ -176,9 +176,14 @@ impl Idempotence {
                 let wait = backoff(self.backoff.0, self.backoff.1, s.failures);
                 s.failures = s.failures.saturating_add(1);
                 s.retry_at = Some(now + wait);
-                // Once per run of failures at warn level (and every 32nd
-                // after), so an outage does not log ten lines a second.
-                if s.failures == 1 || s.failures % 32 == 0 {
+                // At warn level once a run of failures lasts (the third,
+                // and every 32nd after), so an outage does not log ten
+                // lines a second, and a fresh cluster's first answers
+                // (COORDINATOR_LOAD_IN_PROGRESS while its coordinator
+                // loads) are debug noise, not a warning; a refusal warns
+                // at once.
+                let lasting = s.failures == 3 || s.failures % 32 == 0;
+                if lasting || matches!(e, FetchError::Refused(..)) {
                     tracing::warn!(error = %e, failures = s.failures, retry_in = ?wait, "InitProducerId failed");
                 } else {
                     tracing::debug!(error = %e, failures = s.failures, retry_in = ?wait, "InitProducerId failed");
