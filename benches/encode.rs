@@ -8,7 +8,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 
-use courier::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
+use courier_kafka::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
 
 const RECORDS: usize = 1_000;
 

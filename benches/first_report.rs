@@ -19,7 +19,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use courier::{Producer, Record};
+use courier_kafka::{Producer, Record};
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
 

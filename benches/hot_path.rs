@@ -18,8 +18,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 
-use courier::bench_internals::PreparedBatch;
-use courier::partitioner::{DefaultPartitioner, Partitioner, TopicLayout};
+use courier_kafka::bench_internals::PreparedBatch;
+use courier_kafka::partitioner::{DefaultPartitioner, Partitioner, TopicLayout};
 
 const RECORDS: usize = 1_000;
 

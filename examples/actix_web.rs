@@ -10,7 +10,7 @@
 //! ```
 
 use actix_web::{post, web, App, HttpResponse, HttpServer};
-use courier::{Producer, Record};
+use courier_kafka::{Producer, Record};
 
 #[post("/events/{key}")]
 async fn publish(
@@ -35,7 +35,7 @@ async fn main() -> std::io::Result<()> {
     let bootstrap = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9092".into());
-    let _ = courier::admin::create_topic(&bootstrap, "events", 3, 1).await;
+    let _ = courier_kafka::admin::create_topic(&bootstrap, "events", 3, 1).await;
     // One producer, on its own actor thread, shared by every worker.
     let producer = Producer::builder()
         .bootstrap(&bootstrap)

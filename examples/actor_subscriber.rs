@@ -6,14 +6,14 @@
 //! Run against a broker with a topic `events` (for example the one
 //! `bash scripts/demo.sh` starts): `cargo run --example actor_subscriber -- HOST:PORT`.
 //! `tests/testing_double.rs` runs the same actors against
-//! `courier::testing::MockBroker`, with each record's first attempt
+//! `courier_kafka::testing::MockBroker`, with each record's first attempt
 //! refused.
 
 use std::future::Future;
 
 use actix::prelude::*;
-use courier::retry::{RetryActor, RetryHandle, RetryOutcome, RetryPolicy};
-use courier::{DeliveryReport, Produce, Producer, Record};
+use courier_kafka::retry::{RetryActor, RetryHandle, RetryOutcome, RetryPolicy};
+use courier_kafka::{DeliveryReport, Produce, Producer, Record};
 
 /// How the auditor's records ended.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +136,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| "127.0.0.1:9092".into());
     let t = audit(
         || async {
-            let _ = courier::admin::create_topic(&bootstrap, "events", 3, 1).await;
+            let _ = courier_kafka::admin::create_topic(&bootstrap, "events", 3, 1).await;
             Ok(Producer::builder().bootstrap(&bootstrap).start()?)
         },
         1000,

@@ -19,7 +19,7 @@
 
 use std::net::SocketAddr;
 
-use courier::{DeliveryReport, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 use metrics_exporter_prometheus::PrometheusBuilder;
 
@@ -43,7 +43,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with_http_listener(addr)
         .install()?;
 
-    courier::admin::create_topic_if_missing(&bootstrap, TOPIC, 3, 1).await?;
+    courier_kafka::admin::create_topic_if_missing(&bootstrap, TOPIC, 3, 1).await?;
     let producer = Producer::builder()
         .bootstrap(&bootstrap)
         .set("client.id", "metrics-demo")

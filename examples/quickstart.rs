@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use courier::{DeliveryReport, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 #[tokio::main]
@@ -25,7 +25,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let topic = "quickstart";
     let messages = 100_000;
 
-    if courier::admin::create_topic_if_missing(&bootstrap, topic, 6, 1).await? {
+    if courier_kafka::admin::create_topic_if_missing(&bootstrap, topic, 6, 1).await? {
         println!("created topic {topic} (6 partitions)");
     } else {
         println!("topic {topic} exists");

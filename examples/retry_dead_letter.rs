@@ -11,8 +11,8 @@
 
 use std::time::Duration;
 
-use courier::retry::{RetryActor, RetryOutcome, RetryPolicy};
-use courier::{Producer, Record};
+use courier_kafka::retry::{RetryActor, RetryOutcome, RetryPolicy};
+use courier_kafka::{Producer, Record};
 use futures::StreamExt;
 
 #[tokio::main]
@@ -24,7 +24,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9092".into());
     for topic in ["events", "events.dlq"] {
-        let _ = courier::admin::create_topic(&bootstrap, topic, 3, 1).await;
+        let _ = courier_kafka::admin::create_topic(&bootstrap, topic, 3, 1).await;
     }
     let producer = Producer::builder()
         .bootstrap(&bootstrap)

@@ -5,7 +5,7 @@
 //! run against any broker with a topic `events`:
 //! `cargo run --example stream_subscriber -- HOST:PORT`.
 
-use courier::{DeliveryReport, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 #[tokio::main]
@@ -16,7 +16,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bootstrap = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:9092".into());
-    let _ = courier::admin::create_topic(&bootstrap, "events", 3, 1).await;
+    let _ = courier_kafka::admin::create_topic(&bootstrap, "events", 3, 1).await;
     let producer = Producer::builder().bootstrap(&bootstrap).build()?;
 
     let mut tasks = Vec::new();

@@ -13,12 +13,14 @@
 
 use std::time::Instant;
 
-use courier::connection::{Connection, ConnectionOptions};
-use courier::partitioner::partition_for_key;
-use courier::protocol::messages::create_topics_request::CreatableTopic;
-use courier::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use courier::protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
-use courier::protocol::record_batch::{BatchBuilder, Compression, EncodedBatch, ProducerStamp};
+use courier_kafka::connection::{Connection, ConnectionOptions};
+use courier_kafka::partitioner::partition_for_key;
+use courier_kafka::protocol::messages::create_topics_request::CreatableTopic;
+use courier_kafka::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use courier_kafka::protocol::messages::{CreateTopicsRequest, ProduceRequest, TopicName};
+use courier_kafka::protocol::record_batch::{
+    BatchBuilder, Compression, EncodedBatch, ProducerStamp,
+};
 use kafka_protocol::protocol::StrBytes;
 
 const TOPIC: &str = "courier-demo";

@@ -24,7 +24,7 @@ bin="$PWD/.tools/bin/cargo-public-api"
 # it rather than whichever toolchain is called `nightly`.
 now="$(mktemp)"
 trap 'rm -f "$now"' EXIT
-RUSTUP_TOOLCHAIN=nightly-2026-05-20 "$bin" -sss -p courier --color never >"$now"
+RUSTUP_TOOLCHAIN=nightly-2026-05-20 "$bin" -sss -p courier-kafka --color never >"$now"
 
 if [[ "${1:-}" == "--record" ]]; then
   cp "$now" "$listing"

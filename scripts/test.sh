@@ -57,13 +57,14 @@ cargo clippy --lib --bins --locked -- -D warnings
 cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings
 stage "cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
-stage "publishing: cargo package, cargo deny, MSRV (README, \"Publishing\")"
-# Courier and the vendored courier-kafka-protocol package together (cargo's
-# temporary registry stands in for crates.io; the instruction-count and
-# side-by-side benchmark packages, never published, are left out; offline:
-# the steps above fetched every dependency). The verify build, a rebuild of a third of the
-# dependency graph, is run before a release, not here.
-cargo package --workspace --exclude courier-instructions --exclude courier-side-by-side --locked --offline --allow-dirty --no-verify
+stage "publishing: cargo publish --dry-run, cargo deny, MSRV (README, \"Publishing\")"
+# Courier and the vendored courier-kafka-protocol package together, as
+# `cargo publish --workspace` would upload them, with the verify build: each
+# package is built from its packaged sources alone, Courier against the
+# protocol package in cargo's temporary registry, so a package that builds
+# only inside this workspace fails here. The benchmark packages are never
+# published.
+cargo publish --dry-run --workspace --exclude courier-instructions --exclude courier-side-by-side --locked --allow-dirty
 # Licences, bans (duplicate versions warn) and sources, as deny.toml says.
 # Not advisories: the RustSec database is on GitHub, out of reach here.
 "$PWD/.tools/bin/cargo-deny" --locked check licenses bans sources

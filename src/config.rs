@@ -555,7 +555,7 @@ impl ProducerConfig {
     /// Sets one property by its Java/librdkafka name.
     ///
     /// ```
-    /// use courier::config::{ConfigError, ProducerConfig};
+    /// use courier_kafka::config::{ConfigError, ProducerConfig};
     /// let mut c = ProducerConfig::default();
     /// c.set("linger.ms", "20").unwrap();
     /// assert_eq!(c.linger.as_millis(), 20);

@@ -423,7 +423,7 @@ impl Connection {
     async fn negotiate(&mut self) -> Result<ApiVersions, ConnectionError> {
         let mut version = supported(ApiKey::ApiVersions).map_or(0, |s| s.max);
         let mut req = ApiVersionsRequest::default();
-        req.client_software_name = StrBytes::from_static_str("courier");
+        req.client_software_name = StrBytes::from_static_str(env!("CARGO_PKG_NAME"));
         req.client_software_version = StrBytes::from_static_str(env!("CARGO_PKG_VERSION"));
         for _ in 0..3 {
             let correlation_id = self.write_request(&req, version).await?;

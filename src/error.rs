@@ -16,9 +16,9 @@ use crate::transaction::TransactionError;
 /// Any error of a Courier call.
 ///
 /// ```no_run
-/// use courier::{Producer, Record};
-/// async fn run() -> Result<(), courier::Error> {
-///     courier::admin::create_topic_if_missing("localhost:9092", "orders", 3, 1).await?;
+/// use courier_kafka::{Producer, Record};
+/// async fn run() -> Result<(), courier_kafka::Error> {
+///     courier_kafka::admin::create_topic_if_missing("localhost:9092", "orders", 3, 1).await?;
 ///     let producer = Producer::builder().bootstrap("localhost:9092").build()?;
 ///     producer.send(Record::to("orders").value("a")).await?;
 ///     producer.close().await;
@@ -59,7 +59,7 @@ impl Error {
     /// step, an admin request), whichever call it was.
     ///
     /// ```
-    /// use courier::{BrokerError, Error};
+    /// use courier_kafka::{BrokerError, Error};
     /// fn advice(e: &Error) -> &'static str {
     ///     match e.broker_error() {
     ///         Some(BrokerError::TopicAuthorizationFailed) => "grant WRITE on the topic",
@@ -69,7 +69,7 @@ impl Error {
     ///         None => "not the broker",
     ///     }
     /// }
-    /// let refused = courier::admin::AdminError::Refused { topic: "t".into(), code: 29, message: None };
+    /// let refused = courier_kafka::admin::AdminError::Refused { topic: "t".into(), code: 29, message: None };
     /// assert_eq!(advice(&refused.into()), "grant WRITE on the topic");
     /// ```
     pub fn broker_error(&self) -> Option<BrokerError> {

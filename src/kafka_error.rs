@@ -45,7 +45,7 @@ macro_rules! broker_errors {
         /// [`code`](BrokerError::code)s when a number is what you have.
         ///
         /// ```
-        /// use courier::{BrokerError, ErrorKind};
+        /// use courier_kafka::{BrokerError, ErrorKind};
         /// # fn handle(kind: ErrorKind) {
         /// match kind {
         ///     ErrorKind::Broker(BrokerError::TopicAuthorizationFailed) => { /* fix the ACLs */ }

@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use courier::{Producer, Record, ReportMode};
+//! use courier_kafka::{Producer, Record, ReportMode};
 //! use futures::StreamExt;
 //!
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {

@@ -64,7 +64,7 @@ impl<'a> TopicLayout<'a> {
 /// and keep any state behind interior mutability.
 ///
 /// ```
-/// use courier::partitioner::{Partitioner, TopicLayout};
+/// use courier_kafka::partitioner::{Partitioner, TopicLayout};
 ///
 /// /// Everything to partition 0.
 /// struct First;
@@ -88,7 +88,7 @@ pub trait Partitioner: Send + Sync + 'static {
 /// The Java client's murmur2 hash of `data` (seed `0x9747b28c`).
 ///
 /// ```
-/// assert_eq!(courier::partitioner::murmur2(b"21"), -973932308);
+/// assert_eq!(courier_kafka::partitioner::murmur2(b"21"), -973932308);
 /// ```
 pub fn murmur2(data: &[u8]) -> i32 {
     const SEED: u32 = 0x9747_b28c;
@@ -125,7 +125,7 @@ pub fn murmur2(data: &[u8]) -> i32 {
 /// `(murmur2(key) & 0x7fffffff) % partition_count`.
 ///
 /// ```
-/// use courier::partitioner::partition_for_key;
+/// use courier_kafka::partitioner::partition_for_key;
 /// assert!(partition_for_key(b"user-1", 6) < 6);
 /// ```
 pub fn partition_for_key(key: &[u8], partition_count: i32) -> i32 {

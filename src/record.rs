@@ -31,7 +31,7 @@ pub(crate) type TopicHasher = foldhash::fast::FixedState;
 /// the cluster) would grow it without bound.
 ///
 /// ```
-/// use courier::record::Topic;
+/// use courier_kafka::record::Topic;
 /// let t = Topic::from_static("orders");
 /// assert_eq!(&*t, "orders");
 /// assert_eq!(Topic::from(String::from("orders")), t);
@@ -170,7 +170,7 @@ pub use crate::protocol::record_batch::Header;
 /// A record to produce.
 ///
 /// ```
-/// use courier::record::Record;
+/// use courier_kafka::record::Record;
 /// let r = Record::to("orders")
 ///     .key("customer-7")
 ///     .value(&b"{\"total\": 12}"[..])
@@ -290,7 +290,7 @@ impl Record {
     /// handed back in a failure) and is never sent.
     ///
     /// ```
-    /// use courier::record::Record;
+    /// use courier_kafka::record::Record;
     /// let r = Record::to("orders").value("v").opaque(41);
     /// assert_eq!(r.opaque, 41);
     /// ```

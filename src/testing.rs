@@ -71,12 +71,12 @@
 //!   refusals for good).
 //!
 //! ```
-//! use courier::BrokerError;
-//! use courier::testing::{Answer, MockBroker, Verdict};
-//! use courier::{ErrorKind, Producer, Record};
+//! use courier_kafka::BrokerError;
+//! use courier_kafka::testing::{Answer, MockBroker, Verdict};
+//! use courier_kafka::{ErrorKind, Producer, Record};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), courier::Error> {
+//! # async fn main() -> Result<(), courier_kafka::Error> {
 //! let broker = MockBroker::new().topic("orders", 3);
 //! // The first record with key "k2" is refused, not retriable: reported failed.
 //! broker.script(

@@ -182,9 +182,11 @@ fn the_checks_catch_a_stale_name() {
 #[test]
 fn the_readme_names_every_property_and_alias() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let names = courier::config::PROPERTIES
-        .iter()
-        .chain(courier::config::ALIASES.iter().map(|(alias, _)| alias));
+    let names = courier_kafka::config::PROPERTIES.iter().chain(
+        courier_kafka::config::ALIASES
+            .iter()
+            .map(|(alias, _)| alias),
+    );
     let missing: Vec<_> = names
         .filter(|name| !readme.contains(&format!("`{name}`")))
         .collect();

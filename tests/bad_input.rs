@@ -7,7 +7,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::{read_all, ProxiedTansu, ProxyFault, Tansu};
 

@@ -13,8 +13,8 @@ mod support;
 
 use std::collections::{HashMap, HashSet};
 
-use courier::partitioner::partition_for_key;
-use courier::{DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode};
+use courier_kafka::partitioner::partition_for_key;
+use courier_kafka::{DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode};
 use support::{read_all, Tansu};
 
 const CALLS: usize = 20;
@@ -245,11 +245,11 @@ async fn a_batch_refused_part_way_hands_back_exactly_what_it_did_not_take() {
 /// second; then the stream is dropped, and the call must end, refused
 /// part-way.
 async fn refused_once_nobody_reads(
-    sub: courier::Subscriber,
-    stream: courier::ReportStream,
+    sub: courier_kafka::Subscriber,
+    stream: courier_kafka::ReportStream,
     batch: Vec<Record>,
     waiting: &str,
-) -> courier::BatchRejected {
+) -> courier_kafka::BatchRejected {
     let call = tokio::spawn(async move { sub.produce_batch(batch).await });
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     assert!(!call.is_finished(), "{waiting} waits for room");

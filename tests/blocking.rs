@@ -10,7 +10,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use courier::{BlockingSendError, DeliveryReport, Producer, Record};
+use courier_kafka::{BlockingSendError, DeliveryReport, Producer, Record};
 use support::Tansu;
 
 fn broker_with_topic(topic: &str, partitions: i32) -> Tansu {

@@ -351,7 +351,11 @@ fn help_version_completions_and_usage_errors() {
     let version = courier(&["--version"], "");
     assert_eq!(
         String::from_utf8_lossy(&version.stdout).trim(),
-        format!("courier {}", env!("CARGO_PKG_VERSION"))
+        format!(
+            "courier {} ({})",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_NAME")
+        )
     );
     for shell in ["bash", "zsh", "fish"] {
         let out = courier(&["completions", shell], "");

@@ -16,9 +16,9 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use courier::testing::{MockBroker, Verdict};
-use courier::BrokerError;
-use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
+use courier_kafka::testing::{MockBroker, Verdict};
+use courier_kafka::BrokerError;
+use courier_kafka::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
@@ -95,7 +95,7 @@ fn check(
     n: usize,
     reports: &[(Instant, DeliveryReport)],
     broker_dedups: BrokerDedup,
-) -> Vec<courier::DeliveryError> {
+) -> Vec<courier_kafka::DeliveryError> {
     assert_eq!(reports.len(), n, "exactly one report per record");
     let mut seen = HashSet::new();
     let mut wanted = HashMap::new();
@@ -326,7 +326,7 @@ async fn retries_bounds_the_attempts_of_a_batch() {
         .expect_err("retries used up");
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::BrokerError::NotEnoughReplicas),
+        ErrorKind::Broker(courier_kafka::BrokerError::NotEnoughReplicas),
         "{e}"
     );
     assert_eq!(e.attempts, 2, "{e}");
@@ -739,7 +739,7 @@ async fn a_refused_first_batch_is_not_overtaken() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_fails_to_compress_fails_its_records_and_hands_them_back() {
     const N: usize = 2_000;
-    let bad = courier::testing::FAIL_COMPRESSION_TOPIC;
+    let bad = courier_kafka::testing::FAIL_COMPRESSION_TOPIC;
     let good = "compresses";
     let m = MockCluster::new(1).expect("mock cluster");
     for t in [bad, good] {
@@ -1134,7 +1134,7 @@ async fn a_lost_sequence_state_makes_the_transaction_abortable_and_the_abort_bum
     .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::BrokerError::OutOfOrderSequenceNumber),
+        ErrorKind::Broker(courier_kafka::BrokerError::OutOfOrderSequenceNumber),
         "{e}"
     );
     let e = p.commit_transaction().await.unwrap_err();
@@ -1181,7 +1181,7 @@ async fn a_partition_refused_by_the_coordinator_fails_its_records_and_the_abort_
     .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier_kafka::BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
     // Abortable at once: nothing more is taken into this transaction.
@@ -1238,7 +1238,7 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
         .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier_kafka::BrokerError::TopicAuthorizationFailed),
         "{e}"
     );
     let e = tokio::time::timeout(within, second)
@@ -1247,7 +1247,7 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
         .unwrap_err();
     assert_eq!(
         e.kind,
-        ErrorKind::Broker(courier::BrokerError::TopicAuthorizationFailed),
+        ErrorKind::Broker(courier_kafka::BrokerError::TopicAuthorizationFailed),
         "the transaction's cause: {e}"
     );
     tokio::time::timeout(within, p.flush())
@@ -1269,7 +1269,10 @@ async fn a_partition_waiting_to_join_an_abortable_transaction_fails_at_once() {
 /// `n` keyed records in flight on a one-broker mock cluster whose answers
 /// are 1 s away, then a panic in the connection actor: the cluster, the
 /// producer and the stream of the records' reports.
-async fn in_flight_then_a_panic(topic: &str, n: usize) -> (Mock, Producer, courier::ReportStream) {
+async fn in_flight_then_a_panic(
+    topic: &str,
+    n: usize,
+) -> (Mock, Producer, courier_kafka::ReportStream) {
     let m = MockCluster::new(1).expect("mock cluster");
     m.create_topic(topic, 3, 1).expect("create topic");
     let p = producer(&m.bootstrap_servers(), &[]);
@@ -1696,7 +1699,7 @@ async fn idle_topics_are_forgotten_and_come_back_when_produced_to() {
 /// and the reports said Aborted, whatever the coordinator had done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unexpected_answer_to_a_commit_is_fatal_and_its_records_unresolved() {
-    use courier::TransactionReport;
+    use courier_kafka::TransactionReport;
     let topic = "txn-end-unknown";
     let m = MockCluster::new(1).expect("mock cluster");
     m.create_topic(topic, 1, 1).expect("create topic");
@@ -1783,7 +1786,7 @@ async fn the_first_record_waits_for_no_tick_or_retry() {
 /// through.
 #[tokio::test]
 async fn a_batch_that_fails_to_compress_hands_its_records_back() {
-    let bad = courier::testing::FAIL_COMPRESSION_TOPIC;
+    let bad = courier_kafka::testing::FAIL_COMPRESSION_TOPIC;
     let broker = MockBroker::new().topic(bad, 2).topic("good", 2);
     let producer = broker
         .build(
@@ -1872,7 +1875,7 @@ async fn a_panic_in_the_doubles_broker_actor_loses_no_report() {
     // `CancelInFlight` the shutdown sends dies with the actor's mailbox,
     // and the supervisor cancels the held record itself.
     broker.script_next([Verdict::Hold]);
-    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+    let (sub, stream) = producer.subscribe(courier_kafka::ReportMode::All);
     sub.produce(Record::to("t").value("last")).await.unwrap();
     drop(sub);
     until("last held", || broker.held() == 1).await;

@@ -13,11 +13,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use bytes::{BufMut, Bytes, BytesMut};
-use courier::protocol::frame::{peek_correlation_id, FrameDecoder};
-use courier::protocol::message::decode_response;
-use courier::protocol::messages::*;
-use courier::protocol::versions::{negotiate, ApiVersions};
-use courier::protocol::ApiKey;
+use courier_kafka::protocol::frame::{peek_correlation_id, FrameDecoder};
+use courier_kafka::protocol::message::decode_response;
+use courier_kafka::protocol::messages::*;
+use courier_kafka::protocol::versions::{negotiate, ApiVersions};
+use courier_kafka::protocol::ApiKey;
 use kafka_protocol::protocol::{Encodable, HeaderVersion, StrBytes};
 
 /// The versions the seed broker's ApiVersions answer lets Courier agree on.

@@ -9,7 +9,7 @@ mod support;
 
 use std::collections::HashMap;
 
-use courier::{Producer, Record, ReportMode};
+use courier_kafka::{Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::KafkaCluster;
 use support::{free_port, read_all, FaultProxy, ProxiedTansu, ProxyFault};

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use support::kafka::KafkaCluster;
 
 const KEYS: usize = 64;
@@ -665,8 +665,8 @@ async fn partitions_added_mid_stream_follow_the_java_rule() {
     let mut moved = 0;
     for (i, p) in t.partitions.iter().enumerate() {
         let key = format!("k{:02}", i % KEYS);
-        let old = courier::partitioner::partition_for_key(key.as_bytes(), PARTITIONS);
-        let new = courier::partitioner::partition_for_key(key.as_bytes(), 2 * PARTITIONS);
+        let old = courier_kafka::partitioner::partition_for_key(key.as_bytes(), PARTITIONS);
+        let new = courier_kafka::partitioner::partition_for_key(key.as_bytes(), 2 * PARTITIONS);
         let p = p.expect("delivered");
         if i + 100 < grown {
             assert_eq!(p, old, "record {i} before the change");

@@ -30,7 +30,7 @@
 //!   starts a 3-broker cluster of its own);
 //! - the harness itself: brokers die with the test binary, and outlive the
 //!   test thread that started them;
-//! - `courier::admin` and the CLI's `topic create|describe|delete` and
+//! - `courier_kafka::admin` and the CLI's `topic create|describe|delete` and
 //!   `cluster`, each result checked with Kafka's own tools (TopicCommand,
 //!   ConfigCommand, ClusterTool, MetadataQuorumCommand), not read back
 //!   through Courier: topic ids, leaders, replicas and ISR on RF 3,
@@ -44,10 +44,10 @@ mod support;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use courier::partitioner::partition_for_key;
-use courier::record::Header;
-use courier::BrokerError;
-use courier::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
+use courier_kafka::partitioner::partition_for_key;
+use courier_kafka::record::Header;
+use courier_kafka::BrokerError;
+use courier_kafka::{DeliveryReport, ErrorKind, Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::{process_state, JavaRecord, KafkaCluster};
 use support::read_back;
@@ -788,10 +788,10 @@ fn brokers_die_with_the_test_binary_and_outlive_the_thread_that_started_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn versions_are_negotiated_from_the_brokers_api_versions() {
     use bytes::BytesMut;
-    use courier::connection::{Connection, ConnectionOptions};
-    use courier::protocol::message::{decode_response, encode_request};
-    use courier::protocol::messages::ApiVersionsRequest;
-    use courier::protocol::versions::SUPPORTED;
+    use courier_kafka::connection::{Connection, ConnectionOptions};
+    use courier_kafka::protocol::message::{decode_response, encode_request};
+    use courier_kafka::protocol::messages::ApiVersionsRequest;
+    use courier_kafka::protocol::versions::SUPPORTED;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     let kafka = KafkaCluster::shared(1);
@@ -1037,7 +1037,7 @@ async fn a_broker_that_moves_to_another_address_keeps_every_record_once() {
 }
 
 // ---------------------------------------------------------------------------
-// Admin (`courier::admin` and the CLI's `topic` and `cluster`), each checked
+// Admin (`courier_kafka::admin` and the CLI's `topic` and `cluster`), each checked
 // against what Kafka's own tools report.
 
 /// How long a change may take to reach the broker a tool asks.
@@ -1244,10 +1244,10 @@ async fn described_alike(
     kafka: &KafkaCluster,
     topic: &str,
     partitions: usize,
-) -> (courier::admin::TopicDescription, JavaTopic) {
+) -> (courier_kafka::admin::TopicDescription, JavaTopic) {
     let deadline = Instant::now() + PROPAGATION;
     loop {
-        let ours = courier::admin::describe_topic(&kafka.bootstrap(), topic).await;
+        let ours = courier_kafka::admin::describe_topic(&kafka.bootstrap(), topic).await;
         let java = java_describe(kafka, topic);
         let same = ours.as_ref().is_ok_and(|d| {
             d.partitions.len() == partitions
@@ -1272,14 +1272,14 @@ async fn described_alike(
 }
 
 /// create (also `create_topic_if_missing`), describe, add partitions and
-/// delete through `courier::admin` on 3 brokers, each result checked with
+/// delete through `courier_kafka::admin` on 3 brokers, each result checked with
 /// Kafka's TopicCommand: the topic id, every partition's leader, replicas
 /// (3 of them) and ISR; the partition count after growing; the topic gone
 /// after deleting. Refusals are matched by name: TOPIC_ALREADY_EXISTS,
 /// INVALID_PARTITIONS, UNKNOWN_TOPIC_OR_PARTITION.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_topic_calls_agree_with_kafkas_topic_command() {
-    use courier::admin;
+    use courier_kafka::admin;
     let kafka = KafkaCluster::shared(3);
     let _logs = kafka.logs_on_panic();
     let b = kafka.bootstrap();
@@ -1342,14 +1342,14 @@ async fn admin_topic_calls_agree_with_kafkas_topic_command() {
 }
 
 /// Topic configs: set at creation, described, and changed incrementally
-/// (set two, delete one) through `courier::admin`, checked with Kafka's
+/// (set two, delete one) through `courier_kafka::admin`, checked with Kafka's
 /// ConfigCommand: the topic's own configs after each step, and every
 /// config's value and source as `--all` lists them. A bad value is refused
 /// as a whole (INVALID_CONFIG, nothing changed); an unknown topic is
 /// `is_unknown_topic`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_topic_configs_agree_with_kafkas_config_command() {
-    use courier::admin::{self, AdminOptions, ConfigOp, ConfigSource};
+    use courier_kafka::admin::{self, AdminOptions, ConfigOp, ConfigSource};
     let kafka = KafkaCluster::shared(1);
     let _logs = kafka.logs_on_panic();
     let b = kafka.bootstrap();
@@ -1474,7 +1474,7 @@ async fn admin_topic_configs_agree_with_kafkas_config_command() {
 async fn admin_describe_cluster_agrees_with_kafkas_cluster_tool() {
     let kafka = KafkaCluster::shared(3);
     let _logs = kafka.logs_on_panic();
-    let c = courier::admin::describe_cluster(&kafka.bootstrap())
+    let c = courier_kafka::admin::describe_cluster(&kafka.bootstrap())
         .await
         .unwrap();
     assert_eq!(

@@ -11,7 +11,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use courier::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::{KafkaCluster, SASL_USER};
 use support::paths::every_report_path;
@@ -122,7 +122,10 @@ async fn tls_alone_delivers_and_reads_back() {
 }
 
 /// The first send's failure, and how long it took.
-async fn first_failure(producer: Producer, topic: &str) -> (courier::DeliveryError, Duration) {
+async fn first_failure(
+    producer: Producer,
+    topic: &str,
+) -> (courier_kafka::DeliveryError, Duration) {
     let started = Instant::now();
     let e = tokio::time::timeout(
         Duration::from_secs(60),
@@ -152,7 +155,7 @@ async fn a_wrong_password_fails_with_an_authentication_error() {
         let (e, took) = first_failure(producer, &topic).await;
         assert_eq!(
             e.kind,
-            courier::ErrorKind::Authentication,
+            courier_kafka::ErrorKind::Authentication,
             "{mechanism}: {e}"
         );
         assert!(
@@ -188,7 +191,7 @@ async fn an_untrusted_ca_and_a_host_name_mismatch_fail_the_tls_handshake() {
         .build()
         .unwrap();
     let (e, _) = first_failure(untrusted, &topic).await;
-    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert_eq!(e.kind, courier_kafka::ErrorKind::Tls, "{e}");
     assert!(e.message.contains("UnknownIssuer"), "{e}");
     // By IP: the certificate is for localhost only.
     let by_ip = |verify: &str| {
@@ -202,7 +205,7 @@ async fn an_untrusted_ca_and_a_host_name_mismatch_fail_the_tls_handshake() {
             .unwrap()
     };
     let (e, _) = first_failure(by_ip("https"), &topic).await;
-    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert_eq!(e.kind, courier_kafka::ErrorKind::Tls, "{e}");
     assert!(e.message.contains("not valid for name"), "{e}");
     // `none` skips only the host-name check (the broker then advertises
     // localhost, which matches anyway).
@@ -326,7 +329,7 @@ async fn mutual_tls_with_and_without_a_client_certificate() {
         .build()
         .unwrap();
     let (e, took) = first_failure(without, &topic).await;
-    assert_eq!(e.kind, courier::ErrorKind::Tls, "{e}");
+    assert_eq!(e.kind, courier_kafka::ErrorKind::Tls, "{e}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
 
@@ -340,8 +343,8 @@ async fn mutual_tls_with_and_without_a_client_certificate() {
 /// gets TOPIC_AUTHORIZATION_FAILED instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acls_fail_only_what_they_forbid_and_say_so() {
-    use courier::BrokerError;
-    use courier::ErrorKind;
+    use courier_kafka::BrokerError;
+    use courier_kafka::ErrorKind;
     use support::kafka::{LIMITED_USER, UNTRUSTED_USER};
     let kafka = KafkaCluster::shared_secured();
     let _logs = kafka.logs_on_panic();
@@ -427,7 +430,7 @@ async fn acls_fail_only_what_they_forbid_and_say_so() {
 /// once with `ErrorKind::Authentication`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oauthbearer_tokens_from_the_settings_or_a_provider() {
-    use courier::security::{TokenProvider, UnsecuredJwt};
+    use courier_kafka::security::{TokenProvider, UnsecuredJwt};
     let kafka = KafkaCluster::shared_secured();
     let _logs = kafka.logs_on_panic();
     let topic = unique("oauth");
@@ -477,7 +480,11 @@ async fn oauthbearer_tokens_from_the_settings_or_a_provider() {
     ] {
         let p = base().token_provider(provider).build().unwrap();
         let (e, took) = first_failure(p, &topic).await;
-        assert_eq!(e.kind, courier::ErrorKind::Authentication, "{what}: {e}");
+        assert_eq!(
+            e.kind,
+            courier_kafka::ErrorKind::Authentication,
+            "{what}: {e}"
+        );
         assert!(took < Duration::from_secs(30), "{what}: took {took:?}");
     }
     // Without a provider or the unsecured-JWT setting, build() says what

@@ -13,7 +13,7 @@ mod support;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use courier::{DeliveryReport, ErrorKind, Producer, ProducerBuilder, Record, ReportMode};
+use courier_kafka::{DeliveryReport, ErrorKind, Producer, ProducerBuilder, Record, ReportMode};
 use futures::StreamExt;
 use support::kafka::KafkaCluster;
 use support::{read_until_quiet, ReadRecord};
@@ -468,7 +468,7 @@ async fn the_cli_commits_every_n_lines_and_aborts_on_sigint() {
 /// say committed or aborted; a read_committed reader agrees with them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
-    use courier::TransactionReport;
+    use courier_kafka::TransactionReport;
     let _shared = CLUSTER.read().await;
     let kafka = kafka();
     let _logs = kafka.logs_on_panic();
@@ -588,7 +588,7 @@ async fn transactional_reports_wait_for_the_end_and_say_how_it_ended() {
 /// and every report says `Committed`, none otherwise.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_racing_a_commit_never_contradicts_read_committed() {
-    use courier::TransactionReport;
+    use courier_kafka::TransactionReport;
     const ROUNDS: usize = 24;
     const RECORDS: usize = 20;
     let _shared = CLUSTER.read().await;

@@ -2,12 +2,12 @@
 //! `murmur2_random` partitioner (the Java-compatible one): 10,000 random keys
 //! produced through rust-rdkafka to a mock cluster, each record's partition
 //! taken from rdkafka's delivery report and compared with
-//! `courier::partitioner::partition_for_key`.
+//! `courier_kafka::partitioner::partition_for_key`.
 
 use std::sync::Mutex;
 use std::time::Duration;
 
-use courier::partitioner::partition_for_key;
+use courier_kafka::partitioner::partition_for_key;
 use rdkafka::config::ClientConfig;
 use rdkafka::message::{DeliveryResult, Message};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};

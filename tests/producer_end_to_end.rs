@@ -13,8 +13,8 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 
-use courier::partitioner::partition_for_key;
-use courier::{DeliveryReport, Producer, Record, ReportMode};
+use courier_kafka::partitioner::partition_for_key;
+use courier_kafka::{DeliveryReport, Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::{read_back, Cluster};
 

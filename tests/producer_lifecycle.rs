@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use courier::{
+use courier_kafka::{
     Acks, ConfigError, DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode,
 };
 use futures::{FutureExt, StreamExt};
@@ -587,7 +587,7 @@ async fn full_batches_go_without_waiting_for_linger() {
 /// broker needed.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging() {
-    use courier::{BatchRejected, ProduceError};
+    use courier_kafka::{BatchRejected, ProduceError};
     let limit = Duration::from_secs(5);
     let p = Producer::builder()
         .bootstrap("127.0.0.1:1")
@@ -647,7 +647,7 @@ async fn producing_into_an_unread_subscription_returns_closed_instead_of_hanging
 /// one, landing on partition 0).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partitioner_answering_a_missing_partition_fails_the_record_at_once() {
-    use courier::partitioner::{Partitioner, StickyPartitioner, TopicLayout};
+    use courier_kafka::partitioner::{Partitioner, StickyPartitioner, TopicLayout};
     struct Fixed(i32, StickyPartitioner);
     impl Partitioner for Fixed {
         fn partition(&self, topic: &str, _: Option<&[u8]>, layout: &TopicLayout) -> i32 {
@@ -890,7 +890,7 @@ fn produce_messages_waiting_for_memory_are_bounded() {
     let (recipient, sys, system, rx) = support::paths::collector();
     const N: usize = 300;
     for i in 0..N {
-        producer.actor().do_send(courier::Produce {
+        producer.actor().do_send(courier_kafka::Produce {
             record: Record::to("actor-bound").value(format!("{i:04}").repeat(250)),
             reply_to: recipient.clone(),
         });
@@ -1177,7 +1177,7 @@ fn produce_messages_waiting_for_record_room_are_bounded() {
     // instead of being refused (seen once in CI: 30 delivered, 10 refused).
     broker.pause();
     for i in 0..N {
-        producer.actor().do_send(courier::Produce {
+        producer.actor().do_send(courier_kafka::Produce {
             record: Record::to("actor-max-messages")
                 .value(format!("{i:02}"))
                 .opaque(i as u64),
@@ -1268,8 +1268,8 @@ async fn connections_max_idle_ms_closes_idle_connections_and_reconnects_to_send(
     };
     let (sub, mut reports) = p.subscribe(ReportMode::All);
     async fn produce_and_check(
-        sub: &courier::Subscriber,
-        reports: &mut courier::ReportStream,
+        sub: &courier_kafka::Subscriber,
+        reports: &mut courier_kafka::ReportStream,
         from: usize,
         n: usize,
     ) {

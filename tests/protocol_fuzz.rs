@@ -10,11 +10,11 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use courier::protocol::frame::FrameDecoder;
-use courier::protocol::message::decode_response;
-use courier::protocol::messages::*;
-use courier::protocol::versions::supported;
-use courier::protocol::{ApiKey, ProtocolError};
+use courier_kafka::protocol::frame::FrameDecoder;
+use courier_kafka::protocol::message::decode_response;
+use courier_kafka::protocol::messages::*;
+use courier_kafka::protocol::versions::supported;
+use courier_kafka::protocol::{ApiKey, ProtocolError};
 use proptest::prelude::*;
 
 struct MaxAlloc;

@@ -1,19 +1,19 @@
 //! Wire round trips for every request and response Courier uses, at every
 //! version it implements (`protocol::versions::SUPPORTED`).
 //!
-//! Requests: encoded by `courier::protocol::message::encode_request`, then
+//! Requests: encoded by `courier_kafka::protocol::message::encode_request`, then
 //! parsed back as a broker would (length prefix, request header at the
 //! right header version, body). Responses: written as a broker would by
-//! `kafka-protocol`, then read by `courier::protocol::message::decode_response`.
+//! `kafka-protocol`, then read by `courier_kafka::protocol::message::decode_response`.
 //! Each sample sets every field that exists at that version to a
 //! non-default value, so a header-version or field mix-up changes the result.
 
 use bytes::{Buf, Bytes, BytesMut};
-use courier::protocol::message::{decode_response, encode_request, request_frame_size};
-use courier::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use courier::protocol::messages::*;
-use courier::protocol::versions::{supported, SUPPORTED};
-use courier::protocol::ApiKey;
+use courier_kafka::protocol::message::{decode_response, encode_request, request_frame_size};
+use courier_kafka::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use courier_kafka::protocol::messages::*;
+use courier_kafka::protocol::versions::{supported, SUPPORTED};
+use courier_kafka::protocol::ApiKey;
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 
 fn s(x: &str) -> StrBytes {
@@ -335,7 +335,9 @@ fn create_topics() {
 /// are passed through, not copied.
 #[test]
 fn hand_written_produce_frames_match_kafka_protocol() {
-    use courier::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
+    use courier_kafka::protocol::produce::{
+        encode, frame_size, PartitionData, ProduceHeader, TopicData,
+    };
     let batches: Vec<Bytes> = (0..5)
         .map(|i| Bytes::from(vec![i as u8; 10 + 300 * i]))
         .collect();

@@ -3,11 +3,11 @@
 //! CRC-32C and decompresses every codec.
 
 use bytes::Bytes;
-use courier::protocol::record_batch::{
+use courier_kafka::protocol::record_batch::{
     single_record_batch_size, AppendRefused, BatchBuilder, Compression, EncodedBatch,
     ProducerStamp, RECORD_BATCH_OVERHEAD,
 };
-use courier::record::Header;
+use courier_kafka::record::Header;
 use kafka_protocol::records::{Compression as LibCompression, RecordBatchDecoder};
 use proptest::prelude::*;
 

@@ -12,7 +12,7 @@ use std::sync::mpsc;
 
 use actix::prelude::*;
 use bytes::Bytes;
-use courier::{DeliveryReport, Produce, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Produce, Producer, Record, ReportMode};
 use futures::StreamExt;
 use support::Tansu;
 

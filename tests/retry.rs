@@ -9,8 +9,8 @@ mod support;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-use courier::retry::{GiveUp, RetryActor, RetryOn, RetryOutcome, RetryPolicy};
-use courier::{Producer, Record};
+use courier_kafka::retry::{GiveUp, RetryActor, RetryOn, RetryOutcome, RetryPolicy};
+use courier_kafka::{Producer, Record};
 use futures::StreamExt;
 use rdkafka::mocking::MockCluster;
 use rdkafka::producer::DefaultProducerContext;
@@ -420,7 +420,7 @@ async fn a_dropped_outcome_stream_stops_producing_instead_of_hanging() {
         .await
         .expect("produce must not hang");
         match r {
-            Err(courier::ProduceError::Closed(record)) => {
+            Err(courier_kafka::ProduceError::Closed(record)) => {
                 assert_eq!(record.value.as_deref(), Some(format!("{i}").as_bytes()))
             }
             other => panic!("record {i}: {other:?}"),
@@ -473,7 +473,9 @@ async fn stopping_under_traffic_gives_every_record_its_outcome() {
     }
     retry.stop();
     match retry.produce(Record::to(topic).value("late")).await {
-        Err(courier::ProduceError::Closed(r)) => assert_eq!(r.value.as_deref(), Some(&b"late"[..])),
+        Err(courier_kafka::ProduceError::Closed(r)) => {
+            assert_eq!(r.value.as_deref(), Some(&b"late"[..]))
+        }
         other => panic!("a stopped handle accepted a record: {other:?}"),
     }
     let mut outcomes = HashMap::new();
@@ -556,7 +558,11 @@ async fn the_default_policy_does_not_retry_what_cannot_succeed() {
             attempts: 1,
             error,
             ..
-        } => assert_eq!(error.kind, courier::ErrorKind::UnknownTopic, "{error}"),
+        } => assert_eq!(
+            error.kind,
+            courier_kafka::ErrorKind::UnknownTopic,
+            "{error}"
+        ),
         other => panic!("{other:?}"),
     }
     // One max.block.ms, not five attempts' worth with backoff.
@@ -567,7 +573,7 @@ async fn the_default_policy_does_not_retry_what_cannot_succeed() {
 /// An actor that produces with itself as `reply_to` and hands each failed
 /// report to a retry actor from its (non-async) handler.
 struct Forwarder {
-    retry: courier::retry::RetryHandle,
+    retry: courier_kafka::retry::RetryHandle,
     delivered_first_time: usize,
 }
 
@@ -575,12 +581,12 @@ impl actix::Actor for Forwarder {
     type Context = actix::Context<Self>;
 }
 
-impl actix::Handler<courier::DeliveryReport> for Forwarder {
+impl actix::Handler<courier_kafka::DeliveryReport> for Forwarder {
     type Result = ();
-    fn handle(&mut self, report: courier::DeliveryReport, _: &mut actix::Context<Self>) {
+    fn handle(&mut self, report: courier_kafka::DeliveryReport, _: &mut actix::Context<Self>) {
         match report {
-            courier::DeliveryReport::Delivered(_) => self.delivered_first_time += 1,
-            courier::DeliveryReport::Failed(e) => self
+            courier_kafka::DeliveryReport::Delivered(_) => self.delivered_first_time += 1,
+            courier_kafka::DeliveryReport::Failed(e) => self
                 .retry
                 .retry_failed(e)
                 .expect("the retry actor takes it"),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 mod support;
 
-use courier::{Producer, Record};
+use courier_kafka::{Producer, Record};
 use futures::StreamExt;
 use support::Tansu;
 
@@ -42,7 +42,7 @@ async fn an_abandoned_close_still_stops_the_actor_tree() {
     // The broker goes away: the next record sits in a batch no one can
     // take, so close() cannot finish its flush; give up on it.
     drop(broker);
-    let (sub, mut reports) = producer.subscribe(courier::ReportMode::All);
+    let (sub, mut reports) = producer.subscribe(courier_kafka::ReportMode::All);
     sub.produce(Record::to("t").value("second")).await.unwrap();
     drop(sub);
     let abandoned = tokio::time::timeout(Duration::from_millis(300), producer.close()).await;
@@ -58,8 +58,8 @@ async fn an_abandoned_close_still_stops_the_actor_tree() {
         .expect("the pending record is reported")
         .expect("one report");
     match report {
-        courier::DeliveryReport::Failed(e) => {
-            assert_eq!(e.kind, courier::ErrorKind::Cancelled, "{e}")
+        courier_kafka::DeliveryReport::Failed(e) => {
+            assert_eq!(e.kind, courier_kafka::ErrorKind::Cancelled, "{e}")
         }
         other => panic!("{other:?}"),
     }

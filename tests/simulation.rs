@@ -1,5 +1,5 @@
 //! A seeded fault simulation of the producer over its testing double
-//! (`courier::testing::MockBroker`: the real producer, accumulator,
+//! (`courier_kafka::testing::MockBroker`: the real producer, accumulator,
 //! batching, `Engine::answer`, retries, routing and report streams, with a
 //! scripted broker in place of the network).
 //!
@@ -79,8 +79,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use courier::testing::{Answer, Arrival, MockBroker, Stamp, TxnState, Verdict};
-use courier::{BrokerError, DeliveryReport, ProduceError, Producer, Record, ReportMode};
+use courier_kafka::testing::{Answer, Arrival, MockBroker, Stamp, TxnState, Verdict};
+use courier_kafka::{BrokerError, DeliveryReport, ProduceError, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 const DEFAULT_SEEDS: u64 = 10_000;
@@ -658,7 +658,7 @@ async fn end_txn(producer: &Producer, end: TxnEnd) -> Ended {
     match end {
         TxnEnd::Commit | TxnEnd::CommitThroughPanic => match commit().await {
             Ok(()) => Ended::Committed,
-            Err(courier::TransactionError::Abortable { .. }) => abort().await,
+            Err(courier_kafka::TransactionError::Abortable { .. }) => abort().await,
             Err(_) => Ended::Unknown,
         },
         TxnEnd::Abort => abort().await,
@@ -900,7 +900,7 @@ fn check(
                         arrivals_of(broker, &value)
                     ));
                 }
-                if s.ending == Ending::Close && e.kind == courier::ErrorKind::Cancelled {
+                if s.ending == Ending::Close && e.kind == courier_kafka::ErrorKind::Cancelled {
                     return Err(format!("record {i}: cancelled by an unbounded close: {e}"));
                 }
                 // Nothing is stuck: with a long delivery.timeout.ms no

@@ -1,4 +1,4 @@
-//! `courier::testing::MockBroker`, the producer double: no broker, no
+//! `courier_kafka::testing::MockBroker`, the producer double: no broker, no
 //! socket. Each report path (`send`, `submit`, a subscription's `produce`
 //! and `produce_batch`, `produce_to`, the `Produce` message) gets exactly
 //! one report per record, with the outcome the script gave it (delivered,
@@ -16,9 +16,9 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use courier::testing::{Answer, MockBroker, TxnState, Verdict};
-use courier::BrokerError;
-use courier::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
+use courier_kafka::testing::{Answer, MockBroker, TxnState, Verdict};
+use courier_kafka::BrokerError;
+use courier_kafka::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
 use futures::{FutureExt, StreamExt};
 
 #[path = "../examples/actor_subscriber.rs"]
@@ -78,7 +78,7 @@ fn take(rx: &std::sync::mpsc::Receiver<DeliveryReport>, count: usize) -> Vec<Del
 
 /// An idempotent producer's settings for the double: batches go at once,
 /// retries after 1 ms.
-fn idempotent() -> courier::ProducerBuilder {
+fn idempotent() -> courier_kafka::ProducerBuilder {
     Producer::builder()
         .set("linger.ms", "0")
         .set("enable.idempotence", "true")
@@ -370,7 +370,7 @@ async fn auto_complete_partitions_with_the_real_partitioner_and_history_matches(
         let key = format!("key-{}", i % 17);
         assert_eq!(
             d.partition,
-            courier::partitioner::partition_for_key(key.as_bytes(), 6),
+            courier_kafka::partitioner::partition_for_key(key.as_bytes(), 6),
             "{key}"
         );
     }
@@ -624,7 +624,7 @@ async fn a_refused_record_comes_back_as_it_was_produced() {
         }
         if i % 4 == 0 {
             r = r.header("h", format!("{i}")).header("empty", "");
-            r.headers.push(courier::Header {
+            r.headers.push(courier_kafka::Header {
                 key: "null".into(),
                 value: None,
             });
@@ -1199,7 +1199,7 @@ async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
     assert_eq!(r3.offset, Some(1));
 }
 
-fn transactional(id: &str) -> courier::ProducerBuilder {
+fn transactional(id: &str) -> courier_kafka::ProducerBuilder {
     Producer::builder()
         .set("linger.ms", "0")
         .set("transactional.id", id)
@@ -1282,7 +1282,7 @@ async fn a_newer_producer_fences_the_older_at_the_doubles_coordinator() {
     assert!(
         matches!(
             e,
-            courier::TransactionError::Fatal {
+            courier_kafka::TransactionError::Fatal {
                 kind: ErrorKind::Fenced,
                 ..
             }

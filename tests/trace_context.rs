@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use courier::{DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode};
 use futures::StreamExt;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceId};
@@ -73,7 +73,7 @@ fn produce_spans(trace: TraceId) -> HashMap<SpanId, SpanData> {
         .expect("finished spans")
         .into_iter()
         .filter(|s| {
-            s.span_context.trace_id() == trace && s.instrumentation_scope.name() == "courier"
+            s.span_context.trace_id() == trace && s.instrumentation_scope.name() == "courier-kafka"
         })
         .map(|s| (s.span_context.span_id(), s))
         .collect()

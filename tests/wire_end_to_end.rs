@@ -12,15 +12,15 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use courier::connection::{Connection, ConnectionOptions};
-use courier::protocol::messages::create_topics_request::CreatableTopic;
-use courier::protocol::messages::metadata_request::MetadataRequestTopic;
-use courier::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
-use courier::protocol::messages::{
+use courier_kafka::connection::{Connection, ConnectionOptions};
+use courier_kafka::protocol::messages::create_topics_request::CreatableTopic;
+use courier_kafka::protocol::messages::metadata_request::MetadataRequestTopic;
+use courier_kafka::protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use courier_kafka::protocol::messages::{
     BrokerId, CreateTopicsRequest, MetadataRequest, ProduceRequest, TopicName,
 };
-use courier::protocol::record_batch::{BatchBuilder, Codec, Compression, ProducerStamp};
-use courier::record::Header;
+use courier_kafka::protocol::record_batch::{BatchBuilder, Codec, Compression, ProducerStamp};
+use courier_kafka::record::Header;
 use kafka_protocol::protocol::StrBytes;
 use support::{read_back, ReadRecord, Tansu};
 

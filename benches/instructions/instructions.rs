@@ -13,7 +13,7 @@
 //! Every benchmark handles 1,000 records of 100 B (keyless unless it says
 //! keyed) to a topic of 6 partitions, through the library's public calls
 //! on a producer with no actors and no broker
-//! (`courier::bench_internals::Pipeline`); the setup (building the
+//! (`courier_kafka::bench_internals::Pipeline`); the setup (building the
 //! producer, the records, the earlier steps) is not counted. Divide by
 //! 1,000 for a record's share.
 //!
@@ -31,9 +31,9 @@
 
 use std::hint::black_box;
 
-use courier::bench_internals::Pipeline;
-use courier::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
-use courier::Record;
+use courier_kafka::bench_internals::Pipeline;
+use courier_kafka::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
+use courier_kafka::Record;
 use iai_callgrind::{
     library_benchmark, library_benchmark_group, main, Callgrind, EventKind, LibraryBenchmarkConfig,
 };

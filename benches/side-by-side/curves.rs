@@ -526,8 +526,8 @@ fn key_of(i: usize) -> String {
 }
 
 /// A Courier producer at its defaults, with the bench's linger and acks.
-fn courier_producer(job: &Job) -> courier::Producer {
-    let mut b = courier::Producer::builder()
+fn courier_producer(job: &Job) -> courier_kafka::Producer {
+    let mut b = courier_kafka::Producer::builder()
         .bootstrap(&job.addr)
         .set("linger.ms", LINGER_MS)
         .set("acks", ACKS);
@@ -545,11 +545,11 @@ fn courier_value(job: &Job) -> bytes::Bytes {
 
 /// A Courier record for `topic`.
 fn courier_record(
-    topic: courier::Topic,
+    topic: courier_kafka::Topic,
     value: &bytes::Bytes,
     key: Option<String>,
-) -> courier::Record {
-    courier::Record {
+) -> courier_kafka::Record {
+    courier_kafka::Record {
         topic,
         partition: None,
         key: key.map(bytes::Bytes::from),
@@ -562,9 +562,9 @@ fn courier_record(
 
 /// Topic metadata first, outside the timing (rdkafka's clients fetch it
 /// too): one record, sent and awaited.
-async fn courier_warm(producer: &courier::Producer, topic: courier::Topic) {
+async fn courier_warm(producer: &courier_kafka::Producer, topic: courier_kafka::Topic) {
     let _ = producer
-        .send(courier::Record::to(topic).value("warm"))
+        .send(courier_kafka::Record::to(topic).value("warm"))
         .await;
 }
 
@@ -572,11 +572,11 @@ async fn courier_warm(producer: &courier::Producer, topic: courier::Topic) {
 /// every report read from its stream by another task.
 async fn courier_stream(job: &Job) -> Outcome {
     let producer = courier_producer(job);
-    let topic = courier::Topic::from(job.topic.as_str());
+    let topic = courier_kafka::Topic::from(job.topic.as_str());
     let value = courier_value(job);
     courier_warm(&producer, topic).await;
     let start = Instant::now();
-    let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+    let (sub, stream) = producer.subscribe(courier_kafka::ReportMode::All);
     let reader = tokio::spawn(count_reports(stream));
     for i in 0..job.records {
         let key = keyed(job).then(|| key_of(i));
@@ -600,13 +600,13 @@ async fn courier_stream(job: &Job) -> Outcome {
 /// share of the records and reads its own reports, both at once.
 async fn courier_subscriptions(job: &Job) -> Outcome {
     let producer = courier_producer(job);
-    let topic = courier::Topic::from(job.topic.as_str());
+    let topic = courier_kafka::Topic::from(job.topic.as_str());
     let value = courier_value(job);
     courier_warm(&producer, topic).await;
     let start = Instant::now();
     let tasks: Vec<_> = (0..job.x)
         .map(|t| {
-            let (sub, stream) = producer.subscribe(courier::ReportMode::All);
+            let (sub, stream) = producer.subscribe(courier_kafka::ReportMode::All);
             let share = share(job.records, job.x, t);
             let value = value.clone();
             tokio::spawn(async move {
@@ -646,7 +646,7 @@ fn share(records: usize, tasks: usize, t: usize) -> usize {
 /// `job.seconds` have passed; each send's latency.
 async fn courier_web(job: &Job) -> Outcome {
     let producer = courier_producer(job);
-    let topic = courier::Topic::from(job.topic.as_str());
+    let topic = courier_kafka::Topic::from(job.topic.as_str());
     let value = courier_value(job);
     courier_warm(&producer, topic).await;
     let start = Instant::now();
@@ -1283,7 +1283,7 @@ fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
 }
 
 /// Reads `stream` to its end: (delivered, failed) reports.
-async fn count_reports(mut stream: courier::ReportStream) -> (usize, usize) {
+async fn count_reports(mut stream: courier_kafka::ReportStream) -> (usize, usize) {
     use futures::StreamExt;
     let (mut ok, mut failed) = (0, 0);
     while let Some(r) = stream.next().await {

@@ -1145,9 +1145,9 @@ fn courier_extra() -> Vec<(String, String)> {
 /// A subscription: the library's default bound on unread reports in a
 /// `--defaults` run, else room for every record of a run.
 fn subscribe(
-    producer: &courier::Producer,
-    mode: courier::ReportMode,
-) -> (courier::Subscriber, courier::ReportStream) {
+    producer: &courier_kafka::Producer,
+    mode: courier_kafka::ReportMode,
+) -> (courier_kafka::Subscriber, courier_kafka::ReportStream) {
     if at_defaults() {
         producer.subscribe(mode)
     } else {
@@ -1158,8 +1158,8 @@ fn subscribe(
 /// A perf tool's peak RSS (KiB), reported instead of this process's own.
 static HWM_OVERRIDE_KIB: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
 
-fn courier_producer(job: &Job) -> courier::Producer {
-    let mut builder = courier::Producer::builder();
+fn courier_producer(job: &Job) -> courier_kafka::Producer {
+    let mut builder = courier_kafka::Producer::builder();
     for (k, v) in &job.settings {
         builder = builder.set(k, v);
     }
@@ -1203,7 +1203,7 @@ fn courier_producer(job: &Job) -> courier::Producer {
 }
 
 async fn courier_client(job: &Job) -> Outcome {
-    use courier::{DeliveryReport, Record, ReportMode, Topic};
+    use courier_kafka::{DeliveryReport, Record, ReportMode, Topic};
     use futures::StreamExt;
     let producer = courier_producer(job);
     let n = job.n;
@@ -1344,7 +1344,7 @@ async fn courier_client(job: &Job) -> Outcome {
 /// Courier at a fixed rate: `courier-stream` (a subscription) or
 /// `courier-send` (a task per `send`).
 async fn courier_open_loop(job: &Job) -> Outcome {
-    use courier::{Record, ReportMode, Topic};
+    use courier_kafka::{Record, ReportMode, Topic};
     use futures::StreamExt;
     let producer = courier_producer(job);
     let topic = Topic::from(job.topic.as_str());
@@ -1513,8 +1513,10 @@ fn ceiling_batch_records(size: usize, partitions: i32) -> usize {
         .and_then(|b| b.parse().ok())
         .unwrap_or(1 << 20);
     let share = request / partitions.max(1) as usize;
-    let mut probe =
-        courier::protocol::record_batch::BatchBuilder::new(share, courier::Compression::None);
+    let mut probe = courier_kafka::protocol::record_batch::BatchBuilder::new(
+        share,
+        courier_kafka::Compression::None,
+    );
     let payload = vec![b'x'; size];
     while probe.try_append(0, None, Some(&payload), &[]).is_ok() {}
     probe.record_count() as usize
@@ -1530,12 +1532,12 @@ fn ceiling_batch_records(size: usize, partitions: i32) -> usize {
 /// checked for errors. Plaintext, one broker (the bench's own): the
 /// bootstrap address is the leader of every partition.
 fn wire_ceiling(job: &Job) -> Outcome {
-    use courier::protocol::message::{decode_response, encode_request};
-    use courier::protocol::messages::{ApiVersionsRequest, ProduceRequest};
-    use courier::protocol::produce::{
+    use courier_kafka::protocol::message::{decode_response, encode_request};
+    use courier_kafka::protocol::messages::{ApiVersionsRequest, ProduceRequest};
+    use courier_kafka::protocol::produce::{
         encode, PartitionData, ProduceFrame, ProduceHeader, TopicData,
     };
-    use courier::protocol::record_batch::{BatchBuilder, ProducerStamp};
+    use courier_kafka::protocol::record_batch::{BatchBuilder, ProducerStamp};
     use std::io::{Read, Write as _};
 
     fn read_frame(conn: &mut std::net::TcpStream) -> bytes::Bytes {
@@ -1558,7 +1560,7 @@ fn wire_ceiling(job: &Job) -> Outcome {
     encode_request(&mut buf, 0, None, 0, &ApiVersionsRequest::default()).unwrap();
     conn.write_all(&buf).unwrap();
     let (_, versions) = decode_response::<ApiVersionsRequest>(read_frame(&mut conn), 0).unwrap();
-    let version = courier::protocol::versions::negotiate(&versions)
+    let version = courier_kafka::protocol::versions::negotiate(&versions)
         .unwrap()
         .produce;
     let partitions: i32 = std::env::var("BENCH_PARTITIONS")
@@ -1585,7 +1587,7 @@ fn wire_ceiling(job: &Job) -> Outcome {
         .unwrap()
         .as_millis() as i64;
     let batch = |records: usize| {
-        let mut b = BatchBuilder::new(usize::MAX, courier::Compression::None);
+        let mut b = BatchBuilder::new(usize::MAX, courier_kafka::Compression::None);
         for _ in 0..records {
             b.try_append(now_ms, None, Some(&payload), &[]).unwrap();
         }

@@ -6,7 +6,7 @@
 #![no_main]
 
 use bytes::BytesMut;
-use courier::protocol::frame::FrameDecoder;
+use courier_kafka::protocol::frame::FrameDecoder;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

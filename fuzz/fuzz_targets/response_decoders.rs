@@ -5,10 +5,10 @@
 #![no_main]
 
 use bytes::Bytes;
-use courier::protocol::message::decode_response;
-use courier::protocol::messages::*;
-use courier::protocol::versions::supported;
-use courier::protocol::ApiKey;
+use courier_kafka::protocol::message::decode_response;
+use courier_kafka::protocol::messages::*;
+use courier_kafka::protocol::versions::supported;
+use courier_kafka::protocol::ApiKey;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

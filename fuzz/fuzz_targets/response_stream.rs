@@ -17,11 +17,11 @@
 #![no_main]
 
 use bytes::{Bytes, BytesMut};
-use courier::protocol::frame::{peek_correlation_id, FrameDecoder, DEFAULT_MAX_FRAME};
-use courier::protocol::message::decode_response;
-use courier::protocol::messages::*;
-use courier::protocol::versions::{api_versions_fallback, negotiate, supported, ApiVersions};
-use courier::protocol::ApiKey;
+use courier_kafka::protocol::frame::{peek_correlation_id, FrameDecoder, DEFAULT_MAX_FRAME};
+use courier_kafka::protocol::message::decode_response;
+use courier_kafka::protocol::messages::*;
+use courier_kafka::protocol::versions::{api_versions_fallback, negotiate, supported, ApiVersions};
+use courier_kafka::protocol::ApiKey;
 use libfuzzer_sys::fuzz_target;
 
 /// The API a later frame answers: correlation id 1 is Metadata, 2 Produce,

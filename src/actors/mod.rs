@@ -20,7 +20,7 @@
 //! batch behind a full one). Actors move whole batches and route reports
 //! per batch (see `delivery::router`).
 //!
-//! A producer built by `courier::testing::MockBroker` has only the
+//! A producer built by `courier_kafka::testing::MockBroker` has only the
 //! supervisor and a `ScriptedBroker` (`scripted`), which stands for the
 //! partitioner and the connection actors, and, with `transactional.id`,
 //! the transaction actor.

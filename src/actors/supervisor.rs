@@ -38,7 +38,7 @@ pub struct ProducerSupervisor {
     /// topic waits itself.
     partitioner: Option<Addr<PartitionerActor>>,
     /// The testing double's tree, whose broker actor stands in place of
-    /// the partitioner and the connection actors (`courier::testing`).
+    /// the partitioner and the connection actors (`courier_kafka::testing`).
     scripted: Option<Arc<ScriptedTree>>,
     /// Stop the actix system on shutdown (the producer owns its thread).
     owns_system: bool,

@@ -138,9 +138,9 @@ pub async fn create_topic_with(
 /// `cleanup.policy`, …: what `kafka-topics.sh --create --config` sets).
 ///
 /// ```no_run
-/// # async fn run() -> Result<(), courier::admin::AdminError> {
-/// use courier::admin::AdminOptions;
-/// courier::admin::create_topic_with_configs(
+/// # async fn run() -> Result<(), courier_kafka::admin::AdminError> {
+/// use courier_kafka::admin::AdminOptions;
+/// courier_kafka::admin::create_topic_with_configs(
 ///     &AdminOptions::default(),
 ///     "127.0.0.1:9092",
 ///     "orders",
@@ -459,8 +459,8 @@ pub async fn describe_topic_config_with(
 /// them or none.
 ///
 /// ```no_run
-/// # async fn run() -> Result<(), courier::admin::AdminError> {
-/// use courier::admin::{alter_topic_config, ConfigOp};
+/// # async fn run() -> Result<(), courier_kafka::admin::AdminError> {
+/// use courier_kafka::admin::{alter_topic_config, ConfigOp};
 /// alter_topic_config(
 ///     "127.0.0.1:9092",
 ///     "orders",

@@ -114,8 +114,8 @@ impl AdminError {
     /// without a refusal (connection, no bootstrap address).
     ///
     /// ```
-    /// use courier::admin::AdminError;
-    /// use courier::BrokerError;
+    /// use courier_kafka::admin::AdminError;
+    /// use courier_kafka::BrokerError;
     /// let e = AdminError::Refused { topic: "orders".into(), code: 36, message: None };
     /// assert_eq!(e.broker_error(), Some(BrokerError::TopicAlreadyExists));
     /// assert!(e.is_topic_exists() && !e.is_unknown_topic());

@@ -97,7 +97,7 @@ impl ProduceSpan {
             return None;
         }
         let tracer = global::tracer_with_scope(
-            InstrumentationScope::builder("courier")
+            InstrumentationScope::builder(env!("CARGO_PKG_NAME"))
                 .with_version(env!("CARGO_PKG_VERSION"))
                 .build(),
         );

@@ -56,7 +56,7 @@ impl Producer {
     ///
     /// ```no_run
     /// use std::time::Duration;
-    /// use courier::{BlockingSendError, Producer, Record};
+    /// use courier_kafka::{BlockingSendError, Producer, Record};
     /// let producer = Producer::builder().bootstrap("localhost:9092").build()?;
     /// match producer.send_blocking(Record::to("orders").value("a"), Duration::from_secs(10)) {
     ///     Ok(d) => println!("at offset {:?}", d.offset),

@@ -31,7 +31,7 @@ impl Producer {
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-/// use courier::{Producer, Record};
+/// use courier_kafka::{Producer, Record};
 /// let producer = Producer::builder()
 ///     .bootstrap("127.0.0.1:9092")
 ///     .set("linger.ms", "10")
@@ -173,7 +173,7 @@ impl ProducerBuilder {
     }
 
     /// A producer whose broker is the testing double's `script`
-    /// (`courier::testing::MockBroker`): the settings are validated as for
+    /// (`courier_kafka::testing::MockBroker`): the settings are validated as for
     /// a real one and `bootstrap.servers` may be left out. The engine runs
     /// without idempotence unless `enable.idempotence=true` or
     /// `transactional.id` is set explicitly.

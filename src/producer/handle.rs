@@ -354,7 +354,7 @@ impl Producer {
     }
 
     /// Makes the partitioner actor panic, to test its supervision (under
-    /// `courier::testing`'s double, its scripted broker, which stands in
+    /// `courier_kafka::testing`'s double, its scripted broker, which stands in
     /// the partitioner's place). Only with the `fault-injection` feature.
     #[cfg(feature = "fault-injection")]
     pub fn inject_partitioner_panic(&self) {

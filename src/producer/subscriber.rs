@@ -209,8 +209,8 @@ impl Subscriber {
     /// for the bound, metadata and memory.
     ///
     /// ```no_run
-    /// # async fn demo(producer: courier::Producer) {
-    /// use courier::{Record, ReportMode};
+    /// # async fn demo(producer: courier_kafka::Producer) {
+    /// use courier_kafka::{Record, ReportMode};
     /// use futures::StreamExt;
     ///
     /// let (sub, mut reports) = producer.subscribe(ReportMode::All);

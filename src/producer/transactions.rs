@@ -61,7 +61,7 @@ impl Producer {
     ///
     /// ```no_run
     /// # async fn f() -> Result<(), Box<dyn std::error::Error>> {
-    /// use courier::{Producer, Record};
+    /// use courier_kafka::{Producer, Record};
     /// let producer = Producer::builder()
     ///     .bootstrap("localhost:9092")
     ///     .set("transactional.id", "orders-writer-1")

@@ -27,7 +27,7 @@ pub const DEFAULT_MAX_FRAME: usize = 100 * 1024 * 1024;
 ///
 /// ```
 /// use bytes::BytesMut;
-/// use courier::protocol::frame::FrameDecoder;
+/// use courier_kafka::protocol::frame::FrameDecoder;
 ///
 /// let mut decoder = FrameDecoder::new(1024);
 /// let mut buf = BytesMut::from(&[0u8, 0, 0, 3, b'a'][..]);

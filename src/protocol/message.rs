@@ -40,8 +40,8 @@ fn request_header<R: Request>(
 ///
 /// ```
 /// use bytes::BytesMut;
-/// use courier::protocol::message::encode_request;
-/// use courier::protocol::messages::MetadataRequest;
+/// use courier_kafka::protocol::message::encode_request;
+/// use courier_kafka::protocol::messages::MetadataRequest;
 ///
 /// let mut buf = BytesMut::new();
 /// encode_request(&mut buf, 7, None, 12, &MetadataRequest::default()).unwrap();

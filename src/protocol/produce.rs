@@ -139,7 +139,7 @@ pub fn frame_size(header: &ProduceHeader<'_>, topics: &[TopicData<'_>]) -> usize
 ///
 /// ```
 /// use bytes::Bytes;
-/// use courier::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
+/// use courier_kafka::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
 ///
 /// let batch = Bytes::from_static(b"(a record batch)");
 /// let header = ProduceHeader { version: 9, correlation_id: 7, client_id: Some("courier"), acks: -1, timeout_ms: 30_000, transactional_id: None };

@@ -214,8 +214,8 @@ impl ApiVersions {
 /// CreateTopics are optional here and checked when first needed.
 ///
 /// ```
-/// use courier::protocol::messages::{ApiVersionsResponse, api_versions_response::ApiVersion};
-/// use courier::protocol::versions::negotiate;
+/// use courier_kafka::protocol::messages::{ApiVersionsResponse, api_versions_response::ApiVersion};
+/// use courier_kafka::protocol::versions::negotiate;
 ///
 /// let mut resp = ApiVersionsResponse::default();
 /// for (key, min, max) in [(18, 0, 4), (3, 0, 13), (0, 3, 11)] {

@@ -41,8 +41,8 @@ impl RetryOn {
 ///
 /// ```
 /// use std::time::Duration;
-/// use courier::retry::{RetryOn, RetryPolicy};
-/// use courier::ErrorKind;
+/// use courier_kafka::retry::{RetryOn, RetryPolicy};
+/// use courier_kafka::ErrorKind;
 ///
 /// let policy = RetryPolicy::builder()
 ///     .retry_on(RetryOn::Kinds(vec![ErrorKind::Timeout]))

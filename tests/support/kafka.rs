@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use courier::connection::{Connection, ConnectionOptions};
+use courier_kafka::connection::{Connection, ConnectionOptions};
 use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{CreateTopicsRequest, MetadataRequest, MetadataResponse, TopicName};
@@ -1064,7 +1064,7 @@ impl KafkaCluster {
     }
 
     /// Creates `topic` (CreateTopics through Courier's `Connection`, not
-    /// `courier::admin`, which the tests check against Kafka's tools) and waits until every running
+    /// `courier_kafka::admin`, which the tests check against Kafka's tools) and waits until every running
     /// broker knows a leader for each partition.
     pub async fn create_topic(
         &self,

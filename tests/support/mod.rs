@@ -419,7 +419,7 @@ impl ReadRecord {
 
 /// Creates `topic` through Courier's own connection (CreateTopics).
 pub async fn create_topic(bootstrap: &str, topic: &str, partitions: i32) {
-    courier::admin::create_topic(bootstrap, topic, partitions, 1)
+    courier_kafka::admin::create_topic(bootstrap, topic, partitions, 1)
         .await
         .unwrap_or_else(|e| panic!("create topic {topic}: {e}"));
 }
@@ -817,13 +817,13 @@ static TAGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 /// A record of `topic` whose value (and key, when `keyed`) is `value`,
 /// tagged (`Record::opaque`) so that its report names it: a success report
 /// carries the record's tag, not the record.
-pub fn tagged_record(topic: &str, value: &str, keyed: bool) -> courier::Record {
+pub fn tagged_record(topic: &str, value: &str, keyed: bool) -> courier_kafka::Record {
     let tag = {
         let mut tags = TAGS.lock().unwrap();
         tags.push(value.to_string());
         tags.len() as u64 - 1
     };
-    let r = courier::Record::to(topic)
+    let r = courier_kafka::Record::to(topic)
         .value(value.to_string())
         .opaque(tag);
     if keyed {
@@ -836,7 +836,7 @@ pub fn tagged_record(topic: &str, value: &str, keyed: bool) -> courier::Record {
 /// The value of the record a report is about (one made by
 /// `tagged_record`): found by its tag, and for a failure, which hands
 /// the record back, checked against the value handed back.
-pub fn tagged_value(r: &courier::DeliveryReport) -> String {
+pub fn tagged_value(r: &courier_kafka::DeliveryReport) -> String {
     let value = TAGS.lock().unwrap()[r.opaque() as usize].clone();
     if let Some(record) = r.failed_record() {
         assert_eq!(

@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use courier::{DeliveryReport, Produce, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Produce, Producer, Record, ReportMode};
 use futures::StreamExt;
 
 use super::ReadRecord;

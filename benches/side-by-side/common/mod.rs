@@ -100,7 +100,7 @@ impl Target {
             // Waits until every partition has a leader.
             Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, 1, &[])),
             None => rt
-                .block_on(courier::admin::create_topic(
+                .block_on(courier_kafka::admin::create_topic(
                     &self.admin,
                     topic,
                     partitions,

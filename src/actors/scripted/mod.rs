@@ -1,4 +1,4 @@
-//! The scripted broker behind `courier::testing::MockBroker`: an
+//! The scripted broker behind `courier_kafka::testing::MockBroker`: an
 //! in-process stand-in for the connection actors and the partitioner
 //! actor, so that a producer can run with no broker, no socket and no
 //! network, and still take every record through its real path.

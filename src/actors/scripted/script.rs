@@ -448,7 +448,7 @@ impl Script {
                         (verdict == Verdict::Deliver).then(|| {
                             BatchAnswer::refused(
                                 error,
-                                "refused by courier::testing::MockBroker's sequence check",
+                                "refused by courier_kafka::testing::MockBroker's sequence check",
                             )
                         })
                     }
@@ -460,7 +460,7 @@ impl Script {
                 }
                 Some(BatchAnswer::refused(
                     error,
-                    "scripted by courier::testing::MockBroker",
+                    "scripted by courier_kafka::testing::MockBroker",
                 ))
             }
             Verdict::TimeOut => {

@@ -1,5 +1,5 @@
 //! The testing double's transaction coordinator: what
-//! `courier::testing::MockBroker` answers a transactional producer's
+//! `courier_kafka::testing::MockBroker` answers a transactional producer's
 //! coordinator requests with (FindCoordinator, InitProducerId,
 //! AddPartitionsToTxn, EndTxn, AddOffsetsToTxn, TxnOffsetCommit).
 //!
@@ -123,7 +123,7 @@ impl TxnCoordinator {
                     self.faults.push_front(f);
                 }
                 Err(format!(
-                    "courier::testing::MockBroker does not answer {api:?} (version {version})"
+                    "courier_kafka::testing::MockBroker does not answer {api:?} (version {version})"
                 ))
             }
         }

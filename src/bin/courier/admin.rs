@@ -8,8 +8,8 @@ use crate::cli::{failed, json_opt_str, json_str, settings, usage, Connect, Topic
 /// sasl.*; the producer's settings are accepted and ignored here).
 pub(crate) fn admin_options(
     props: &[(String, String)],
-) -> Result<courier::admin::AdminOptions, String> {
-    courier::admin::AdminOptions::from_properties(props.iter().map(|(k, v)| (k, v)))
+) -> Result<courier_kafka::admin::AdminOptions, String> {
+    courier_kafka::admin::AdminOptions::from_properties(props.iter().map(|(k, v)| (k, v)))
         .map_err(|e| e.to_string())
 }
 
@@ -18,7 +18,7 @@ pub(crate) fn id_list(ids: &[i32], sep: &str) -> String {
     ids.iter().map(i32::to_string).collect::<Vec<_>>().join(sep)
 }
 
-pub(crate) fn describe_text(d: &courier::admin::TopicDescription) -> String {
+pub(crate) fn describe_text(d: &courier_kafka::admin::TopicDescription) -> String {
     let rf = d.partitions.first().map_or(0, |p| p.replicas.len());
     let mut out = format!(
         "Topic: {}\tTopicId: {}\tPartitionCount: {}\tReplicationFactor: {rf}\n",
@@ -43,7 +43,7 @@ pub(crate) fn describe_text(d: &courier::admin::TopicDescription) -> String {
     out
 }
 
-pub(crate) fn describe_json(d: &courier::admin::TopicDescription) -> String {
+pub(crate) fn describe_json(d: &courier_kafka::admin::TopicDescription) -> String {
     let partitions: Vec<String> = d
         .partitions
         .iter()
@@ -86,7 +86,7 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
             configs,
             ..
         } => {
-            match courier::admin::create_topic_with_configs(
+            match courier_kafka::admin::create_topic_with_configs(
                 &opts,
                 brokers,
                 name,
@@ -103,7 +103,8 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
                 Err(e) => failed(e),
             }
         }
-        TopicCmd::List { .. } => match courier::admin::list_topics_with(&opts, brokers).await {
+        TopicCmd::List { .. } => match courier_kafka::admin::list_topics_with(&opts, brokers).await
+        {
             Ok(topics) => {
                 for (name, partitions) in topics {
                     println!("{name}\t{partitions}");
@@ -113,7 +114,7 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
             Err(e) => failed(e),
         },
         TopicCmd::Describe { name, json, .. } => {
-            match courier::admin::describe_topic_with(&opts, brokers, name).await {
+            match courier_kafka::admin::describe_topic_with(&opts, brokers, name).await {
                 Ok(d) if *json => {
                     println!("{}", describe_json(&d));
                     ExitCode::SUCCESS
@@ -126,7 +127,7 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
             }
         }
         TopicCmd::Delete { name, .. } => {
-            match courier::admin::delete_topic_with(&opts, brokers, name).await {
+            match courier_kafka::admin::delete_topic_with(&opts, brokers, name).await {
                 Ok(()) => {
                     println!("deleted topic {name}");
                     ExitCode::SUCCESS
@@ -144,7 +145,7 @@ pub(crate) async fn cluster(connect: Connect, json: bool) -> ExitCode {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let c = match courier::admin::describe_cluster_with(&opts, &connect.brokers).await {
+    let c = match courier_kafka::admin::describe_cluster_with(&opts, &connect.brokers).await {
         Ok(c) => c,
         Err(e) => return failed(e),
     };

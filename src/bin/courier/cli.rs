@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use courier::{Producer, ProducerBuilder};
+use courier_kafka::{Producer, ProducerBuilder};
 
 /// Which reports `produce` prints and `perf` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -23,7 +23,11 @@ pub(crate) enum Reports {
 /// (-X name=value, or -F FILE). Exit status: 0 when every record was
 /// delivered, 1 when any failed, 2 on a usage error.
 #[derive(Debug, Parser)]
-#[command(name = "courier", version, propagate_version = true)]
+#[command(
+    name = "courier",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CARGO_PKG_NAME"), ")"),
+    propagate_version = true
+)]
 pub(crate) struct Cli {
     /// More log output on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, decides instead).
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]

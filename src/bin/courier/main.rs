@@ -51,7 +51,7 @@ fn init_logging(verbose: u8, quiet: bool) {
                 (false, 2) => "debug",
                 (false, _) => "trace",
             };
-            tracing_subscriber::EnvFilter::new(format!("courier={level}"))
+            tracing_subscriber::EnvFilter::new(format!("courier_kafka={level},courier={level}"))
         }
     };
     let _ = tracing_subscriber::fmt()

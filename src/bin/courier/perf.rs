@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use courier::{DeliveryReport, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Record, ReportMode};
 
 use crate::cli::{builder, usage, Args, Reports};
 
@@ -59,7 +59,7 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
     // the report-reading threads do not contend over one counter per
     // record (a shared `Bytes::from(vec)` would).
     let payload = bytes::Bytes::from_static(Box::leak(vec![b'x'; size].into_boxed_slice()));
-    let topic_name = courier::Topic::from(topic.as_str());
+    let topic_name = courier_kafka::Topic::from(topic.as_str());
     let throughput = a.throughput.filter(|t| *t > 0.0);
     let bar = progress_bar(n, std::io::stderr().is_terminal() && !a.json);
     let start = Instant::now();
@@ -100,7 +100,7 @@ pub(crate) async fn perf(a: Args) -> ExitCode {
 /// `throughput` records a second at most, with reports as `reports` says.
 struct Load {
     n: u64,
-    topic: courier::Topic,
+    topic: courier_kafka::Topic,
     payload: bytes::Bytes,
     throughput: Option<f64>,
     reports: Reports,
@@ -111,11 +111,11 @@ impl Load {
     /// paced, moving the progress bar.
     async fn send(
         &self,
-        producer: &courier::Producer,
-        sub: &courier::Subscriber,
+        producer: &courier_kafka::Producer,
+        sub: &courier_kafka::Subscriber,
         bar: &indicatif::ProgressBar,
         start: Instant,
-    ) -> Result<(), courier::ProduceError> {
+    ) -> Result<(), courier_kafka::ProduceError> {
         for i in 0..self.n {
             if let Some(rate) = self.throughput {
                 let due = start + Duration::from_secs_f64(i as f64 / rate);
@@ -141,7 +141,7 @@ impl Load {
 /// Reads the subscription's reports to the end: the delivered records'
 /// latencies, the failures, and the first failure's message.
 async fn read_reports(
-    mut stream: courier::ReportStream,
+    mut stream: courier_kafka::ReportStream,
 ) -> (hdrhistogram::Histogram<u64>, u64, Option<String>) {
     let mut latency = latency_histogram();
     let mut failed = 0u64;

@@ -4,7 +4,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use courier::{DeliveryReport, Producer, Record, ReportMode};
+use courier_kafka::{DeliveryReport, Producer, Record, ReportMode};
 
 use crate::cli::{builder, json_str, usage, Args, Reports};
 
@@ -148,7 +148,7 @@ pub(crate) fn stdin_records(shape: LineShape) -> tokio::sync::mpsc::Receiver<Inp
 
 /// What makes a line a record: the topic, `-k`'s separator, `-p` and `-H`.
 pub(crate) struct LineShape {
-    pub(crate) topic: courier::Topic,
+    pub(crate) topic: courier_kafka::Topic,
     pub(crate) key_sep: Option<Vec<u8>>,
     pub(crate) partition: Option<i32>,
     pub(crate) headers: Vec<(String, String)>,
@@ -157,7 +157,7 @@ pub(crate) struct LineShape {
 impl LineShape {
     fn new(a: &Args, topic: &str) -> LineShape {
         LineShape {
-            topic: courier::Topic::from(topic),
+            topic: courier_kafka::Topic::from(topic),
             key_sep: a.key_sep.as_ref().map(|s| s.as_bytes().to_vec()),
             partition: a.partition,
             headers: a.headers.clone(),
@@ -188,7 +188,7 @@ impl LineShape {
 /// Prints `produce`'s reports as they come, one JSON line each (the
 /// stream of `--reports errors` carries failures only), the line's number
 /// taken from the record's tag. Returns whether any failed.
-pub(crate) async fn print_reports(mut reports: courier::ReportStream, topic: String) -> bool {
+pub(crate) async fn print_reports(mut reports: courier_kafka::ReportStream, topic: String) -> bool {
     let mut out = std::io::BufWriter::new(std::io::stdout());
     let mut failed = false;
     while let Some(batch) = reports.next_batch().await {
@@ -302,7 +302,7 @@ pub(crate) async fn produce_transactional(
     let shape = LineShape::new(&a, topic);
     let mut seq = 0u64;
     // The open transaction's lines: their sequence numbers and send futures.
-    let mut open: Vec<(u64, courier::DeliveryFuture)> = Vec::new();
+    let mut open: Vec<(u64, courier_kafka::DeliveryFuture)> = Vec::new();
     let mut stopped = None;
     loop {
         let line = tokio::select! {
@@ -332,8 +332,8 @@ pub(crate) async fn produce_transactional(
             Ok(report) => open.push((seq, report)),
             Err(e) => {
                 let message = e.to_string();
-                let report = DeliveryReport::Failed(courier::DeliveryError::new(
-                    courier::ErrorKind::Aborted,
+                let report = DeliveryReport::Failed(courier_kafka::DeliveryError::new(
+                    courier_kafka::ErrorKind::Aborted,
                     message,
                     e.into_record(),
                 ));
@@ -365,7 +365,7 @@ pub(crate) async fn produce_transactional(
 /// then prints its lines' reports as they now stand. True if any failed.
 pub(crate) async fn end_transaction(
     producer: &Producer,
-    open: &mut Vec<(u64, courier::DeliveryFuture)>,
+    open: &mut Vec<(u64, courier_kafka::DeliveryFuture)>,
     stop: Option<&str>,
     topic: &str,
     reports: Reports,
@@ -373,7 +373,7 @@ pub(crate) async fn end_transaction(
 ) -> bool {
     let outcome = match stop {
         None => producer.commit_transaction().await,
-        Some(signal) => Err(courier::TransactionError::State(format!(
+        Some(signal) => Err(courier_kafka::TransactionError::State(format!(
             "stopped by {signal}"
         ))),
     };
@@ -401,10 +401,10 @@ pub(crate) async fn end_transaction(
             (Ok(d), Some(why)) => {
                 // A success report does not hand its record back; the line
                 // printed names its sequence number, not its content.
-                let mut e = courier::DeliveryError::new(
-                    courier::ErrorKind::Aborted,
+                let mut e = courier_kafka::DeliveryError::new(
+                    courier_kafka::ErrorKind::Aborted,
                     why.clone(),
-                    courier::Record::to(d.topic).opaque(d.opaque),
+                    courier_kafka::Record::to(d.topic).opaque(d.opaque),
                 );
                 e.partition = Some(d.partition);
                 e.attempts = 1;

@@ -35,7 +35,7 @@ use std::str::FromStr;
 /// A record batch compression codec, as `compression.type` names them.
 ///
 /// ```
-/// use courier::protocol::record_batch::Compression;
+/// use courier_kafka::protocol::record_batch::Compression;
 /// assert_eq!("lz4".parse::<Compression>().unwrap(), Compression::Lz4);
 /// assert!("brotli".parse::<Compression>().is_err());
 /// ```
@@ -79,7 +79,7 @@ impl Compression {
     /// codec without levels (`none`, `snappy`).
     ///
     /// ```
-    /// use courier::protocol::record_batch::Compression;
+    /// use courier_kafka::protocol::record_batch::Compression;
     /// assert_eq!(Compression::Gzip.levels(), Some(1..=9));
     /// assert_eq!(Compression::Lz4.levels(), Some(1..=17));
     /// assert_eq!(Compression::Zstd.levels(), Some(-131072..=22));
@@ -118,7 +118,7 @@ impl fmt::Display for Compression {
 /// [`Compression`] converts into one.
 ///
 /// ```
-/// use courier::protocol::record_batch::{Codec, Compression};
+/// use courier_kafka::protocol::record_batch::{Codec, Compression};
 /// let c: Codec = Compression::Zstd.into();
 /// assert_eq!(c, Codec { compression: Compression::Zstd, level: None });
 /// assert_eq!(Compression::Gzip.at_level(9).level, Some(9));

@@ -100,7 +100,7 @@ pub enum AppendRefused {
 /// Appends records into one RecordBatch v2 buffer.
 ///
 /// ```
-/// use courier::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
+/// use courier_kafka::protocol::record_batch::{BatchBuilder, Compression, ProducerStamp};
 ///
 /// let mut batch = BatchBuilder::new(16 * 1024, Compression::None);
 /// batch.try_append(1_700_000_000_000, Some(b"k"), Some(b"v"), &[]).unwrap();

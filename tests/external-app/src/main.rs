@@ -8,7 +8,7 @@
 
 use std::process::ExitCode;
 
-use courier::{Producer, Record};
+use courier_kafka::{Producer, Record};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
