@@ -14,6 +14,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::partitioner::Partitioning;
 use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
 /// A SASL mechanism Courier speaks (`sasl.mechanism`).
@@ -191,6 +192,13 @@ pub struct ProducerConfig {
     /// Java's default closes it before the broker's own idle limit (10
     /// minutes by default) would, so it is not lost under a request.
     pub connections_max_idle: Option<Duration>,
+    /// `partitioner` (librdkafka's property and values; default
+    /// `murmur2_random`, the Java client's placement): how the built-in
+    /// partitioner places a record with no partition. rust-rdkafka's
+    /// default is `consistent_random`; set it to keep keys where a
+    /// rust-rdkafka producer put them. A partitioner given to
+    /// `ProducerBuilder::partitioner` replaces it.
+    pub partitioner: Partitioning,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
 }
@@ -336,6 +344,7 @@ impl Default for ProducerConfig {
             retries: i32::MAX as u32,
             socket_keepalive: false,
             connections_max_idle: Some(Duration::from_secs(540)),
+            partitioner: Partitioning::default(),
             security: SecurityConfig::default(),
         }
     }
@@ -493,6 +502,7 @@ properties! {
         let idle = v.ms(0)?;
         (!idle.is_zero()).then_some(idle)
     };
+    ["partitioner"] => |c, v| c.partitioner = v.0.parse()?;
     ["security.protocol"] => |c, v| c.security.protocol = v.one_of(
         &[
             ("PLAINTEXT", SecurityProtocol::Plaintext),

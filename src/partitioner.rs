@@ -221,30 +221,182 @@ fn choose(layout: &TopicLayout, avoid: Option<i32>) -> i32 {
     }
 }
 
-/// The default: Java-compatible murmur2 for keyed records, KIP-480 sticky
-/// for keyless ones.
+/// The `partitioner` property: how the built-in partitioner places a
+/// record with no partition of its own. The names are librdkafka's, so a
+/// rust-rdkafka config keeps its keys where they were.
+///
+/// The default, [`Murmur2Random`](Self::Murmur2Random), is the Java
+/// client's placement; librdkafka's default is
+/// [`ConsistentRandom`](Self::ConsistentRandom) (CRC32). As in librdkafka
+/// 2.x, every choice but [`Random`](Self::Random) sends a record with no
+/// key to a sticky partition (KIP-480), so the `_random` twins differ from
+/// their plain names only for an empty, non-null key.
+///
+/// ```
+/// use courier_kafka::partitioner::Partitioning;
+/// let p: Partitioning = "consistent_random".parse().unwrap();
+/// assert_eq!(p, Partitioning::ConsistentRandom);
+/// // CRC32 of the key, modulo the partition count, as librdkafka places it.
+/// assert_eq!(p.key_partition(b"user-7", 6), Some((crc32fast::hash(b"user-7") % 6) as i32));
+/// // An empty key goes where a missing one does: to the sticky partition.
+/// assert_eq!(p.key_partition(b"", 6), None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Partitioning {
+    /// `random`: every record to a random partition, keyed or not.
+    Random,
+    /// `consistent`: CRC32 of the key; an empty key goes to the partition
+    /// CRC32 of nothing gives (0).
+    Consistent,
+    /// `consistent_random` (librdkafka's default): CRC32 of the key; an
+    /// empty key is placed as a missing one is.
+    ConsistentRandom,
+    /// `murmur2`: the Java client's murmur2 of the key.
+    Murmur2,
+    /// `murmur2_random` (Courier's default, the Java client's placement):
+    /// murmur2 of the key.
+    #[default]
+    Murmur2Random,
+    /// `fnv1a`: FNV-1a of the key (Sarama's hash partitioner).
+    Fnv1a,
+    /// `fnv1a_random`: the same.
+    Fnv1aRandom,
+}
+
+impl Partitioning {
+    /// Every choice, by its property value.
+    pub const ALL: [(&'static str, Partitioning); 7] = [
+        ("random", Partitioning::Random),
+        ("consistent", Partitioning::Consistent),
+        ("consistent_random", Partitioning::ConsistentRandom),
+        ("murmur2", Partitioning::Murmur2),
+        ("murmur2_random", Partitioning::Murmur2Random),
+        ("fnv1a", Partitioning::Fnv1a),
+        ("fnv1a_random", Partitioning::Fnv1aRandom),
+    ];
+
+    /// The property value (librdkafka's name).
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map_or("murmur2_random", |(n, _)| n)
+    }
+
+    /// The partition of a record with `key`, out of `partition_count`,
+    /// when the key decides it; `None` when it does not (`random`, and an
+    /// empty key under `consistent_random`), and the record is placed as a
+    /// keyless one.
+    pub fn key_partition(self, key: &[u8], partition_count: i32) -> Option<i32> {
+        let n = partition_count.max(1) as u32;
+        match self {
+            Partitioning::Random => None,
+            Partitioning::ConsistentRandom if key.is_empty() => None,
+            Partitioning::Consistent | Partitioning::ConsistentRandom => {
+                Some((crc32fast::hash(key) % n) as i32)
+            }
+            Partitioning::Murmur2 | Partitioning::Murmur2Random => {
+                Some(partition_for_key(key, partition_count))
+            }
+            Partitioning::Fnv1a | Partitioning::Fnv1aRandom => Some((fnv1a(key) % n) as i32),
+        }
+    }
+
+    /// Whether keyless records stick to one partition (KIP-480): every
+    /// choice but `random`.
+    pub(crate) fn sticks_keyless(self) -> bool {
+        self != Partitioning::Random
+    }
+
+    /// Whether an empty key is placed as a missing one is.
+    pub(crate) fn empty_key_is_keyless(self) -> bool {
+        matches!(self, Partitioning::Random | Partitioning::ConsistentRandom)
+    }
+}
+
+impl std::str::FromStr for Partitioning {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == s)
+            .map(|(_, p)| *p)
+            .ok_or_else(|| {
+                "expected random, consistent, consistent_random, murmur2, murmur2_random \
+                 (the default, the Java client's placement), fnv1a or fnv1a_random; \
+                 consistent_random keeps rust-rdkafka's default placement"
+                    .to_string()
+            })
+    }
+}
+
+impl std::fmt::Display for Partitioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// librdkafka's FNV-1a of `key` (32 bits), made non-negative as Sarama's
+/// hash partitioner does: the absolute value of the hash as a signed
+/// 32-bit number (`i32::MIN` stays `0x8000_0000`).
+fn fnv1a(key: &[u8]) -> u32 {
+    let h = key.iter().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(*b)).wrapping_mul(0x0100_0193)
+    });
+    (h as i32).wrapping_abs() as u32
+}
+
+/// The built-in partitioner: keyed records by the [`Partitioning`]'s hash
+/// (by default the Java client's murmur2), keyless ones KIP-480 sticky
+/// (`random`: each to a random partition).
 #[derive(Debug, Default)]
 pub struct DefaultPartitioner {
     sticky: StickyPartitioner,
+    partitioning: Partitioning,
 }
 
 impl DefaultPartitioner {
-    /// A new default partitioner.
+    /// The Java client's placement (`partitioner=murmur2_random`).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The placement `partitioning` names.
+    pub fn with(partitioning: Partitioning) -> Self {
+        DefaultPartitioner {
+            sticky: StickyPartitioner::new(),
+            partitioning,
+        }
     }
 }
 
 impl Partitioner for DefaultPartitioner {
     fn partition(&self, topic: &str, key: Option<&[u8]>, layout: &TopicLayout) -> i32 {
-        match key {
-            Some(k) => partition_for_key(k, layout.partition_count),
+        let by_key = key.and_then(|k| self.partitioning.key_partition(k, layout.partition_count));
+        match by_key {
+            Some(p) => p,
+            None if self.partitioning == Partitioning::Random => random(layout),
             None => self.sticky.partition(topic, layout),
         }
     }
 
     fn on_new_batch(&self, topic: &str, previous: i32, layout: &TopicLayout) {
-        self.sticky.on_new_batch(topic, previous, layout)
+        if self.partitioning.sticks_keyless() {
+            self.sticky.on_new_batch(topic, previous, layout)
+        }
+    }
+}
+
+/// librdkafka's `random`: any partition; one without a leader is drawn
+/// again, once.
+fn random(layout: &TopicLayout) -> i32 {
+    let count = layout.partition_count.max(1);
+    let p = fastrand::i32(0..count);
+    if layout.available.is_empty() || layout.available.contains(&p) {
+        p
+    } else {
+        fastrand::i32(0..count)
     }
 }
 
@@ -350,5 +502,63 @@ mod tests {
             assert_eq!(p.partition("t", Some(b"user-42"), &layout), want);
             p.on_new_batch("t", want, &layout);
         }
+    }
+
+    /// librdkafka's own test vectors (rdfnv1a.c, `unittest_fnv1a`, in
+    /// librdkafka 2.12.1; the values came from Go's hash/fnv, made
+    /// non-negative).
+    #[test]
+    fn fnv1a_matches_librdkafka_vectors() {
+        let unaligned = "PreAmbleWillBeRemoved,ThePrePartThatIs";
+        let cases: &[(&str, u32)] = &[
+            ("kafka", 0xd33c4e1),
+            ("giberish123456789", 0x77a58295),
+            ("1234", 0x23bdd03),
+            ("234", 0x2dea3cd2),
+            ("34", 0x740fa83e),
+            ("4", 0x310ca263),
+            (unaligned, 0x65cbd69c),
+            (&unaligned[1..], 0x6e49c79a),
+            (&unaligned[2..], 0x69eed356),
+            (&unaligned[3..], 0x6abcc023),
+            ("", 0x7ee3623b),
+        ];
+        for (key, want) in cases {
+            assert_eq!(fnv1a(key.as_bytes()), *want, "{key:?}");
+        }
+    }
+
+    #[test]
+    fn every_name_parses_to_itself() {
+        for (name, p) in Partitioning::ALL {
+            assert_eq!(name.parse::<Partitioning>(), Ok(p));
+            assert_eq!(p.to_string(), name);
+        }
+        let err = "crc32".parse::<Partitioning>().unwrap_err();
+        assert!(err.contains("consistent_random"), "{err}");
+    }
+
+    #[test]
+    fn random_ignores_keys_and_spreads() {
+        let p = DefaultPartitioner::with(Partitioning::Random);
+        let layout = TopicLayout::new(4, &[0, 1, 2, 3]);
+        let seen: std::collections::HashSet<i32> = (0..200)
+            .map(|_| p.partition("t", Some(b"same-key"), &layout))
+            .collect();
+        assert_eq!(seen.len(), 4, "{seen:?}");
+    }
+
+    #[test]
+    fn empty_keys_follow_librdkafka() {
+        let layout = TopicLayout::new(6, &[]);
+        let consistent = DefaultPartitioner::with(Partitioning::Consistent);
+        assert_eq!(
+            consistent.partition("t", Some(b""), &layout),
+            0,
+            "CRC32 of nothing"
+        );
+        let cr = DefaultPartitioner::with(Partitioning::ConsistentRandom);
+        let sticky = cr.partition("t", None, &layout);
+        assert_eq!(cr.partition("t", Some(b""), &layout), sticky);
     }
 }

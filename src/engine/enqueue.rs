@@ -399,7 +399,8 @@ impl Engine {
             // while its batch has room (KIP-480): after one is placed, the
             // ones right behind it go into the same open batch under one
             // lock, with no partitioner call or queue lookup of their own.
-            let sticky = record.key.is_none() && record.partition.is_none();
+            let sticky =
+                self.default_partitioner && record.key.is_none() && record.partition.is_none();
             let topic = record.topic;
             let (r, leads) = self.place_in_run(record, reply, tm, now, traced);
             let placed = match r {
@@ -640,6 +641,10 @@ impl Engine {
                     )
                 }
             }
+            (None, Some(k)) if k.is_empty() && self.empty_key_is_keyless => (
+                self.partitioner.partition(&record.topic, None, layout),
+                true,
+            ),
             (None, key) => (
                 self.partitioner.partition(&record.topic, key, layout),
                 key.is_none(),

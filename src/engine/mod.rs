@@ -69,14 +69,19 @@ pub(crate) struct Engine {
     idem: Option<Idempotence>,
     /// The transactional producer's state; `None` without `transactional.id`.
     txn: Option<Transactions>,
-    /// The partitioning strategy (murmur2 + sticky, or the user's); runs in
-    /// the producing thread. Not the partitioner *actor*, which is the
-    /// metadata cache.
+    /// The partitioning strategy (the built-in one, as `partitioner`
+    /// says, or the user's); runs in the producing thread. Not the
+    /// partitioner *actor*, which is the metadata cache.
     partitioner: Box<dyn Partitioner>,
-    /// Whether `partitioner` is the default (murmur2 + KIP-480 sticky):
-    /// then a keyless record with no partition reads its topic's sticky
-    /// slot itself, as the default partitioner would, without the call.
+    /// Whether `partitioner` is the built-in one with KIP-480 sticky
+    /// keyless records (every `partitioner` value but `random`): then a
+    /// keyless record with no partition reads its topic's sticky slot
+    /// itself, as the partitioner would, without the call, and a run of
+    /// keyless records shares the open batch of the first.
     default_partitioner: bool,
+    /// Whether an empty key is placed as a missing one is
+    /// (`partitioner=consistent_random`).
+    empty_key_is_keyless: bool,
     stats: Stats,
     closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
@@ -343,9 +348,11 @@ impl Engine {
             idem: c
                 .idempotent()
                 .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),
-            default_partitioner: partitioner.is_none(),
-            partitioner: partitioner
-                .unwrap_or_else(|| Box::new(crate::partitioner::DefaultPartitioner::new())),
+            default_partitioner: partitioner.is_none() && c.partitioner.sticks_keyless(),
+            empty_key_is_keyless: partitioner.is_none() && c.partitioner.empty_key_is_keyless(),
+            partitioner: partitioner.unwrap_or_else(|| {
+                Box::new(crate::partitioner::DefaultPartitioner::with(c.partitioner))
+            }),
             stats,
             closed,
             subscriptions: Mutex::new(Vec::new()),
