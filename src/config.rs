@@ -15,10 +15,20 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::partitioner::Partitioning;
+
+mod elsewhere;
+mod file;
+mod jaas;
+mod security;
+mod value;
+
 use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
 /// A SASL mechanism Courier speaks (`sasl.mechanism`).
 pub use crate::protocol::sasl::Mechanism as SaslMechanism;
+pub use file::{read_properties, read_properties_file};
+pub use security::{Secret, SecurityConfig, SecurityProtocol};
+use value::Value;
 
 /// A bad producer setting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -41,6 +51,10 @@ pub enum ConfigError {
     /// Two properties that contradict each other.
     #[error("{0}")]
     Inconsistent(String),
+    /// A properties file that cannot be read or parsed (the message names
+    /// it).
+    #[error("cannot read {0}")]
+    Unreadable(String),
 }
 
 /// Acknowledgements the producer asks for (`acks`).
@@ -199,112 +213,42 @@ pub struct ProducerConfig {
     /// rust-rdkafka producer put them. A partitioner given to
     /// `ProducerBuilder::partitioner` replaces it.
     pub partitioner: Partitioning,
+    /// `broker.address.family` (librdkafka's; default any): which of a
+    /// broker host name's addresses connections use.
+    pub broker_address_family: AddressFamily,
     /// `security.protocol`, `ssl.*` and `sasl.*`.
     pub security: SecurityConfig,
+    /// Properties other Kafka clients know that mean nothing to Courier's
+    /// producer: accepted, and named in one warning when it starts.
+    ignored: Vec<String>,
+    /// Whether the delivery timeout was last set by librdkafka's name,
+    /// `message.timeout.ms`: then librdkafka's rule holds (a request is
+    /// bounded by what is left of its records' time), not Java's
+    /// (`delivery.timeout.ms` at least `linger.ms` + `request.timeout.ms`).
+    librdkafka_timeout: bool,
 }
 
-/// `security.protocol`: how connections are made.
+/// `broker.address.family`: which addresses of a broker's host name to
+/// connect to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum SecurityProtocol {
-    /// `PLAINTEXT` (the default): TCP.
-    #[default]
-    Plaintext,
-    /// `SSL`: TLS.
-    Ssl,
-    /// `SASL_PLAINTEXT`: SASL authentication over TCP.
-    SaslPlaintext,
-    /// `SASL_SSL`: SASL authentication over TLS.
-    SaslSsl,
-}
-
-impl SecurityProtocol {
-    /// Whether connections use TLS.
-    pub fn tls(self) -> bool {
-        matches!(self, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl)
-    }
-
-    /// Whether connections authenticate with SASL.
-    pub fn sasl(self) -> bool {
-        matches!(
-            self,
-            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
-        )
-    }
-}
-
-/// A secret setting (a password, a private key): its `Debug` never shows
-/// it, so it cannot reach a log line, an error or a panic message.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    /// The secret itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(redacted)")
-    }
-}
-
-/// TLS and SASL settings, by their librdkafka / Java names.
-#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct SecurityConfig {
-    /// `security.protocol`.
-    pub protocol: SecurityProtocol,
-    /// `ssl.ca.location`: a PEM file of CA certificates to trust.
-    pub ca_location: Option<PathBuf>,
-    /// `ssl.ca.pem`: CA certificates in PEM, inline. With neither, the
-    /// platform's trusted roots.
-    pub ca_pem: Option<String>,
-    /// `ssl.certificate.location`: the client's certificate chain (PEM),
-    /// for mutual TLS.
-    pub certificate_location: Option<PathBuf>,
-    /// `ssl.certificate.pem`: the same, inline.
-    pub certificate_pem: Option<String>,
-    /// `ssl.key.location`: the client's private key (PEM).
-    pub key_location: Option<PathBuf>,
-    /// `ssl.key.pem`: the same, inline.
-    pub key_pem: Option<Secret>,
-    /// `ssl.endpoint.identification.algorithm`: `https` (the default)
-    /// checks the broker's certificate is for its host name; `none` does
-    /// not (a warning is logged).
-    pub verify_hostname: bool,
-    /// `sasl.mechanism` (or librdkafka's `sasl.mechanisms`).
-    pub sasl_mechanism: Option<Mechanism>,
-    /// `sasl.username`.
-    pub sasl_username: Option<String>,
-    /// `sasl.password`.
-    pub sasl_password: Option<Secret>,
-    /// `enable.sasl.oauthbearer.unsecure.jwt` (librdkafka's): with
-    /// OAUTHBEARER and no token provider, make unsecured JWTs
-    /// (`alg: none`), which only a test or development broker accepts.
-    pub oauthbearer_unsecure_jwt: bool,
-    /// `sasl.oauthbearer.config` (librdkafka's): for unsecured JWTs,
-    /// `principal=NAME` and optionally `lifeSeconds=N` (default 3600).
-    pub oauthbearer_config: Option<String>,
+pub enum AddressFamily {
+    /// `any` (the default): every address, in the resolver's order.
+    #[default]
+    Any,
+    /// `v4`: IPv4 addresses only.
+    V4,
+    /// `v6`: IPv6 addresses only.
+    V6,
 }
 
-impl Default for SecurityConfig {
-    fn default() -> Self {
-        SecurityConfig {
-            protocol: SecurityProtocol::Plaintext,
-            ca_location: None,
-            ca_pem: None,
-            certificate_location: None,
-            certificate_pem: None,
-            key_location: None,
-            key_pem: None,
-            verify_hostname: true,
-            sasl_mechanism: None,
-            sasl_username: None,
-            sasl_password: None,
-            oauthbearer_unsecure_jwt: false,
-            oauthbearer_config: None,
+impl AddressFamily {
+    /// Whether connections may use `addr`.
+    pub fn admits(self, addr: &std::net::SocketAddr) -> bool {
+        match self {
+            AddressFamily::Any => true,
+            AddressFamily::V4 => addr.is_ipv4(),
+            AddressFamily::V6 => addr.is_ipv6(),
         }
     }
 }
@@ -345,95 +289,11 @@ impl Default for ProducerConfig {
             socket_keepalive: false,
             connections_max_idle: Some(Duration::from_secs(540)),
             partitioner: Partitioning::default(),
+            broker_address_family: AddressFamily::Any,
             security: SecurityConfig::default(),
+            ignored: Vec::new(),
+            librdkafka_timeout: false,
         }
-    }
-}
-
-/// A property's value, trimmed, with the parsers the property table's
-/// setters use. Each error is the reason alone; `ProducerConfig::set`
-/// names the property and the value.
-struct Value<'a>(&'a str);
-
-impl Value<'_> {
-    fn text(&self) -> String {
-        self.0.to_string()
-    }
-
-    fn int(&self, min: u64, max: u64) -> Result<u64, String> {
-        let n: u64 = self
-            .0
-            .parse()
-            .map_err(|_| "expected a non-negative integer".to_string())?;
-        if n < min || n > max {
-            return Err(format!("must be between {min} and {max}"));
-        }
-        Ok(n)
-    }
-
-    /// Milliseconds, at least `min`, at most `i32::MAX` (Java's int).
-    fn ms(&self, min: u64) -> Result<Duration, String> {
-        self.int(min, i32::MAX as u64).map(Duration::from_millis)
-    }
-
-    fn boolean(&self) -> Result<bool, String> {
-        parse_bool(self.0).ok_or_else(|| "expected true or false".to_string())
-    }
-
-    /// A compression level: -1 (the codec's default; not for zstd, whose
-    /// levels include negative ones) or within the codec's range.
-    fn level(&self, codec: Compression) -> Result<Option<i32>, String> {
-        let range = codec.levels().expect("a codec with levels");
-        let n: i32 = self
-            .0
-            .parse()
-            .map_err(|_| "expected an integer".to_string())?;
-        match n {
-            -1 if codec != Compression::Zstd => Ok(None),
-            n if range.contains(&n) => Ok(Some(n)),
-            _ if codec == Compression::Zstd => Err(format!(
-                "must be between {} and {}",
-                range.start(),
-                range.end()
-            )),
-            _ => Err(format!(
-                "must be between {} and {}, or -1 (the codec's default)",
-                range.start(),
-                range.end()
-            )),
-        }
-    }
-
-    /// `host:port[,host:port...]`.
-    fn servers(&self) -> Result<Vec<String>, String> {
-        let servers: Vec<String> = self
-            .0
-            .split(',')
-            .map(|s| s.trim().to_string())
-            .filter(|s| !s.is_empty())
-            .collect();
-        if servers.is_empty() {
-            return Err("expected host:port[,host:port...]".to_string());
-        }
-        for s in &servers {
-            let ok = s
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
-            if !ok {
-                return Err(format!("{s:?} is not host:port"));
-            }
-        }
-        Ok(servers)
-    }
-
-    /// One of `choices` (`(spelling, value)`, matched without case), or
-    /// `expected`.
-    fn one_of<T: Copy>(&self, choices: &[(&str, T)], expected: &str) -> Result<T, String> {
-        choices
-            .iter()
-            .find(|(name, _)| name.eq_ignore_ascii_case(self.0))
-            .map(|(_, v)| *v)
-            .ok_or_else(|| expected.to_string())
     }
 }
 
@@ -503,6 +363,22 @@ properties! {
         (!idle.is_zero()).then_some(idle)
     };
     ["partitioner"] => |c, v| c.partitioner = v.0.parse()?;
+    ["broker.address.family"] => |c, v| c.broker_address_family = v.one_of(
+        &[("any", AddressFamily::Any), ("v4", AddressFamily::V4), ("v6", AddressFamily::V6)],
+        "expected any, v4 or v6",
+    )?;
+    ["topic.metadata.refresh.interval.ms"] => |c, v| c.metadata_max_age = match v.0 {
+        // librdkafka's "no periodic refresh": refreshes still happen when
+        // a leader moves or a topic is new.
+        "-1" => Duration::from_millis(i32::MAX as u64),
+        _ => v.ms(1)?,
+    };
+    ["api.version.request"] => |_c, v| if !v.boolean()? {
+        return Err("Courier always asks brokers for their API versions (brokers older than Kafka 0.10 are not supported)".into());
+    };
+    ["enable.ssl.certificate.verification"] => |_c, v| if !v.boolean()? {
+        return Err("turning off the broker certificate check is not supported; trust the broker's CA with ssl.ca.location, or set ssl.endpoint.identification.algorithm=none to skip the host name check only".into());
+    };
     ["security.protocol"] => |c, v| c.security.protocol = v.one_of(
         &[
             ("PLAINTEXT", SecurityProtocol::Plaintext),
@@ -532,6 +408,21 @@ properties! {
     ["sasl.password"] => |c, v| c.security.sasl_password = Some(Secret(v.text()));
     ["enable.sasl.oauthbearer.unsecure.jwt"] => |c, v| c.security.oauthbearer_unsecure_jwt = v.boolean()?;
     ["sasl.oauthbearer.config"] => |c, v| c.security.oauthbearer_config = Some(v.text());
+    ["sasl.jaas.config"] => |c, v| c.set_jaas(v.0)?;
+    ["ssl.truststore.location"] => |c, v| {
+        c.security.ca_location = Some(PathBuf::from(v.0));
+        c.security.java_stores.truststore = true;
+    };
+    ["ssl.truststore.type"] => |c, v| c.security.java_stores.truststore_type = Some(v.text());
+    ["ssl.truststore.certificates"] => |c, v| c.security.ca_pem = Some(v.text());
+    ["ssl.keystore.location"] => |c, v| {
+        c.security.certificate_location = Some(PathBuf::from(v.0));
+        c.security.key_location = Some(PathBuf::from(v.0));
+        c.security.java_stores.keystore = true;
+    };
+    ["ssl.keystore.type"] => |c, v| c.security.java_stores.keystore_type = Some(v.text());
+    ["ssl.keystore.certificate.chain"] => |c, v| c.security.certificate_pem = Some(v.text());
+    ["ssl.keystore.key"] => |c, v| c.security.key_pem = Some(Secret(v.text()));
 }
 
 /// librdkafka's names that mean the same as a Java name Courier takes
@@ -547,11 +438,18 @@ pub const ALIASES: &[(&str, &str)] = &[
     ("compression.codec", "compression.type"),
     ("message.max.bytes", "max.request.size"),
     ("message.send.max.retries", "retries"),
+    ("max.in.flight", "max.in.flight.requests.per.connection"),
+    ("metadata.broker.list", "bootstrap.servers"),
+    ("socket.timeout.ms", "request.timeout.ms"),
 ];
 
 /// ", did you mean \"…\"?" for a name close to a known one (or an alias).
 fn did_you_mean(name: &str) -> String {
-    let known = PROPERTIES.iter().chain(ALIASES.iter().map(|(a, _)| a));
+    let known = PROPERTIES
+        .iter()
+        .chain(ALIASES.iter().map(|(a, _)| a))
+        .chain(elsewhere::JAVA_CLIENT)
+        .chain(elsewhere::LIBRDKAFKA);
     let best = known
         .map(|k| (strsim::jaro_winkler(name, k), *k))
         .max_by(|a, b| a.0.total_cmp(&b.0));
@@ -575,6 +473,11 @@ impl ProducerConfig {
     /// ```
     pub fn set(&mut self, property: &str, value: &str) -> Result<(), ConfigError> {
         let v = Value(value.trim());
+        let invalid = |reason| ConfigError::InvalidValue {
+            property: property.to_string(),
+            value: value.to_string(),
+            reason,
+        };
         let named = if property == "queue.buffering.max.kbytes" {
             // librdkafka's buffer.memory, in KiB.
             v.int(1, (u32::MAX >> 1) as u64 / 1024).map(|kib| {
@@ -586,15 +489,125 @@ impl ProducerConfig {
                 .find(|(alias, _)| *alias == property)
                 .map_or(property, |(_, name)| name);
             let Some((_, set)) = TABLE.iter().find(|(names, _)| names.contains(&name)) else {
-                return Err(ConfigError::UnknownProperty(name.to_string()));
+                return self.set_elsewhere(property, value);
             };
             set(self, v)
         };
-        named.map_err(|reason| ConfigError::InvalidValue {
-            property: property.to_string(),
-            value: value.to_string(),
-            reason,
-        })
+        named.map_err(invalid)?;
+        match property {
+            "message.timeout.ms" => self.librdkafka_timeout = true,
+            "delivery.timeout.ms" => self.librdkafka_timeout = false,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A property Courier does not set: refused with the reason when
+    /// losing it would change what the producer does, accepted (and named
+    /// in the warning [`ignored_properties`](Self::ignored_properties)
+    /// feeds) when another Kafka client knows it, else unknown.
+    fn set_elsewhere(&mut self, property: &str, value: &str) -> Result<(), ConfigError> {
+        if let Some(reason) = elsewhere::refusal(property, value) {
+            return Err(ConfigError::InvalidValue {
+                property: property.to_string(),
+                value: value.to_string(),
+                reason,
+            });
+        }
+        if !elsewhere::known_elsewhere(property) {
+            return Err(ConfigError::UnknownProperty(property.to_string()));
+        }
+        if !self.ignored.iter().any(|p| p == property) {
+            self.ignored.push(property.to_string());
+        }
+        Ok(())
+    }
+
+    /// The properties set that other Kafka clients know and Courier's
+    /// producer does not use (consumer settings, serializer classes,
+    /// librdkafka's `debug`, …), in the order first set. The producer
+    /// names them in one warning when it starts.
+    ///
+    /// ```
+    /// use courier_kafka::config::ProducerConfig;
+    /// let mut c = ProducerConfig::default();
+    /// c.set("key.serializer", "org.apache.kafka.common.serialization.StringSerializer").unwrap();
+    /// c.set("session.timeout.ms", "45000").unwrap();
+    /// assert_eq!(c.ignored_properties(), ["key.serializer", "session.timeout.ms"]);
+    /// assert!(c.set("sesion.timeout.ms", "45000").is_err()); // no client knows it
+    /// ```
+    pub fn ignored_properties(&self) -> &[String] {
+        &self.ignored
+    }
+
+    /// Logs the one warning naming [`ignored_properties`](Self::ignored_properties),
+    /// if there are any.
+    pub(crate) fn warn_ignored(&self) {
+        if self.ignored.is_empty() {
+            return;
+        }
+        let hints: Vec<&str> = self
+            .ignored
+            .iter()
+            .filter_map(|p| elsewhere::hint(p))
+            .collect();
+        tracing::warn!(
+            "these properties were supplied but mean nothing to Courier's producer, and are ignored: {}{}{}",
+            self.ignored.join(", "),
+            if hints.is_empty() { "" } else { ". " },
+            hints.join("; ")
+        );
+    }
+
+    /// `sasl.jaas.config`: the login module's user name and password
+    /// (PLAIN, SCRAM), or its unsecured-JWT principal (OAUTHBEARER).
+    fn set_jaas(&mut self, text: &str) -> Result<(), String> {
+        let j = jaas::parse(text)?;
+        let sec = &mut self.security;
+        match j.module.as_str() {
+            jaas::PLAIN | jaas::SCRAM => {
+                let (Some(user), Some(password)) = (j.option("username"), j.option("password"))
+                else {
+                    return Err(format!("{} needs username and password options", j.module));
+                };
+                sec.sasl_username = Some(user.to_string());
+                sec.sasl_password = Some(Secret(password.to_string()));
+                if j.module == jaas::PLAIN && sec.sasl_mechanism.is_none() {
+                    sec.sasl_mechanism = Some(Mechanism::Plain);
+                }
+            }
+            jaas::OAUTHBEARER => {
+                if let Some(sub) = j.option("unsecuredLoginStringClaim_sub") {
+                    sec.oauthbearer_unsecure_jwt = true;
+                    let life = j
+                        .option("unsecuredLoginLifetimeSeconds")
+                        .map(|l| format!(" lifeSeconds={l}"))
+                        .unwrap_or_default();
+                    sec.oauthbearer_config = Some(format!("principal={sub}{life}"));
+                } else if j.option("clientId").is_some() {
+                    return Err("OAUTHBEARER with clientId (OIDC client credentials) is not supported yet; give a courier_kafka::security::TokenProvider".into());
+                }
+                if sec.sasl_mechanism.is_none() {
+                    sec.sasl_mechanism = Some(Mechanism::OAuthBearer);
+                }
+            }
+            other => {
+                return Err(format!(
+                    "login module {other} is not supported (Courier speaks {}, {} and {})",
+                    jaas::PLAIN,
+                    jaas::SCRAM,
+                    jaas::OAUTHBEARER
+                ))
+            }
+        }
+        sec.jaas_module = Some(j.module);
+        Ok(())
+    }
+
+    /// Whether the delivery timeout came through librdkafka's name
+    /// (`message.timeout.ms`), so that librdkafka's rule bounds requests.
+    pub(crate) fn librdkafka_timeout(&self) -> bool {
+        self.librdkafka_timeout
     }
 
     /// Whether the producer runs idempotent: as set, or by default when
@@ -717,9 +730,14 @@ impl ProducerConfig {
     /// covers its linger and one request, and each backoff's cap is at
     /// least its start.
     fn check_times(&self) -> Result<(), ConfigError> {
-        if self.delivery_timeout < self.linger + self.request_timeout {
+        // Java's rule, for Java's name; librdkafka's message.timeout.ms
+        // has none (each request is bounded by its records' time left).
+        if !self.librdkafka_timeout && self.delivery_timeout < self.linger + self.request_timeout {
             return Err(ConfigError::Inconsistent(format!(
-                "delivery.timeout.ms ({} ms) must be at least linger.ms + request.timeout.ms ({} ms)",
+                "delivery.timeout.ms ({} ms) must be at least linger.ms + request.timeout.ms ({} ms), \
+                 as the Java client requires; librdkafka's message.timeout.ms has no such rule \
+                 (a request is cut short when its records' time runs out): set that name to \
+                 have librdkafka's",
                 self.delivery_timeout.as_millis(),
                 (self.linger + self.request_timeout).as_millis()
             )));
@@ -732,45 +750,6 @@ impl ProducerConfig {
         if self.reconnect_backoff_max < self.reconnect_backoff {
             return Err(ConfigError::Inconsistent(
                 "reconnect.backoff.max.ms must be at least reconnect.backoff.ms".into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl SecurityConfig {
-    /// SASL's mechanism and credentials, and each TLS file given once,
-    /// a certificate with its key.
-    fn check(&self) -> Result<(), ConfigError> {
-        let s = self;
-        if s.protocol.sasl() {
-            if s.sasl_mechanism.is_none() {
-                return Err(ConfigError::Inconsistent(
-                    "security.protocol SASL_* needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)".into(),
-                ));
-            }
-            if s.sasl_mechanism != Some(Mechanism::OAuthBearer)
-                && (s.sasl_username.is_none() || s.sasl_password.is_none())
-            {
-                return Err(ConfigError::Inconsistent(
-                    "security.protocol SASL_* needs sasl.username and sasl.password".into(),
-                ));
-            }
-        }
-        if s.key_location.is_some() && s.key_pem.is_some()
-            || s.certificate_location.is_some() && s.certificate_pem.is_some()
-            || s.ca_location.is_some() && s.ca_pem.is_some()
-        {
-            return Err(ConfigError::Inconsistent(
-                "set each of ssl.ca, ssl.certificate and ssl.key once: as .location or as .pem"
-                    .into(),
-            ));
-        }
-        let has_cert = s.certificate_location.is_some() || s.certificate_pem.is_some();
-        let has_key = s.key_location.is_some() || s.key_pem.is_some();
-        if has_cert != has_key {
-            return Err(ConfigError::Inconsistent(
-                "a client certificate needs its key, and a key its certificate (ssl.certificate.* and ssl.key.*)".into(),
             ));
         }
         Ok(())

@@ -55,6 +55,8 @@ pub struct ConnectionOptions {
     /// a NAT or load balancer that drops silent flows is kept open or found
     /// dead by the kernel.
     pub keepalive: bool,
+    /// `broker.address.family`: which of a host name's addresses to use.
+    pub family: crate::config::AddressFamily,
 }
 
 impl Default for ConnectionOptions {
@@ -66,6 +68,7 @@ impl Default for ConnectionOptions {
             max_response_frame: DEFAULT_MAX_FRAME,
             security: None,
             keepalive: false,
+            family: crate::config::AddressFamily::Any,
         }
     }
 }
@@ -254,15 +257,22 @@ pub struct Connection {
     session_lifetime: Option<Duration>,
 }
 
-/// A TCP connection to `addr` (`host:port`, every address it resolves to
-/// tried in turn, as `TcpStream::connect`), with SO_KEEPALIVE set before
-/// the connect when `keepalive`.
-async fn tcp_connect(addr: &str, keepalive: bool) -> std::io::Result<TcpStream> {
-    if !keepalive {
+/// A TCP connection to `addr` (`host:port`, every address of `family` it
+/// resolves to tried in turn, as `TcpStream::connect`), with SO_KEEPALIVE
+/// set before the connect when `keepalive`.
+async fn tcp_connect(
+    addr: &str,
+    keepalive: bool,
+    family: crate::config::AddressFamily,
+) -> std::io::Result<TcpStream> {
+    if !keepalive && family == crate::config::AddressFamily::Any {
         return TcpStream::connect(addr).await;
     }
     let mut last = None;
-    for a in tokio::net::lookup_host(addr).await? {
+    for a in tokio::net::lookup_host(addr)
+        .await?
+        .filter(|a| family.admits(a))
+    {
         let socket = if a.is_ipv4() {
             tokio::net::TcpSocket::new_v4()?
         } else {
@@ -277,7 +287,7 @@ async fn tcp_connect(addr: &str, keepalive: bool) -> std::io::Result<TcpStream> 
     Err(last.unwrap_or_else(|| {
         std::io::Error::new(
             std::io::ErrorKind::NotFound,
-            "the address resolved to nothing",
+            format!("{addr} resolved to no address of broker.address.family {family:?}"),
         )
     }))
 }
@@ -286,17 +296,17 @@ impl Connection {
     /// Connects to `addr` (`host:port`) and negotiates API versions.
     pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Self, ConnectionError> {
         let timeout = opts.connect_timeout;
-        let connecting =
-            async {
-                let stream = tcp_connect(addr, opts.keepalive).await.map_err(|source| {
-                    ConnectionError::Io {
-                        addr: addr.to_string(),
-                        source,
-                    }
+        let connecting = async {
+            let stream = tcp_connect(addr, opts.keepalive, opts.family)
+                .await
+                .map_err(|source| ConnectionError::Io {
+                    addr: addr.to_string(),
+                    source,
                 })?;
-                let _ = stream.set_nodelay(true);
-                let security = opts.security.as_deref();
-                let stream = match security.and_then(|s| s.tls.clone()) {
+            let _ = stream.set_nodelay(true);
+            let security = opts.security.as_deref();
+            let stream =
+                match security.and_then(|s| s.tls.clone()) {
                     Some(tls) => {
                         let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
                         let host = host.trim_start_matches('[').trim_end_matches(']');
@@ -327,24 +337,24 @@ impl Connection {
                     }
                     None => BrokerStream::Tcp(stream),
                 };
-                let mut conn = Connection {
-                    addr: addr.to_string(),
-                    stream,
-                    read_buf: BytesMut::with_capacity(64 * 1024),
-                    write_buf: BytesMut::with_capacity(64 * 1024),
-                    decoder: FrameDecoder::new(opts.max_response_frame),
-                    next_correlation_id: 0,
-                    client_id: opts.client_id.clone().map(StrBytes::from_string),
-                    request_timeout: opts.request_timeout,
-                    versions: placeholder_versions(),
-                    session_lifetime: None,
-                };
-                conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
-                if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
-                    conn.authenticate(sasl).await?;
-                }
-                Ok(conn)
+            let mut conn = Connection {
+                addr: addr.to_string(),
+                stream,
+                read_buf: BytesMut::with_capacity(64 * 1024),
+                write_buf: BytesMut::with_capacity(64 * 1024),
+                decoder: FrameDecoder::new(opts.max_response_frame),
+                next_correlation_id: 0,
+                client_id: opts.client_id.clone().map(StrBytes::from_string),
+                request_timeout: opts.request_timeout,
+                versions: placeholder_versions(),
+                session_lifetime: None,
             };
+            conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
+            if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
+                conn.authenticate(sasl).await?;
+            }
+            Ok(conn)
+        };
         tokio::time::timeout(timeout, connecting)
             .await
             .map_err(|_| ConnectionError::Timeout {

@@ -367,7 +367,10 @@ fn help_version_completions_and_usage_errors() {
     }
     let missing = courier(&["produce", "-t", "x"], "");
     assert_eq!(missing.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&missing.stderr).contains("--bootstrap-server"));
+    // No -b and no bootstrap.servers in -F or -X: a usage error naming
+    // all three places.
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("-b BROKERS") && said.contains("bootstrap.servers"), "{said}");
     let bad = courier(
         &[
             "perf",

@@ -611,3 +611,68 @@ async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
         assert_eq!(read, delivered, "{name}: the log holds each record once");
     }
 }
+
+/// A Java `client.properties`, one per SASL mechanism, as a provider hands
+/// it out (`bootstrap.servers` in the file, `sasl.jaas.config` with the
+/// login module, the CA as a PEM truststore, Java-only lines beside them),
+/// works as given: `courier produce -F FILE -t TOPIC`, no `-b`, no `-X`,
+/// delivers every line, and the log holds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_java_client_properties_file_per_mechanism_works_as_given() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let (user, password) = SASL_USER;
+    let modules = [
+        ("PLAIN", format!("org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{user}\" password=\"{password}\";")),
+        ("SCRAM-SHA-256", format!("org.apache.kafka.common.security.scram.ScramLoginModule required username='{user}' password='{password}';")),
+        ("SCRAM-SHA-512", format!("org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"{user}\" \\\n    password=\"{password}\";")),
+        ("OAUTHBEARER", format!("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"{user}\";")),
+    ];
+    for (mechanism, jaas) in modules {
+        let topic = unique(&format!("cli-file-{}", mechanism.to_lowercase()));
+        kafka.create_topic(&topic, 1, 1, &[]).await;
+        let file = std::env::temp_dir().join(format!("{topic}.properties"));
+        std::fs::write(
+            &file,
+            format!(
+                "# {mechanism}, as a provider's client.properties\n\
+                 bootstrap.servers=localhost:{port}\n\
+                 security.protocol=SASL_SSL\n\
+                 sasl.mechanism={mechanism}\n\
+                 sasl.jaas.config={jaas}\n\
+                 ssl.truststore.type=PEM\n\
+                 ssl.truststore.location={ca}\n\
+                 client.dns.lookup=use_all_dns_ips\n\
+                 session.timeout.ms=45000\n\
+                 key.serializer=org.apache.kafka.common.serialization.StringSerializer\n\
+                 value.serializer=org.apache.kafka.common.serialization.StringSerializer\n",
+                port = kafka.secured().sasl_ssl,
+                ca = kafka.secured().ca_pem.display(),
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
+            .args(["produce", "-t", &topic, "-F"])
+            .arg(&file)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run courier");
+        let lines: String = (0..10).map(|i| format!("line-{i}\n")).collect();
+        let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
+        let out = child.wait_with_output().unwrap();
+        let _ = std::fs::remove_file(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{mechanism}: {stderr}");
+        assert!(
+            stderr.contains(
+                "client.dns.lookup, session.timeout.ms, key.serializer, value.serializer"
+            ),
+            "{mechanism}: one warning names the Java-only lines: {stderr}"
+        );
+        assert_eq!(kafka.read_log(&topic, 1).len(), 10, "{mechanism}");
+    }
+}

@@ -1354,3 +1354,58 @@ async fn a_connection_answering_nothing_is_dropped_after_request_timeout_ms() {
     );
     let _ = p.close_timeout(Duration::from_secs(1)).await;
 }
+
+/// librdkafka's timeout rule, for librdkafka's name: with
+/// `message.timeout.ms` (1.5 s) far below `request.timeout.ms` (an hour),
+/// which Java's rule would refuse, a record whose broker stops answering
+/// under its request fails with `Timeout` once its own time is up: the
+/// request is bounded by what was left of the record's time, as librdkafka
+/// bounds it. Under Java's rule the request would wait the hour. One
+/// report, and the producer delivers again once the broker answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn message_timeout_ms_bounds_the_request_as_librdkafka_does() {
+    let broker = broker_with_topic("rdkafka-timeout", 1).await;
+    let producer = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("message.timeout.ms", "1500")
+        .set("request.timeout.ms", "3600000")
+        .set("linger.ms", "0")
+        .build()
+        .expect("librdkafka's name takes librdkafka's rule");
+    producer
+        .send(Record::to("rdkafka-timeout").value("warm"))
+        .await
+        .unwrap();
+    broker.pause();
+    let report = tokio::time::timeout(
+        Duration::from_secs(120),
+        producer.send(Record::to("rdkafka-timeout").value("lost")),
+    )
+    .await;
+    broker.resume();
+    let e = report
+        .expect("the request waited for request.timeout.ms (an hour), not the record's time")
+        .unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{e}");
+    assert_eq!(e.record.value.as_deref(), Some(&b"lost"[..]), "handed back");
+    producer
+        .send(Record::to("rdkafka-timeout").value("after"))
+        .await
+        .expect("delivered once the broker answers");
+    producer.close().await;
+
+    // The same settings by Java's name are refused, and the error says
+    // which rule and how to get the other.
+    let java = Producer::builder()
+        .bootstrap(&broker.bootstrap())
+        .set("delivery.timeout.ms", "1500")
+        .set("request.timeout.ms", "3600000")
+        .build()
+        .map(|_| ())
+        .expect_err("Java's rule")
+        .to_string();
+    assert!(
+        java.contains("Java client") && java.contains("message.timeout.ms"),
+        "{java}"
+    );
+}

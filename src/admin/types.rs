@@ -26,6 +26,8 @@ impl AdminOptions {
     /// Reads the PEM files named; an unreadable one is an error naming its
     /// property.
     pub fn from_config(config: &ProducerConfig) -> Result<AdminOptions, ConfigError> {
+        config.security.check()?;
+        config.warn_ignored();
         Ok(AdminOptions {
             connection: ConnectionOptions {
                 client_id: Some(config.client_id.clone()),
@@ -33,6 +35,7 @@ impl AdminOptions {
                 request_timeout: config.request_timeout,
                 connect_timeout: config.connection_setup_timeout,
                 keepalive: config.socket_keepalive,
+                family: config.broker_address_family,
                 ..ConnectionOptions::default()
             },
         })

@@ -197,3 +197,210 @@ fn an_unknown_name_suggests_the_closest_known_one() {
     let e = c.set("completely.different", "5").unwrap_err().to_string();
     assert!(!e.contains("did you mean"), "{e}");
 }
+
+/// `sasl.jaas.config` as providers write it: PLAIN and SCRAM give the
+/// user name and password (PLAIN also the mechanism, when not set), the
+/// OAUTHBEARER module's unsecured options give the unsecured JWT; a module
+/// that does not serve `sasl.mechanism`, or one Courier does not speak, is
+/// an error naming it.
+#[test]
+fn jaas_config_sets_the_sasl_credentials() {
+    let mut c = ProducerConfig::default();
+    c.set("sasl.jaas.config", "org.apache.kafka.common.security.plain.PlainLoginModule required username='KEY' password='SECRET';").unwrap();
+    assert_eq!(c.security.sasl_mechanism, Some(Mechanism::Plain));
+    assert_eq!(c.security.sasl_username.as_deref(), Some("KEY"));
+    assert_eq!(
+        c.security.sasl_password.as_ref().map(Secret::expose),
+        Some("SECRET")
+    );
+
+    let mut c = ProducerConfig::default();
+    c.set("bootstrap.servers", "h:9092").unwrap();
+    c.set("security.protocol", "SASL_SSL").unwrap();
+    c.set("sasl.jaas.config", "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"p\";").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("sasl.mechanism"),
+        "SCRAM needs its variant named: {e}"
+    );
+    c.set("sasl.mechanism", "SCRAM-SHA-512").unwrap();
+    c.validate().unwrap();
+    c.set("sasl.mechanism", "PLAIN").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("ScramLoginModule does not serve sasl.mechanism=PLAIN"),
+        "{e}"
+    );
+
+    let mut c = ProducerConfig::default();
+    c.set("sasl.jaas.config", "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub=\"alice\";").unwrap();
+    assert_eq!(c.security.sasl_mechanism, Some(Mechanism::OAuthBearer));
+    assert!(c.security.oauthbearer_unsecure_jwt);
+    assert_eq!(
+        c.security.oauthbearer_config.as_deref(),
+        Some("principal=alice")
+    );
+
+    let e = ProducerConfig::default()
+        .set(
+            "sasl.jaas.config",
+            "software.amazon.msk.auth.iam.IAMLoginModule required;",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("IAMLoginModule is not supported"), "{e}");
+    let e = ProducerConfig::default()
+        .set(
+            "sasl.jaas.config",
+            "org.apache.kafka.common.security.plain.PlainLoginModule required username='x';",
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("needs username and password"), "{e}");
+}
+
+/// Other clients' settings: accepted and listed once when they mean
+/// nothing to the producer; refused, with the reason, when dropping them
+/// would change what it does; unknown (with a suggestion) when no client
+/// knows them.
+#[test]
+fn other_clients_settings_are_ignored_refused_or_unknown() {
+    let mut c = ProducerConfig::default();
+    for (k, v) in [
+        ("client.dns.lookup", "use_all_dns_ips"),
+        ("session.timeout.ms", "45000"),
+        (
+            "key.serializer",
+            "org.apache.kafka.common.serialization.StringSerializer",
+        ),
+        ("schema.registry.url", "https://sr.example.com"),
+        ("debug", "broker,topic"),
+        ("session.timeout.ms", "30000"),
+        ("interceptor.classes", ""),
+        (
+            "partitioner.class",
+            "org.apache.kafka.clients.producer.internals.DefaultPartitioner",
+        ),
+    ] {
+        c.set(k, v).unwrap_or_else(|e| panic!("{k}: {e}"));
+    }
+    assert_eq!(
+        c.ignored_properties(),
+        [
+            "client.dns.lookup",
+            "session.timeout.ms",
+            "key.serializer",
+            "schema.registry.url",
+            "debug",
+            "interceptor.classes",
+            "partitioner.class"
+        ]
+    );
+    for (k, v, why) in [
+        ("interceptor.classes", "com.example.Audit", "cannot load"),
+        (
+            "partitioner.class",
+            "org.apache.kafka.clients.producer.RoundRobinPartitioner",
+            "Partitioner",
+        ),
+        ("partitioner.ignore.keys", "true", "keys always"),
+        ("ssl.key.password", "pw", "unencrypted"),
+        (
+            "sasl.client.callback.handler.class",
+            "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+            "MSK IAM",
+        ),
+        ("api.version.request", "false", "API versions"),
+        (
+            "enable.ssl.certificate.verification",
+            "false",
+            "not supported",
+        ),
+    ] {
+        let e = c.set(k, v).unwrap_err().to_string();
+        assert!(e.contains(k) && e.contains(why), "{k}={v}: {e}");
+    }
+    c.set("api.version.request", "true").unwrap();
+    c.set("enable.ssl.certificate.verification", "true")
+        .unwrap();
+    let e = c.set("sesion.timeout.ms", "1").unwrap_err().to_string();
+    assert!(e.contains("did you mean \"session.timeout.ms\""), "{e}");
+}
+
+/// librdkafka's settings users commonly set, with their meaning here.
+#[test]
+fn librdkafka_settings_take_their_meaning() {
+    let mut c = ProducerConfig::default();
+    c.set("max.in.flight", "3").unwrap();
+    assert_eq!(c.max_in_flight, 3);
+    c.set("socket.timeout.ms", "7000").unwrap();
+    assert_eq!(c.request_timeout, Duration::from_secs(7));
+    c.set("topic.metadata.refresh.interval.ms", "60000")
+        .unwrap();
+    assert_eq!(c.metadata_max_age, Duration::from_secs(60));
+    c.set("topic.metadata.refresh.interval.ms", "-1").unwrap();
+    assert!(c.metadata_max_age > Duration::from_secs(86_400 * 20));
+    c.set("broker.address.family", "v4").unwrap();
+    assert_eq!(c.broker_address_family, AddressFamily::V4);
+    assert!(c.set("broker.address.family", "ipx").is_err());
+    c.set("metadata.broker.list", "a:1,b:2").unwrap();
+    assert_eq!(c.bootstrap_servers, ["a:1", "b:2"]);
+    for k in [
+        "log.connection.close",
+        "statistics.interval.ms",
+        "delivery.report.only.error",
+    ] {
+        c.set(k, "1").unwrap();
+    }
+    assert_eq!(
+        c.ignored_properties(),
+        [
+            "log.connection.close",
+            "statistics.interval.ms",
+            "delivery.report.only.error"
+        ]
+    );
+}
+
+/// Java's timeout rule for Java's name, librdkafka's (none) for
+/// librdkafka's, whichever was set last.
+#[test]
+fn the_timeout_rule_follows_the_name_used() {
+    let mut c = ProducerConfig::default();
+    c.set("bootstrap.servers", "h:9092").unwrap();
+    c.set("message.timeout.ms", "30000").unwrap();
+    c.validate().expect("librdkafka's common setting");
+    c.set("delivery.timeout.ms", "30000").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("as the Java client requires") && e.contains("message.timeout.ms"),
+        "{e}"
+    );
+}
+
+/// The Java client's store settings: PEM files are read as Courier's own
+/// settings; a JKS or PKCS12 store (Java's default type is JKS) is refused
+/// with how to convert it.
+#[test]
+fn java_stores_are_read_as_pem_or_refused() {
+    let mut c = ProducerConfig::default();
+    c.set("bootstrap.servers", "h:9092").unwrap();
+    c.set("security.protocol", "SSL").unwrap();
+    c.set("ssl.truststore.location", "/etc/kafka/truststore.jks")
+        .unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("JKS") && e.contains("keytool"), "{e}");
+    c.set("ssl.truststore.type", "PEM").unwrap();
+    c.validate().unwrap();
+    assert_eq!(
+        c.security.ca_location.as_deref(),
+        Some(std::path::Path::new("/etc/kafka/truststore.jks"))
+    );
+    c.set("ssl.keystore.location", "client.p12").unwrap();
+    c.set("ssl.keystore.type", "PKCS12").unwrap();
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("PKCS12") && e.contains("openssl"), "{e}");
+    c.set("ssl.keystore.type", "pem").unwrap();
+    c.validate().unwrap();
+    assert_eq!(c.security.key_location, c.security.certificate_location);
+}

@@ -145,6 +145,7 @@ impl ProducerBuilder {
             return Err(e);
         }
         self.config.validate()?;
+        self.config.warn_ignored();
         let addresses = Arc::new(Addresses::default());
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
         let engine = Engine::new(self.config, self.partitioner, addresses.clone(), security);

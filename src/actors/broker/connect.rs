@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame, SecurityFailed};
-use crate::clock::backoff;
+use crate::clock::{backoff, Instant};
 use crate::connection::{Connection, ConnectionOptions};
 use crate::sync::lock;
 
@@ -29,6 +29,7 @@ impl BrokerConnection {
             request_timeout: cfg.request_timeout,
             security: self.engine.security(),
             keepalive: cfg.socket_keepalive,
+            family: cfg.broker_address_family,
             ..ConnectionOptions::default()
         };
         let addr = self.addr.clone();
@@ -202,8 +203,10 @@ impl BrokerConnection {
         self.schedule_reconnect(ctx);
     }
 
-    /// Fails in-flight requests older than `request.timeout.ms` by dropping
-    /// the connection, as the Java client does.
+    /// Fails in-flight requests past their deadline (`request.timeout.ms`
+    /// after they were sent, or a Produce request's own, shorter, under
+    /// librdkafka's timeout rule) by dropping the connection, as the Java
+    /// client does.
     pub(super) fn check_request_timeouts(&mut self, ctx: &mut Context<Self>) {
         let limit = self.engine.config().request_timeout;
         // Every request gets `request.timeout.ms`, not only Produce: a
@@ -211,21 +214,22 @@ impl BrokerConnection {
         // coordinator's request (`Ask`) and answers none is as dead as one
         // that leaves a Produce unanswered, and an abandoned call would
         // also hold off re-authentication and the idle close.
-        let oldest_produce = lock(&self.shared.in_flight)
-            .front()
-            .map(|f| (f.sent_at, f.correlation_id));
-        let oldest_call = self
+        let first_produce = lock(&self.shared.in_flight)
+            .iter()
+            .map(|f| (f.deadline, f.correlation_id))
+            .min();
+        let first_call = self
             .calls
             .iter()
-            .map(|(id, (sent_at, _))| (*sent_at, *id))
+            .map(|(id, (sent_at, _))| (*sent_at + limit, *id))
             .min();
-        let oldest = match (oldest_produce, oldest_call) {
+        let first = match (first_produce, first_call) {
             (Some(p), Some(c)) => Some(p.min(c)),
             (p, c) => p.or(c),
         };
-        if let Some((sent_at, id)) = oldest {
-            if sent_at.elapsed() > limit {
-                let msg = format!("request {id} timed out after {limit:?}");
+        if let Some((deadline, id)) = first {
+            if Instant::now() > deadline {
+                let msg = format!("request {id} timed out (its deadline passed)");
                 self.connection_lost(msg, ctx);
             }
         }

@@ -366,6 +366,9 @@ impl BrokerConnection {
             qi.requeue(b);
             drop(qi);
         }
+        let sent_at = Instant::now();
+        let limit = request_limit(&batches, cfg, sent_at);
+        header.timeout_ms = limit.as_millis().min(i32::MAX as u128) as i32;
         header.correlation_id = self.next_correlation_id();
         let correlation_id = header.correlation_id;
         let frame = match encode(&header, &topics(&batches)) {
@@ -415,10 +418,32 @@ impl BrokerConnection {
         lock(&self.shared.in_flight).push_back(InFlight {
             correlation_id,
             version,
-            sent_at: Instant::now(),
+            sent_at,
+            deadline: sent_at + limit,
             batches,
         });
     }
+}
+
+/// How long a Produce request of `batches` sent at `now` may take:
+/// `request.timeout.ms`, or, when the delivery timeout came through
+/// librdkafka's `message.timeout.ms`, no longer than the earliest of its
+/// batches' delivery deadlines leaves (at least 1 ms), as librdkafka
+/// bounds a request by its records' time left.
+fn request_limit(
+    batches: &[crate::batching::batch::SealedBatch],
+    cfg: &crate::config::ProducerConfig,
+    now: Instant,
+) -> Duration {
+    if !cfg.librdkafka_timeout() {
+        return cfg.request_timeout;
+    }
+    let left = batches
+        .iter()
+        .map(|b| b.deadline.saturating_duration_since(now))
+        .min()
+        .unwrap_or(cfg.request_timeout);
+    left.clamp(Duration::from_millis(1), cfg.request_timeout)
 }
 
 /// How early a lingering batch may go: a timer set for its deadline fires

@@ -44,6 +44,10 @@ pub(super) struct InFlight {
     pub correlation_id: i32,
     pub version: i16,
     pub sent_at: Instant,
+    /// When the request times out: `request.timeout.ms` after it was
+    /// sent, or sooner under librdkafka's timeout rule (drain.rs,
+    /// `request_limit`).
+    pub deadline: Instant,
     pub batches: Vec<SealedBatch>,
 }
 

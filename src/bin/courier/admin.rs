@@ -73,11 +73,13 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
         | TopicCmd::Describe { connect, .. }
         | TopicCmd::Delete { connect, .. } => connect,
     };
-    let opts = match settings(connect).and_then(|props| admin_options(&props)) {
+    let (opts, brokers) = match settings(connect)
+        .and_then(|props| Ok((admin_options(&props)?, connect.brokers(&props)?)))
+    {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let brokers = connect.brokers.as_str();
+    let brokers = brokers.as_str();
     match &action {
         TopicCmd::Create {
             name,
@@ -141,11 +143,13 @@ pub(crate) async fn topic(action: TopicCmd) -> ExitCode {
 /// `courier cluster`: id, controller, brokers, and the versions agreed
 /// with the bootstrap broker for every API Courier uses.
 pub(crate) async fn cluster(connect: Connect, json: bool) -> ExitCode {
-    let opts = match settings(&connect).and_then(|props| admin_options(&props)) {
+    let (opts, brokers) = match settings(&connect)
+        .and_then(|props| Ok((admin_options(&props)?, connect.brokers(&props)?)))
+    {
         Ok(o) => o,
         Err(e) => return usage(&e),
     };
-    let c = match courier_kafka::admin::describe_cluster_with(&opts, &connect.brokers).await {
+    let c = match courier_kafka::admin::describe_cluster_with(&opts, &brokers).await {
         Ok(c) => c,
         Err(e) => return failed(e),
     };

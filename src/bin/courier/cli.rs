@@ -42,13 +42,13 @@ pub(crate) struct Cli {
 /// Where the cluster is and how to reach it.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Connect {
-    /// Brokers to bootstrap from: HOST:PORT[,HOST:PORT...].
+    /// Brokers to bootstrap from: HOST:PORT[,HOST:PORT...]; without it, bootstrap.servers from -F or -X.
     #[arg(short = 'b', long = "bootstrap-server", value_name = "BROKERS")]
-    pub(crate) brokers: String,
+    pub(crate) brokers: Option<String>,
     /// A producer property, Java or librdkafka name (security.protocol, sasl.*, ssl.*, linger.ms, …); repeatable; wins over -F.
     #[arg(short = 'X', value_name = "NAME=VALUE", value_parser = parse_pair)]
     pub(crate) props: Vec<(String, String)>,
-    /// Producer properties from a file: NAME=VALUE lines, # comments (kcat's -F, the Java tools' --producer.config).
+    /// Producer properties from a Java properties file, as a provider's client.properties gives them (kcat's -F, the Java tools' --producer.config).
     #[arg(short = 'F', long = "producer.config", value_name = "FILE")]
     pub(crate) config_file: Option<PathBuf>,
 }
@@ -210,22 +210,34 @@ pub(crate) fn parse_pair(s: &str) -> Result<(String, String), String> {
 
 /// The settings of a command: the -F file's, then -X's (which win).
 pub(crate) fn settings(connect: &Connect) -> Result<Vec<(String, String)>, String> {
-    let mut props = Vec::new();
-    if let Some(path) = &connect.config_file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
-        for (n, line) in text.lines().enumerate() {
-            let line = line.trim();
-            if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
-                continue;
-            }
-            props.push(parse_pair(line).map_err(|e| format!("{}:{}: {e}", path.display(), n + 1))?);
+    let mut props = match &connect.config_file {
+        Some(path) => {
+            courier_kafka::config::read_properties_file(path).map_err(|e| e.to_string())?
         }
-    }
+        None => Vec::new(),
+    };
     // -X replaces the file's value for the same name (it is never set).
     props.retain(|(k, _)| !connect.props.iter().any(|(x, _)| x == k));
     props.extend(connect.props.iter().cloned());
     Ok(props)
+}
+
+impl Connect {
+    /// The brokers: -b's, else the last `bootstrap.servers` (or
+    /// librdkafka's `metadata.broker.list`) of `props`, as kcat takes them.
+    pub(crate) fn brokers(&self, props: &[(String, String)]) -> Result<String, String> {
+        if let Some(b) = &self.brokers {
+            return Ok(b.clone());
+        }
+        props
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "bootstrap.servers" || k == "metadata.broker.list")
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| {
+                "no brokers: give -b BROKERS, or bootstrap.servers in -F FILE or -X".into()
+            })
+    }
 }
 
 /// What the commands read, from whichever subcommand was given.
@@ -250,12 +262,14 @@ pub(crate) fn usage(msg: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// A producer builder with `props`, bootstrapping from `brokers` (which
+/// win over a `bootstrap.servers` among them, as -b does in kcat).
 pub(crate) fn builder(brokers: &str, props: &[(String, String)]) -> ProducerBuilder {
-    let mut b = Producer::builder().bootstrap(brokers);
+    let mut b = Producer::builder();
     for (k, v) in props {
         b = b.set(k, v);
     }
-    b
+    b.bootstrap(brokers)
 }
 
 pub(crate) fn json_str(s: &str) -> String {

@@ -75,9 +75,10 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     let args = |connect: &Connect| -> Result<Args, ExitCode> {
+        let props = settings(connect).map_err(|e| usage(&e))?;
         Ok(Args {
-            brokers: Some(connect.brokers.clone()),
-            props: settings(connect).map_err(|e| usage(&e))?,
+            brokers: Some(connect.brokers(&props).map_err(|e| usage(&e))?),
+            props,
             ..Args::default()
         })
     };
