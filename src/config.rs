@@ -91,8 +91,8 @@ pub struct ProducerConfig {
     /// default costs a lightly used partition nothing. At 100-byte records
     /// a busy partition sends ~2,300 records a batch rather than ~150,
     /// which cut the client's CPU per record by about a third and the
-    /// broker's by about 40 % in the side-by-side bench (README,
-    /// "Defaults").
+    /// broker's by about 40 % in the side-by-side bench
+    /// ([`crate::guide::configuration`]).
     pub batch_size: usize,
     /// `batch.num.messages` (librdkafka's name): records per batch at most
     /// (default 10000, as librdkafka). Each record awaiting its report
