@@ -57,7 +57,7 @@ cargo clippy --lib --bins --locked -- -D warnings
 cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings
 stage "cargo doc (warnings denied: broken links, missing docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked
-stage "publishing: cargo publish --dry-run, cargo deny, MSRV (README, \"Publishing\")"
+stage "publishing: cargo publish --dry-run, cargo deny, MSRV (docs/guide/contributing.md, \"Publishing\")"
 # Courier and the vendored courier-kafka-protocol package together, as
 # `cargo publish --workspace` would upload them, with the verify build: each
 # package is built from its packaged sources alone, Courier against the
@@ -74,10 +74,12 @@ cargo publish --dry-run --workspace --exclude courier-instructions --exclude cou
 # MSRV-aware fallback resolver, in a copy under target/msrv: Cargo.lock
 # pins some that need a newer Rust).
 msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)"
-rm -rf target/msrv/src target/msrv/benches target/msrv/vendor target/msrv/tests target/msrv/examples
-mkdir -p target/msrv
-# tests/ and examples/ too: Cargo.toml names some of their targets.
-cp -r Cargo.toml Cargo.lock src benches vendor tests examples target/msrv/
+rm -rf target/msrv/src target/msrv/benches target/msrv/vendor target/msrv/tests target/msrv/examples target/msrv/docs
+mkdir -p target/msrv/docs
+# tests/ and examples/ too: Cargo.toml names some of their targets; and
+# the guide's pages, which src/guide.rs includes as its docs.
+cp -r Cargo.toml Cargo.lock README.md src benches vendor tests examples target/msrv/
+cp -r docs/guide target/msrv/docs/
 (cd target/msrv && export CARGO_TARGET_DIR="$PWD/target" &&
   CARGO_RESOLVER_INCOMPATIBLE_RUST_VERSIONS=fallback cargo update --quiet &&
   cargo "+$msrv" check --lib --locked --quiet)

@@ -26,7 +26,6 @@ use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
 /// A SASL mechanism Courier speaks (`sasl.mechanism`).
 pub use crate::protocol::sasl::Mechanism as SaslMechanism;
-pub use file::{read_properties, read_properties_file};
 pub use security::{Secret, SecurityConfig, SecurityProtocol};
 use value::Value;
 
@@ -106,8 +105,8 @@ pub struct ProducerConfig {
     /// default costs a lightly used partition nothing. At 100-byte records
     /// a busy partition sends ~2,300 records a batch rather than ~150,
     /// which cut the client's CPU per record by about a third and the
-    /// broker's by about 40 % in the side-by-side bench (README,
-    /// "Defaults").
+    /// broker's by about 40 % in the side-by-side bench
+    /// ([`crate::guide::configuration`]).
     pub batch_size: usize,
     /// `batch.num.messages` (librdkafka's name): records per batch at most
     /// (default 10000, as librdkafka). Each record awaiting its report
@@ -423,6 +422,43 @@ properties! {
     ["ssl.keystore.type"] => |c, v| c.security.java_stores.keystore_type = Some(v.text());
     ["ssl.keystore.certificate.chain"] => |c, v| c.security.certificate_pem = Some(v.text());
     ["ssl.keystore.key"] => |c, v| c.security.key_pem = Some(Secret(v.text()));
+}
+
+/// The properties in `text`, a Java properties file's contents, in the
+/// order given (a name given twice appears twice; set in turn, the later
+/// wins), as the Java client reads a `client.properties`: `#` and `!`
+/// comments, `=`, `:` or a space between name and value, `\` at the end of
+/// a line to continue it, and Java's escapes.
+///
+/// ```
+/// let props = courier_kafka::config::read_properties(
+///     "# Confluent Cloud\nbootstrap.servers=pkc-1.example.com:9092\n\
+///      sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule \\\n  \
+///      required username='KEY' password='SECRET';\n",
+/// )
+/// .unwrap();
+/// assert_eq!(props[0], ("bootstrap.servers".into(), "pkc-1.example.com:9092".into()));
+/// assert!(props[1].1.ends_with("required username='KEY' password='SECRET';"));
+/// ```
+pub fn read_properties(text: &str) -> Result<Vec<(String, String)>, ConfigError> {
+    file::read(text).map_err(ConfigError::Unreadable)
+}
+
+/// The properties in the file at `path` ([`read_properties`]); an
+/// unreadable file is an error naming it.
+pub fn read_properties_file(
+    path: impl AsRef<std::path::Path>,
+) -> Result<Vec<(String, String)>, ConfigError> {
+    file::read_file(path.as_ref()).map_err(ConfigError::Unreadable)
+}
+
+impl SecurityConfig {
+    /// SASL's mechanism and credentials, each TLS file given once, a
+    /// certificate with its key, the Java stores' types and the JAAS login
+    /// module's mechanism.
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        self.problem().map_err(ConfigError::Inconsistent)
+    }
 }
 
 /// librdkafka's names that mean the same as a Java name Courier takes
@@ -753,15 +789,6 @@ impl ProducerConfig {
             ));
         }
         Ok(())
-    }
-}
-
-/// `true`/`false` as Java spells them, and librdkafka's other spellings.
-fn parse_bool(v: &str) -> Option<bool> {
-    match v.to_ascii_lowercase().as_str() {
-        "true" | "t" | "1" | "yes" | "on" => Some(true),
-        "false" | "f" | "0" | "no" | "off" => Some(false),
-        _ => None,
     }
 }
 

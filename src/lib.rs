@@ -43,24 +43,26 @@
 //! # Ok(()) }
 //! ```
 //!
-//! An actix application sends [`Produce`] messages to
-//! [`Producer::actor`] with a `reply_to` recipient, or calls
-//! [`Producer::produce_to`]; [`retry`] has retry actors with dead-letter
-//! topics; [`Producer::begin_transaction`] and its siblings give
-//! exactly-once transactions; [`admin`] creates, describes and deletes
-//! topics; [`testing`] has a producer double (a scripted in-process
-//! broker behind the real [`Producer`]) for testing applications without
-//! a cluster; with the `metrics` feature the counters of
-//! [`Producer::stats`] also go through the `metrics` facade (names in
-//! [`metric_names`]); with the `opentelemetry` feature a record produced
-//! inside a traced span carries a W3C `traceparent` header and gets a
-//! producer span, ended with its delivery report. Every call's error
-//! converts into [`Error`], for `?`; [`Error::broker_error`] names a
-//! broker's refusal as a [`BrokerError`] (`NOT_ENOUGH_REPLICAS`,
-//! `TOPIC_AUTHORIZATION_FAILED`, …), whichever call it was. The
-//! repository's README covers delivery guarantees, security
-//! (TLS, SASL) and the benchmarks; ARCHITECTURE.md is the maintainers'
-//! map.
+//! The four report paths (awaiting `send`, a subscription's
+//! [`ReportStream`], an actor's recipient through [`Produce`] or
+//! [`Producer::produce_to`], and fire-and-forget [`Producer::produce`])
+//! are in [`guide::producing`]. The rest of the guide:
+//!
+//! - [`guide::configuration`]: every property, with the Java client's
+//!   and librdkafka's names and the defaults;
+//! - [`guide::security`]: TLS and SASL;
+//! - [`guide::delivery_guarantees`], [`guide::transactions`],
+//!   [`guide::retry_actors`];
+//! - [`guide::testing`]: the producer double in [`testing`];
+//! - [`guide::metrics_and_tracing`], [`guide::admin`],
+//!   [`guide::command_line`];
+//! - [`guide::actix`]: [`ProducerBuilder::start`] inside an actix system,
+//!   [`ProducerBuilder::build`] anywhere else;
+//! - [`guide::migrating_from_rdkafka`];
+//! - [`guide::contributing`]: the test suite and publishing.
+//!
+//! Every call's error converts into [`Error`], for `?`;
+//! [`Error::broker_error`] names a broker's refusal as a [`BrokerError`].
 
 #![warn(missing_docs)]
 // Errors hand the record back by value, so the caller can retry it without a
@@ -86,6 +88,7 @@ mod connection;
 mod delivery;
 mod engine;
 mod error;
+pub mod guide;
 mod idempotence;
 // The producer's own table of error codes (classify) and the protocol
 // crate's ResponseError: internals. Users match on BrokerError.
@@ -124,3 +127,8 @@ pub use record::{Header, Record, Topic};
 pub use report::{Delivered, DeliveryError, DeliveryReport, ErrorKind, ReportMode};
 pub use stats::StatsSnapshot;
 pub use transaction::{GroupMetadata, TransactionError};
+
+/// README.md's Rust examples, compiled by `cargo test --doc`.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

@@ -5,7 +5,8 @@
 //! targets, examples, scripts, or the vendored protocol crate, whose field
 //! names the map quotes). A rename that forgets the map fails here, as
 //! rust-analyzer's tidy tests fail a stale doc. Names of other projects
-//! the map quotes for comparison are listed in `FOREIGN`.
+//! the map quotes for comparison are listed in `FOREIGN`. The last test
+//! holds the guide's configuration page to the property table.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -174,24 +175,24 @@ fn the_checks_catch_a_stale_name() {
     assert!(!files.iter().any(|f| f.ends_with("/no_such_file.rs")));
 }
 
-/// The README's settings are the property table's: every name
+/// The guide's configuration page is the property table's: every name
 /// `ProducerConfig::set` takes (`config::PROPERTIES`, from the one table
 /// that also makes "did you mean") and every librdkafka alias
-/// (`config::ALIASES`) is in README.md in backticks, so a property added
-/// to the table without a word for users fails here.
+/// (`config::ALIASES`) is in docs/guide/configuration.md in backticks, so
+/// a property added to the table without a word for users fails here.
 #[test]
-fn the_readme_names_every_property_and_alias() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+fn the_configuration_guide_names_every_property_and_alias() {
+    let page = std::fs::read_to_string(root().join("docs/guide/configuration.md")).unwrap();
     let names = courier_kafka::config::PROPERTIES.iter().chain(
         courier_kafka::config::ALIASES
             .iter()
             .map(|(alias, _)| alias),
     );
     let missing: Vec<_> = names
-        .filter(|name| !readme.contains(&format!("`{name}`")))
+        .filter(|name| !page.contains(&format!("`{name}`")))
         .collect();
     assert!(
         missing.is_empty(),
-        "README.md does not name these settings: {missing:?}"
+        "docs/guide/configuration.md does not name these settings: {missing:?}"
     );
 }

@@ -370,7 +370,10 @@ fn help_version_completions_and_usage_errors() {
     // No -b and no bootstrap.servers in -F or -X: a usage error naming
     // all three places.
     let said = String::from_utf8_lossy(&missing.stderr);
-    assert!(said.contains("-b BROKERS") && said.contains("bootstrap.servers"), "{said}");
+    assert!(
+        said.contains("-b BROKERS") && said.contains("bootstrap.servers"),
+        "{said}"
+    );
     let bad = courier(
         &[
             "perf",

@@ -45,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("retry", &["retry/"]),
     ("testing", &["testing.rs"]),
     ("errors", &["error.rs"]),
-    ("root", &["lib.rs", "bin/"]),
+    ("root", &["lib.rs", "guide.rs", "bin/"]),
 ];
 
 #[test]

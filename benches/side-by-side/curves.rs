@@ -1182,6 +1182,7 @@ fn write_results(
     };
     println!("{md}");
     if files {
+        let md = common::with_history(&dir.join(&name), md);
         std::fs::write(dir.join(&name), &md).unwrap();
         eprintln!("wrote docs/benchmarks/{name}");
     } else {

@@ -722,6 +722,7 @@ fn write_results(
         Some(name) => (format!("{name}.md"), format!("{name}.svg")),
         None => ("results.md".to_string(), "throughput.svg".to_string()),
     };
+    let md = common::with_history(&dir.join(&md_name), md);
     std::fs::write(dir.join(&md_name), &md).unwrap();
     std::fs::write(dir.join(&svg_name), svg(table)).unwrap();
     println!("{md}");

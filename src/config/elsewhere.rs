@@ -361,7 +361,7 @@ pub(super) fn refusal(name: &str, value: &str) -> Option<String> {
             "only the Java client's default placement is built in (and librdkafka's, through \
              partitioner=...); implement courier_kafka::partitioner::Partitioner for another"
         }
-        "partitioner.ignore.keys" if super::parse_bool(v) == Some(true) => {
+        "partitioner.ignore.keys" if super::value::parse_bool(v) == Some(true) => {
             "keys always choose the partition in Courier (partitioner=random places every record \
              at random)"
         }

@@ -4,7 +4,6 @@
 use std::path::PathBuf;
 
 use super::jaas;
-use super::ConfigError;
 use crate::protocol::sasl::Mechanism;
 
 /// `security.protocol`: how connections are made.
@@ -135,39 +134,39 @@ impl Default for SecurityConfig {
 impl SecurityConfig {
     /// SASL's mechanism and credentials, and each TLS file given once,
     /// a certificate with its key.
-    pub(crate) fn check(&self) -> Result<(), ConfigError> {
+    pub(super) fn problem(&self) -> Result<(), String> {
         let s = self;
         s.java_stores.check()?;
         s.check_jaas_module()?;
         if s.protocol.sasl() {
             if s.sasl_mechanism.is_none() {
-                return Err(ConfigError::Inconsistent(
+                return Err(
                     "security.protocol SASL_* needs sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)".into(),
-                ));
+                );
             }
             if s.sasl_mechanism != Some(Mechanism::OAuthBearer)
                 && (s.sasl_username.is_none() || s.sasl_password.is_none())
             {
-                return Err(ConfigError::Inconsistent(
+                return Err(
                     "security.protocol SASL_* needs sasl.username and sasl.password".into(),
-                ));
+                );
             }
         }
         if s.key_location.is_some() && s.key_pem.is_some()
             || s.certificate_location.is_some() && s.certificate_pem.is_some()
             || s.ca_location.is_some() && s.ca_pem.is_some()
         {
-            return Err(ConfigError::Inconsistent(
+            return Err(
                 "set each of ssl.ca, ssl.certificate and ssl.key once: as .location or as .pem"
                     .into(),
-            ));
+            );
         }
         let has_cert = s.certificate_location.is_some() || s.certificate_pem.is_some();
         let has_key = s.key_location.is_some() || s.key_pem.is_some();
         if has_cert != has_key {
-            return Err(ConfigError::Inconsistent(
+            return Err(
                 "a client certificate needs its key, and a key its certificate (ssl.certificate.* and ssl.key.*)".into(),
-            ));
+            );
         }
         Ok(())
     }
@@ -175,7 +174,7 @@ impl SecurityConfig {
 
 impl SecurityConfig {
     /// The login module of `sasl.jaas.config` serves `sasl.mechanism`.
-    fn check_jaas_module(&self) -> Result<(), ConfigError> {
+    fn check_jaas_module(&self) -> Result<(), String> {
         let (Some(module), Some(mechanism)) = (&self.jaas_module, self.sasl_mechanism) else {
             return Ok(());
         };
@@ -187,33 +186,33 @@ impl SecurityConfig {
         if serves {
             return Ok(());
         }
-        Err(ConfigError::Inconsistent(format!(
+        Err(format!(
             "sasl.jaas.config's {module} does not serve sasl.mechanism={}",
             mechanism.name()
-        )))
+        ))
     }
 }
 
 impl JavaStores {
     /// A Java truststore or keystore file is read only as PEM; Java's
     /// default type, JKS, and PKCS12 are refused with how to convert.
-    fn check(&self) -> Result<(), ConfigError> {
+    fn check(&self) -> Result<(), String> {
         let pem = |t: &Option<String>| t.as_deref().is_some_and(|t| t.eq_ignore_ascii_case("PEM"));
         if self.truststore && !pem(&self.truststore_type) {
-            return Err(ConfigError::Inconsistent(format!(
+            return Err(format!(
                 "ssl.truststore.location is a {} truststore, which Courier cannot read: export its \
                  certificates to PEM (keytool -exportcert -rfc -keystore FILE -alias ALIAS) and set \
                  ssl.ca.location, or set ssl.truststore.type=PEM if the file is PEM already",
                 self.truststore_type.as_deref().unwrap_or("JKS (Java's default type)")
-            )));
+            ));
         }
         if self.keystore && !pem(&self.keystore_type) {
-            return Err(ConfigError::Inconsistent(format!(
+            return Err(format!(
                 "ssl.keystore.location is a {} keystore, which Courier cannot read: convert it to PEM \
                  (openssl pkcs12 -in FILE -nodes) and set ssl.certificate.location and \
                  ssl.key.location, or set ssl.keystore.type=PEM if the file is PEM already",
                 self.keystore_type.as_deref().unwrap_or("JKS (Java's default type)")
-            )));
+            ));
         }
         Ok(())
     }

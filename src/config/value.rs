@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use super::parse_bool;
 use crate::protocol::record_batch::Compression;
 
 /// A property's value, trimmed, with the parsers the property table's
@@ -93,5 +92,14 @@ impl Value<'_> {
             .find(|(name, _)| name.eq_ignore_ascii_case(self.0))
             .map(|(_, v)| *v)
             .ok_or_else(|| expected.to_string())
+    }
+}
+
+/// `true`/`false` as Java spells them, and librdkafka's other spellings.
+pub(super) fn parse_bool(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "t" | "1" | "yes" | "on" => Some(true),
+        "false" | "f" | "0" | "no" | "off" => Some(false),
+        _ => None,
     }
 }

@@ -41,7 +41,8 @@ mod tests {
         drop(fut);
     }
 
-    /// The README promises these can be shared across tasks and threads.
+    /// The README and the guide promise these can be shared across tasks
+    /// and threads.
     #[test]
     fn handles_are_send_and_sync() {
         fn check<T: Send + Sync + Clone>() {}

@@ -183,6 +183,27 @@ pub fn today() -> String {
         .unwrap_or_default()
 }
 
+/// The heading above which a results page in `docs/benchmarks/` is the
+/// bench's to rewrite: everything from it on (notes on the runs, earlier
+/// runs, each under its date) is written by hand and kept.
+pub const HISTORY: &str = "\n## History\n";
+
+/// `md`, a page the bench wrote, followed by the `## History` section of
+/// the page at `path` as it stands, so that a new run replaces the result
+/// at the top and keeps the dated history below it. Move the replaced
+/// result's summary into the history by hand, under its date.
+pub fn with_history(path: &std::path::Path, mut md: String) -> String {
+    if let Ok(old) = std::fs::read_to_string(path) {
+        if let Some(at) = old.find(HISTORY) {
+            if !md.ends_with('\n') {
+                md.push('\n');
+            }
+            md.push_str(&old[at..]);
+        }
+    }
+    md
+}
+
 /// This process's peak RSS since exec, in KiB (`VmHWM`). A child reports
 /// it at exit: `wait4`'s `ru_maxrss` is no good for that, since Linux
 /// carries the parent's peak across fork and exec, so every child would
