@@ -224,24 +224,6 @@ impl SecurityProtocol {
     }
 }
 
-/// A secret setting (a password, a private key): its `Debug` never shows
-/// it, so it cannot reach a log line, an error or a panic message.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(String);
-
-impl Secret {
-    /// The secret itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(redacted)")
-    }
-}
-
 /// TLS and SASL settings, by their librdkafka / Java names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -279,6 +261,8 @@ pub struct SecurityConfig {
     /// `sasl.oauthbearer.config` (librdkafka's): for unsecured JWTs,
     /// `principal=NAME` and optionally `lifeSeconds=N` (default 3600).
     pub oauthbearer_config: Option<String>,
+    /// OAUTHBEARER tokens from an OIDC token endpoint.
+    pub oidc: OidcConfig,
 }
 
 impl Default for SecurityConfig {
@@ -297,6 +281,7 @@ impl Default for SecurityConfig {
             sasl_password: None,
             oauthbearer_unsecure_jwt: false,
             oauthbearer_config: None,
+            oidc: OidcConfig::default(),
         }
     }
 }
@@ -522,6 +507,23 @@ properties! {
     ["sasl.password"] => |c, v| c.security.sasl_password = Some(Secret(v.text()));
     ["enable.sasl.oauthbearer.unsecure.jwt"] => |c, v| c.security.oauthbearer_unsecure_jwt = v.boolean()?;
     ["sasl.oauthbearer.config"] => |c, v| c.security.oauthbearer_config = Some(v.text());
+    // OIDC (config/oauthbearer.rs).
+    ["sasl.oauthbearer.method"] => |c, v| c.security.oidc.method = v.one_of(
+        &[("default", OAuthBearerMethod::Default), ("oidc", OAuthBearerMethod::Oidc)],
+        "expected default or oidc",
+    )?;
+    ["sasl.oauthbearer.token.endpoint.url"] => |c, v| c.security.oidc.token_endpoint_url = (!v.0.is_empty()).then(|| v.text());
+    ["sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id"] => |c, v| c.security.oidc.client_id = Some(v.text());
+    ["sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.client.secret"] => |c, v| c.security.oidc.client_secret = Some(Secret(v.text()));
+    ["sasl.oauthbearer.scope"] => |c, v| c.security.oidc.scope = (!v.0.is_empty()).then(|| v.text());
+    ["sasl.oauthbearer.header.urlencode"] => |c, v| c.security.oidc.header_urlencode = v.boolean()?;
+    ["sasl.login.refresh.buffer.seconds"] => |c, v| c.security.oidc.refresh_buffer = Duration::from_secs(v.int(0, 3600)?);
+    ["sasl.login.retry.backoff.ms"] => |c, v| c.security.oidc.retry_backoff = v.ms(0)?;
+    ["sasl.login.retry.backoff.max.ms"] => |c, v| c.security.oidc.retry_backoff_max = v.ms(0)?;
+    ["sasl.login.connect.timeout.ms"] => |c, v| c.security.oidc.connect_timeout = v.ms(1)?;
+    ["sasl.login.read.timeout.ms"] => |c, v| c.security.oidc.read_timeout = v.ms(1)?;
+    ["https.ca.location"] => |c, v| c.security.oidc.https_ca_location = Some(PathBuf::from(v.0));
+    ["https.ca.pem"] => |c, v| c.security.oidc.https_ca_pem = Some(v.text());
 }
 
 /// librdkafka's names that mean the same as a Java name Courier takes
@@ -775,6 +777,11 @@ fn parse_bool(v: &str) -> Option<bool> {
         _ => None,
     }
 }
+
+mod oauthbearer;
+mod secret;
+pub use oauthbearer::{OAuthBearerMethod, OidcConfig};
+pub use secret::Secret;
 
 #[cfg(test)]
 mod tests;
