@@ -52,6 +52,9 @@ cargo clippy --features "$hooks" --lib "${hook_targets[@]}" --example prometheus
 # The targets above build the library with `unstable-internals` (the
 # dev-dependency on itself turns it on); lint it as applications get it.
 cargo clippy --lib --bins --locked -- -D warnings
+# Without the default features (`cli`, `oidc`): what an application with
+# `default-features = false` builds.
+cargo clippy --lib --no-default-features --locked -- -D warnings
 # The instruction-count benchmark and the side-by-side benches are packages
 # of their own (benches/instructions, benches/side-by-side).
 cargo clippy -p courier-instructions -p courier-side-by-side --all-targets --locked -- -D warnings

@@ -19,6 +19,8 @@ use crate::partitioner::Partitioning;
 mod elsewhere;
 mod file;
 mod jaas;
+mod oauthbearer;
+mod secret;
 mod security;
 mod value;
 
@@ -26,7 +28,9 @@ use crate::protocol::record_batch::{Codec, Compression};
 use crate::protocol::sasl::Mechanism;
 /// A SASL mechanism Courier speaks (`sasl.mechanism`).
 pub use crate::protocol::sasl::Mechanism as SaslMechanism;
-pub use security::{Secret, SecurityConfig, SecurityProtocol};
+pub use oauthbearer::{OAuthBearerMethod, OidcConfig};
+pub use secret::Secret;
+pub use security::{SecurityConfig, SecurityProtocol};
 use value::Value;
 
 /// A bad producer setting.
@@ -407,7 +411,29 @@ properties! {
     ["sasl.password"] => |c, v| c.security.sasl_password = Some(Secret(v.text()));
     ["enable.sasl.oauthbearer.unsecure.jwt"] => |c, v| c.security.oauthbearer_unsecure_jwt = v.boolean()?;
     ["sasl.oauthbearer.config"] => |c, v| c.security.oauthbearer_config = Some(v.text());
+    // OIDC (config/oauthbearer.rs).
+    ["sasl.oauthbearer.method"] => |c, v| c.security.oidc.method = v.one_of(
+        &[("default", OAuthBearerMethod::Default), ("oidc", OAuthBearerMethod::Oidc)],
+        "expected default or oidc",
+    )?;
+    ["sasl.oauthbearer.token.endpoint.url"] => |c, v| c.security.oidc.token_endpoint_url = (!v.0.is_empty()).then(|| v.text());
+    ["sasl.oauthbearer.client.credentials.client.id", "sasl.oauthbearer.client.id"] => |c, v| c.security.oidc.client_id = Some(v.text());
+    ["sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.client.secret"] => |c, v| c.security.oidc.client_secret = Some(Secret(v.text()));
+    ["sasl.oauthbearer.scope"] => |c, v| c.security.oidc.scope = (!v.0.is_empty()).then(|| v.text());
+    ["sasl.oauthbearer.header.urlencode"] => |c, v| c.security.oidc.header_urlencode = v.boolean()?;
+    ["sasl.login.refresh.buffer.seconds"] => |c, v| c.security.oidc.refresh_buffer = Duration::from_secs(v.int(0, 3600)?);
+    ["sasl.login.retry.backoff.ms"] => |c, v| c.security.oidc.retry_backoff = v.ms(0)?;
+    ["sasl.login.retry.backoff.max.ms"] => |c, v| c.security.oidc.retry_backoff_max = v.ms(0)?;
+    ["sasl.login.connect.timeout.ms"] => |c, v| c.security.oidc.connect_timeout = v.ms(1)?;
+    ["sasl.login.read.timeout.ms"] => |c, v| c.security.oidc.read_timeout = v.ms(1)?;
+    ["https.ca.location"] => |c, v| c.security.oidc.https_ca_location = Some(PathBuf::from(v.0));
+    ["https.ca.pem"] => |c, v| c.security.oidc.https_ca_pem = Some(v.text());
     ["sasl.jaas.config"] => |c, v| c.set_jaas(v.0)?;
+    // Java's OIDC login handler (KIP-768), which the token endpoint's URL
+    // already selects here; any other class cannot load.
+    ["sasl.login.callback.handler.class"] => |_c, v| if !v.0.is_empty() && !OIDC_LOGIN_HANDLERS.contains(&v.0) {
+        return Err("Java classes cannot load into Courier: AWS MSK IAM and Kerberos are not supported; an OAUTHBEARER token comes from sasl.oauthbearer.token.endpoint.url (OIDC) or a courier_kafka::security::TokenProvider".into());
+    };
     ["ssl.truststore.location"] => |c, v| {
         c.security.ca_location = Some(PathBuf::from(v.0));
         c.security.java_stores.truststore = true;
@@ -460,6 +486,13 @@ impl SecurityConfig {
         self.problem().map_err(ConfigError::Inconsistent)
     }
 }
+
+/// The Java client's OIDC login callback handler, by its Kafka 3.x and
+/// 4.x class names.
+const OIDC_LOGIN_HANDLERS: &[&str] = &[
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+];
 
 /// librdkafka's names that mean the same as a Java name Courier takes
 /// (`(alias, name)`); `queue.buffering.max.kbytes` is `buffer.memory` in
@@ -620,8 +653,16 @@ impl ProducerConfig {
                         .map(|l| format!(" lifeSeconds={l}"))
                         .unwrap_or_default();
                     sec.oauthbearer_config = Some(format!("principal={sub}{life}"));
-                } else if j.option("clientId").is_some() {
-                    return Err("OAUTHBEARER with clientId (OIDC client credentials) is not supported yet; give a courier_kafka::security::TokenProvider".into());
+                }
+                // KIP-768's options, beside sasl.oauthbearer.token.endpoint.url.
+                if let Some(id) = j.option("clientId") {
+                    sec.oidc.client_id = Some(id.to_string());
+                }
+                if let Some(secret) = j.option("clientSecret") {
+                    sec.oidc.client_secret = Some(Secret(secret.to_string()));
+                }
+                if let Some(scope) = j.option("scope") {
+                    sec.oidc.scope = Some(scope.to_string());
                 }
                 if sec.sasl_mechanism.is_none() {
                     sec.sasl_mechanism = Some(Mechanism::OAuthBearer);

@@ -129,6 +129,17 @@ pub enum ConnectionError {
         /// Why.
         reason: String,
     },
+    /// No OAUTHBEARER token for now: the OIDC token endpoint is
+    /// unreachable, or answered 408, 429 or 5xx, past the retries of
+    /// `sasl.login.retry.backoff.max.ms`. Not a security verdict: the
+    /// connection is retried as an unreachable broker's is.
+    #[error("no OAUTHBEARER token to connect to {addr}: {reason}")]
+    Token {
+        /// The broker address.
+        addr: String,
+        /// Why (naming the token endpoint).
+        reason: String,
+    },
     /// SASL authentication failed (wrong password, unknown user, a
     /// mechanism the broker does not enable).
     #[error("SASL authentication with {addr} failed: {reason}")]
@@ -257,6 +268,31 @@ pub struct Connection {
     session_lifetime: Option<Duration>,
 }
 
+/// OAUTHBEARER's token for a connection to `addr`: a failure that may
+/// pass is [`ConnectionError::Token`] (retried), any other is
+/// [`ConnectionError::Authentication`] (fails what waits, at once).
+async fn oauthbearer_token(addr: &str, sasl: &SaslCredentials) -> Result<String, ConnectionError> {
+    let Some(tokens) = &sasl.tokens else {
+        return Err(ConnectionError::Authentication {
+            addr: addr.to_string(),
+            reason: "OAUTHBEARER without a token provider".into(),
+        });
+    };
+    tokens.token().await.map_err(|e| {
+        if e.retriable {
+            ConnectionError::Token {
+                addr: addr.to_string(),
+                reason: e.reason,
+            }
+        } else {
+            ConnectionError::Authentication {
+                addr: addr.to_string(),
+                reason: format!("no OAUTHBEARER token: {}", e.reason),
+            }
+        }
+    })
+}
+
 /// A TCP connection to `addr` (`host:port`, every address of `family` it
 /// resolves to tried in turn, as `TcpStream::connect`), with SO_KEEPALIVE
 /// set before the connect when `keepalive`.
@@ -296,6 +332,14 @@ impl Connection {
     /// Connects to `addr` (`host:port`) and negotiates API versions.
     pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Self, ConnectionError> {
         let timeout = opts.connect_timeout;
+        // OAUTHBEARER's token first, outside socket.connection.setup.timeout.ms:
+        // an OIDC fetch has its own time-outs and retries (sasl.login.*).
+        let token = match opts.security.as_deref().and_then(|s| s.sasl.as_ref()) {
+            Some(sasl) if sasl.mechanism == Mechanism::OAuthBearer => {
+                Some(oauthbearer_token(addr, sasl).await?)
+            }
+            _ => None,
+        };
         let connecting = async {
             let stream = tcp_connect(addr, opts.keepalive, opts.family)
                 .await
@@ -351,7 +395,7 @@ impl Connection {
             };
             conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
             if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
-                conn.authenticate(sasl).await?;
+                conn.authenticate(sasl, token).await?;
             }
             Ok(conn)
         };
@@ -467,7 +511,12 @@ impl Connection {
 
     /// SASL authentication (KIP-152): SaslHandshake v1 names the
     /// mechanism, then its messages travel in SaslAuthenticate requests.
-    async fn authenticate(&mut self, sasl: &SaslCredentials) -> Result<(), ConnectionError> {
+    /// OAUTHBEARER's `token` was fetched before the connection was made.
+    async fn authenticate(
+        &mut self,
+        sasl: &SaslCredentials,
+        token: Option<String>,
+    ) -> Result<(), ConnectionError> {
         let addr = self.addr.clone();
         let failed = |reason: String| ConnectionError::Authentication {
             addr: addr.clone(),
@@ -496,14 +545,8 @@ impl Connection {
                 self.sasl_step(message).await?;
             }
             Mechanism::OAuthBearer => {
-                let provider = sasl
-                    .tokens
-                    .as_ref()
-                    .ok_or_else(|| failed("OAUTHBEARER without a token provider".into()))?;
-                let token = provider
-                    .token()
-                    .await
-                    .map_err(|e| failed(format!("no OAUTHBEARER token: {e}")))?;
+                let token =
+                    token.ok_or_else(|| failed("OAUTHBEARER without a token provider".into()))?;
                 let answer = self.sasl_step(oauthbearer_message(&token)).await?;
                 // A refusal may come as an error message in the answer
                 // (RFC 7628 3.2.2), which the client acknowledges.

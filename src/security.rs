@@ -8,6 +8,15 @@
 //! Errors in the settings (an unreadable PEM file, a key that does not
 //! parse) are reported by `build()` as a `ConfigError` naming the
 //! property.
+//!
+//! OAUTHBEARER tokens come from the application's [`TokenProvider`], from
+//! an OIDC token endpoint (`oidc.rs`, the `oidc` feature), or are
+//! unsecured JWTs for test brokers ([`UnsecuredJwt`]).
+
+#[cfg(feature = "oidc")]
+mod oidc;
+mod token_failure;
+pub(crate) use token_failure::TokenFailure;
 
 use std::sync::Arc;
 
@@ -46,7 +55,33 @@ pub(crate) struct SaslCredentials {
     pub username: String,
     pub password: Secret,
     /// OAUTHBEARER's tokens.
-    pub tokens: Option<Arc<dyn TokenProvider>>,
+    pub tokens: Option<Tokens>,
+}
+
+/// Where OAUTHBEARER tokens come from.
+#[derive(Clone)]
+pub(crate) enum Tokens {
+    /// The application's provider, or unsecured JWTs.
+    Provider(Arc<dyn TokenProvider>),
+    /// The OIDC token endpoint.
+    #[cfg(feature = "oidc")]
+    Oidc(Arc<oidc::OidcTokens>),
+}
+
+impl Tokens {
+    /// A token for a new connection.
+    pub(crate) async fn token(&self) -> Result<String, TokenFailure> {
+        match self {
+            // The application's errors fail the connection's records at
+            // once, as before: a provider retries inside if it wants to.
+            Tokens::Provider(p) => p.token().await.map_err(|reason| TokenFailure {
+                reason,
+                retriable: false,
+            }),
+            #[cfg(feature = "oidc")]
+            Tokens::Oidc(o) => o.token().await,
+        }
+    }
 }
 
 impl std::fmt::Debug for SaslCredentials {
@@ -121,8 +156,9 @@ impl Security {
                     username: String::new(),
                     password: Secret::default(),
                     tokens: Some(match tokens {
-                        Some(t) => t,
-                        None => unsecured_tokens(config)?,
+                        Some(t) => Tokens::Provider(t),
+                        None if config.oidc.enabled() => oidc_tokens(config)?,
+                        None => Tokens::Provider(unsecured_tokens(config)?),
                     }),
                 }),
                 (Some(mechanism), Some(username), Some(password)) => Some(SaslCredentials {
@@ -141,6 +177,27 @@ impl Security {
             None
         };
         Ok(Some(Arc::new(Security { tls, sasl })))
+    }
+}
+
+/// The OIDC token fetcher the settings describe, or why there is none.
+fn oidc_tokens(config: &SecurityConfig) -> Result<Tokens, ConfigError> {
+    if config.oauthbearer_unsecure_jwt {
+        return Err(ConfigError::Inconsistent(
+            "enable.sasl.oauthbearer.unsecure.jwt=true contradicts OIDC (sasl.oauthbearer.method=oidc or sasl.oauthbearer.token.endpoint.url); set one".into(),
+        ));
+    }
+    #[cfg(feature = "oidc")]
+    {
+        Ok(Tokens::Oidc(Arc::new(oidc::OidcTokens::from_config(
+            &config.oidc,
+        )?)))
+    }
+    #[cfg(not(feature = "oidc"))]
+    {
+        Err(ConfigError::Inconsistent(
+            "OIDC (sasl.oauthbearer.method=oidc or sasl.oauthbearer.token.endpoint.url) needs Courier built with its `oidc` feature".into(),
+        ))
     }
 }
 

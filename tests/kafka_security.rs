@@ -5,7 +5,10 @@
 //! report path and every record is read back by an independent client
 //! (the rdkafka consumer, built with OpenSSL) over the same listener with
 //! the same settings; wrong passwords, an untrusted CA and a host-name
-//! mismatch fail with an error that says so.
+//! mismatch fail with an error that says so. OIDC (`oidc_*`): tokens
+//! from a stand-in identity provider (`support::idp`), checked by Kafka's
+//! own JWT validator on the broker's OIDC listener, read back by Kafka's
+//! consumer.
 
 mod support;
 
@@ -13,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use courier_kafka::{DeliveryReport, Producer, ProducerBuilder, Record, ReportMode};
 use futures::StreamExt;
+use support::idp::{self, Behaviour, Idp};
 use support::kafka::{KafkaCluster, SASL_USER};
 use support::paths::every_report_path;
 use support::{read_back_with, ReadRecord};
@@ -231,8 +235,10 @@ fn secrets_never_appear_in_debug_output() {
         .set(
             "ssl.key.pem",
             "-----BEGIN PRIVATE KEY-----\nsecret-key-material\n",
-        );
+        )
+        .set("sasl.oauthbearer.client.secret", "oidc-client-secret");
     let shown = format!("{:?}", b.config());
+    assert!(!shown.contains("oidc-client-secret"), "{shown}");
     assert!(shown.contains("alice"), "{shown}");
     assert!(!shown.contains("hunter2-secret"), "{shown}");
     assert!(!shown.contains("secret-key-material"), "{shown}");
@@ -675,4 +681,236 @@ async fn a_java_client_properties_file_per_mechanism_works_as_given() {
         );
         assert_eq!(kafka.read_log(&topic, 1).len(), 10, "{mechanism}");
     }
+}
+
+/// The OIDC listener (`support::kafka`, Kafka's own
+/// `OAuthBearerValidatorCallbackHandler`) with tokens from the stand-in
+/// identity provider at `idp`, as librdkafka users write it.
+fn oidc_producer(kafka: &KafkaCluster, idp: &Idp) -> ProducerBuilder {
+    Producer::builder()
+        .bootstrap(&format!("localhost:{}", kafka.secured().oidc))
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "OAUTHBEARER")
+        .set("sasl.oauthbearer.method", "oidc")
+        .set("sasl.oauthbearer.token.endpoint.url", &idp.url())
+        .set("sasl.oauthbearer.client.id", idp::CLIENT.0)
+        .set("sasl.oauthbearer.client.secret", idp::CLIENT.1)
+}
+
+/// OIDC client credentials (KIP-768, librdkafka's
+/// `sasl.oauthbearer.method=oidc`) against Kafka's JWT validator: the
+/// stand-in identity provider answers 503 to the first three requests
+/// (retried with `sasl.login.retry.backoff.ms`), then issues signed
+/// tokens for alice; every record through every report path is delivered
+/// once, and read back once by Kafka's own consumer. The token was asked
+/// for with the scope set, and with the Java names of the settings too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_client_credentials_deliver_and_read_back() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("oidc");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let idp = Idp::start(
+        &kafka.secured().oidc_key,
+        Behaviour {
+            unavailable_first: 3,
+            ..Behaviour::issue(SASL_USER.0, Duration::from_secs(600))
+        },
+    )
+    .await;
+    let producer = oidc_producer(kafka, &idp)
+        .set("sasl.oauthbearer.scope", "kafka.produce")
+        .set("sasl.login.retry.backoff.ms", "10")
+        .build()
+        .unwrap();
+    every_report_path(producer, &topic, 250, || kafka.read_log(&topic, 3)).await;
+    assert!(idp.issued() >= 1);
+    assert!(idp.answered() >= 4, "three 503s, then a token");
+    assert!(
+        idp.scopes().iter().all(|s| s == "kafka.produce"),
+        "{:?}",
+        idp.scopes()
+    );
+
+    // The Java client's names for the same settings (the method is
+    // implied by the token endpoint, as there).
+    let producer = Producer::builder()
+        .bootstrap(&format!("localhost:{}", kafka.secured().oidc))
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "OAUTHBEARER")
+        .set("sasl.oauthbearer.token.endpoint.url", &idp.url())
+        .set(
+            "sasl.oauthbearer.client.credentials.client.id",
+            idp::CLIENT.0,
+        )
+        .set(
+            "sasl.oauthbearer.client.credentials.client.secret",
+            idp::CLIENT.1,
+        )
+        .build()
+        .unwrap();
+    let d = producer
+        .send(Record::to(topic.as_str()).value("java-names"))
+        .await
+        .expect("delivered with the Java names");
+    assert!(d.offset.is_some());
+    producer.close().await;
+
+    // A Java 3.x client.properties for OIDC, as providers hand it out:
+    // the client id, secret and scope in sasl.jaas.config, Kafka's login
+    // handler class, and the token endpoint; `courier produce -F` takes it
+    // as given.
+    let file = std::env::temp_dir().join(format!("{topic}-oidc.properties"));
+    std::fs::write(
+        &file,
+        format!(
+            "bootstrap.servers=localhost:{port}\n\
+             security.protocol=SASL_PLAINTEXT\n\
+             sasl.mechanism=OAUTHBEARER\n\
+             sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler\n\
+             sasl.oauthbearer.token.endpoint.url={url}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \\\n  \
+             clientId=\"{id}\" clientSecret=\"{secret}\" scope=\"kafka.file\";\n",
+            port = kafka.secured().oidc,
+            url = idp.url(),
+            id = idp::CLIENT.0,
+            secret = idp::CLIENT.1,
+        ),
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["produce", "-t", &topic, "-F"])
+        .arg(&file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run courier");
+    {
+        use std::io::Write;
+        let _ = child.stdin.take().unwrap().write_all(b"from-a-file\n");
+    }
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        idp.scopes().iter().any(|s| s == "kafka.file"),
+        "the file's scope reached the token endpoint: {:?}",
+        idp.scopes()
+    );
+}
+
+/// Tokens that live 4 s: the broker ends each session when its token
+/// expires (KIP-368), Courier replaces the connection before that, and
+/// each replacement takes a token fetched anew past 80 % of the last
+/// one's lifetime. Records stream until the identity provider has issued
+/// five tokens (four refreshes; driven by that count, not by a clock):
+/// every record has exactly one report, each is delivered, and the log
+/// holds each once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_tokens_are_refreshed_and_no_record_is_lost() {
+    use std::collections::BTreeSet;
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("oidc-refresh");
+    kafka.create_topic(&topic, 3, 1, &[]).await;
+    let idp = Idp::start(
+        &kafka.secured().oidc_key,
+        Behaviour::issue(SASL_USER.0, Duration::from_secs(4)),
+    )
+    .await;
+    let producer = oidc_producer(kafka, &idp).build().unwrap();
+    let (sub, stream) = producer.subscribe(ReportMode::All);
+    let reader = tokio::spawn(stream.collect::<Vec<DeliveryReport>>());
+    let started = Instant::now();
+    let mut n = 0;
+    while idp.issued() < 5 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no hang: {} tokens issued",
+            idp.issued()
+        );
+        for _ in 0..50 {
+            sub.produce(support::tagged_record(&topic, &format!("{n}"), true))
+                .await
+                .unwrap();
+            n += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(sub);
+    let reports = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("every report arrives")
+        .unwrap();
+    let stats = producer.stats();
+    producer.close().await;
+    assert_eq!(reports.len(), n, "one report per record");
+    let mut delivered = BTreeSet::new();
+    for r in &reports {
+        match r {
+            DeliveryReport::Delivered(_) => {
+                assert!(delivered.insert(support::tagged_value(r)), "twice: {r:?}")
+            }
+            DeliveryReport::Failed(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(delivered.len(), n);
+    assert_eq!(kafka.read_log(&topic, 3).len(), n, "each once in the log");
+    let renewed: u64 = stats.brokers.values().map(|b| b.reauthentications).sum();
+    assert!(renewed >= 1, "sessions ended with their tokens: {stats:?}");
+    eprintln!(
+        "oidc refresh: {n} records, {} tokens, {renewed} sessions renewed, {} connections lost",
+        idp.issued(),
+        stats.brokers.values().map(|b| b.disconnects).sum::<u64>()
+    );
+}
+
+/// A token endpoint that refuses the client (HTTP 401) fails the record
+/// at once with `ErrorKind::Authentication`, naming the endpoint and the
+/// status, as a wrong password does; a bad setting is a `ConfigError` at
+/// build.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_a_refusing_token_endpoint_fails_with_a_clear_error() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("oidc-401");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    let idp = Idp::start(
+        &kafka.secured().oidc_key,
+        Behaviour {
+            refuse: true,
+            ..Behaviour::issue(SASL_USER.0, Duration::from_secs(600))
+        },
+    )
+    .await;
+    let producer = oidc_producer(kafka, &idp).build().unwrap();
+    let (e, took) = first_failure(producer, &topic).await;
+    assert_eq!(e.kind, courier_kafka::ErrorKind::Authentication, "{e}");
+    assert!(
+        e.message.contains(&idp.url())
+            && e.message.contains("HTTP 401")
+            && e.message.contains("invalid_client"),
+        "{e}"
+    );
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+
+    let no_secret = Producer::builder()
+        .bootstrap(&format!("localhost:{}", kafka.secured().oidc))
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "OAUTHBEARER")
+        .set("sasl.oauthbearer.method", "oidc")
+        .set("sasl.oauthbearer.token.endpoint.url", &idp.url())
+        .set("sasl.oauthbearer.client.id", idp::CLIENT.0)
+        .build()
+        .unwrap_err();
+    assert!(
+        no_secret.to_string().contains("client.secret"),
+        "{no_secret}"
+    );
 }

@@ -36,7 +36,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "partitioner.rs",
         ],
     ),
-    ("io", &["connection.rs", "admin/", "security.rs"]),
+    (
+        "io",
+        &["connection.rs", "admin/", "security.rs", "security/"],
+    ),
     ("delivery", &["delivery/"]),
     ("batching", &["batching/"]),
     ("engine", &["engine/"]),

@@ -369,10 +369,7 @@ pub(super) fn refusal(name: &str, value: &str) -> Option<String> {
             "encrypted keys and keystores are not supported: give the key unencrypted, in PEM \
              (ssl.key.location or ssl.key.pem)"
         }
-        "sasl.login.callback.handler.class"
-        | "sasl.client.callback.handler.class"
-        | "sasl.login.class"
-        | "ssl.engine.factory.class"
+        "sasl.client.callback.handler.class" | "sasl.login.class" | "ssl.engine.factory.class"
             if !v.is_empty() =>
         {
             "Java classes cannot load into Courier: AWS MSK IAM and Kerberos are not supported; \

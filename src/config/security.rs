@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use super::jaas;
+use super::oauthbearer::OidcConfig;
+use super::secret::Secret;
 use crate::protocol::sasl::Mechanism;
 
 /// `security.protocol`: how connections are made.
@@ -32,24 +34,6 @@ impl SecurityProtocol {
             self,
             SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
         )
-    }
-}
-
-/// A secret setting (a password, a private key): its `Debug` never shows
-/// it, so it cannot reach a log line, an error or a panic message.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct Secret(pub(super) String);
-
-impl Secret {
-    /// The secret itself, for the one place that needs it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(redacted)")
     }
 }
 
@@ -90,6 +74,8 @@ pub struct SecurityConfig {
     /// `sasl.oauthbearer.config` (librdkafka's): for unsecured JWTs,
     /// `principal=NAME` and optionally `lifeSeconds=N` (default 3600).
     pub oauthbearer_config: Option<String>,
+    /// OAUTHBEARER tokens from an OIDC token endpoint.
+    pub oidc: OidcConfig,
     /// The Java client's `ssl.truststore.*` and `ssl.keystore.*`: only
     /// their PEM type can be read; the files are `ca_location`,
     /// `certificate_location` and `key_location`.
@@ -125,6 +111,7 @@ impl Default for SecurityConfig {
             sasl_password: None,
             oauthbearer_unsecure_jwt: false,
             oauthbearer_config: None,
+            oidc: OidcConfig::default(),
             java_stores: JavaStores::default(),
             jaas_module: None,
         }

@@ -222,7 +222,12 @@ impl Broker {
             .append(true)
             .open(self.log_path())
             .expect("open broker log");
-        let mut cmd = java(BROKER_JVM, log_config, "kafka.Kafka");
+        let mut jvm: Vec<String> = BROKER_JVM.iter().map(|s| s.to_string()).collect();
+        jvm.extend(oidc_jvm_options(
+            self.dir.parent().expect("the cluster dir"),
+        ));
+        let jvm: Vec<&str> = jvm.iter().map(String::as_str).collect();
+        let mut cmd = java(&jvm, log_config, "kafka.Kafka");
         cmd.arg(self.config_path())
             .stdout(log.try_clone().expect("clone log handle"))
             .stderr(log);
@@ -273,21 +278,84 @@ pub struct KafkaCluster {
 /// a CA made for the cluster (`ca.pem` in its directory).
 #[derive(Debug, Clone)]
 pub struct SecuredListeners {
-    /// Each broker's SASL_SSL, SSL and mutual-TLS ports, by broker id (the
-    /// fields below are broker 0's).
-    pub brokers: Vec<[u16; 3]>,
+    /// Each broker's SASL_SSL, SSL, mutual-TLS and OIDC ports, by broker
+    /// id (the fields below are broker 0's).
+    pub brokers: Vec<[u16; 4]>,
     /// The SASL_SSL listener's port.
     pub sasl_ssl: u16,
     /// The SSL listener's port.
     pub ssl: u16,
     /// An SSL listener that requires a client certificate (mutual TLS).
     pub mtls: u16,
+    /// A SASL_PLAINTEXT listener with OAUTHBEARER validated by Kafka's
+    /// own `OAuthBearerValidatorCallbackHandler`: ES256 JWTs signed with
+    /// [`oidc_key`](Self::oidc_key) (its public half in the cluster's
+    /// `jwks.json`), audience [`OIDC_AUDIENCE`], issuer [`OIDC_ISSUER`];
+    /// sessions end with their token (`connections.max.reauth.ms`).
+    pub oidc: u16,
+    /// The stand-in identity provider's signing key (PKCS#8, DER), which
+    /// `support::idp` signs tokens with.
+    pub oidc_key: PathBuf,
     /// The CA certificate (PEM) that signed the broker's certificate.
     pub ca_pem: PathBuf,
     /// A client certificate signed by the same CA, and its key (PEM).
     pub client_cert: PathBuf,
     /// The client certificate's private key (PEM, PKCS#8).
     pub client_key: PathBuf,
+}
+
+/// The `aud` claim the OIDC listener expects.
+pub const OIDC_AUDIENCE: &str = "courier-test";
+
+/// The `iss` claim the OIDC listener expects.
+pub const OIDC_ISSUER: &str = "courier-test-idp";
+
+/// An ECDSA P-256 key for the OIDC listener (made by ring): `oidc.pk8`,
+/// and `jwks.json` with its public half, which the broker reads at start
+/// (`sasl.oauthbearer.jwks.endpoint.url=file:…`, allowed by the JVM's
+/// `org.apache.kafka.sasl.oauthbearer.allowed.urls`). A file, not a URL
+/// served by the test, so that the broker needs nothing running before it
+/// starts; the token endpoint is served by the test (`support::idp`).
+fn write_oidc_key(dir: &Path) -> PathBuf {
+    use base64::Engine;
+    use ring::signature::{EcdsaKeyPair, KeyPair, ECDSA_P256_SHA256_FIXED_SIGNING};
+    let rng = ring::rand::SystemRandom::new();
+    let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+        .expect("generate the OIDC key");
+    let key = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref(), &rng)
+        .expect("read the OIDC key");
+    // The public key is the uncompressed point: 0x04, x, y.
+    let point = key.public_key().as_ref();
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let jwks = format!(
+        r#"{{"keys":[{{"kty":"EC","crv":"P-256","use":"sig","alg":"ES256","kid":"{}","x":"{}","y":"{}"}}]}}"#,
+        super::idp::KEY_ID,
+        b64(&point[1..33]),
+        b64(&point[33..65])
+    );
+    std::fs::write(dir.join("jwks.json"), jwks).expect("write jwks.json");
+    let path = dir.join("oidc.pk8");
+    std::fs::write(&path, pkcs8.as_ref()).expect("write oidc.pk8");
+    path
+}
+
+/// The JVM options that let the broker read the cluster's `jwks.json`
+/// (Kafka 4.0 and up allow no OAUTHBEARER URL or file unless listed).
+fn oidc_jvm_options(cluster_dir: &Path) -> Vec<String> {
+    let jwks = cluster_dir.join("jwks.json");
+    if !jwks.exists() {
+        return Vec::new();
+    }
+    vec![
+        format!(
+            "-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=file://{}",
+            jwks.display()
+        ),
+        format!(
+            "-Dorg.apache.kafka.sasl.oauthbearer.allowed.files={}",
+            jwks.display()
+        ),
+    ]
 }
 
 /// The user every mechanism of a secured cluster knows, and its password.
@@ -524,13 +592,15 @@ impl KafkaCluster {
     ) -> KafkaCluster {
         let dir = new_cluster_dir();
         let secured = secured.then(|| {
-            let ports = free_ports(3 * n);
+            let ports = free_ports(4 * n);
             let (ca_pem, client_cert, client_key) = write_certificates(&dir);
             SecuredListeners {
-                brokers: ports.chunks(3).map(|p| [p[0], p[1], p[2]]).collect(),
+                brokers: ports.chunks(4).map(|p| [p[0], p[1], p[2], p[3]]).collect(),
                 sasl_ssl: ports[0],
                 ssl: ports[1],
                 mtls: ports[2],
+                oidc: ports[3],
+                oidc_key: write_oidc_key(&dir),
                 ca_pem,
                 client_cert,
                 client_key,
@@ -1680,19 +1750,21 @@ fn secured_config(config: &str, s: &SecuredListeners, broker: usize, dir: &Path)
         .iter()
         .map(|(u, p)| format!(" user_{u}=\"{p}\""))
         .collect();
-    let [sasl_ssl, ssl, mtls] = s.brokers[broker];
+    let [sasl_ssl, ssl, mtls, oidc] = s.brokers[broker];
     let mut out = String::new();
     for line in config.lines() {
         if line.starts_with("listeners=") {
             out.push_str(&format!(
-                "{line},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls}\n"
+                "{line},SASL_SSL://127.0.0.1:{sasl_ssl},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls},OIDC://127.0.0.1:{oidc}\n"
             ));
         } else if line.starts_with("advertised.listeners=") {
             out.push_str(&format!(
-                "{line},SASL_SSL://localhost:{sasl_ssl},SSL://localhost:{ssl},MTLS://localhost:{mtls}\n"
+                "{line},SASL_SSL://localhost:{sasl_ssl},SSL://localhost:{ssl},MTLS://localhost:{mtls},OIDC://localhost:{oidc}\n"
             ));
         } else if line.starts_with("listener.security.protocol.map=") {
-            out.push_str(&format!("{line},SASL_SSL:SASL_SSL,SSL:SSL,MTLS:SSL\n"));
+            out.push_str(&format!(
+                "{line},SASL_SSL:SASL_SSL,SSL:SSL,MTLS:SSL,OIDC:SASL_PLAINTEXT\n"
+            ));
         } else {
             out.push_str(line);
             out.push('\n');
@@ -1709,6 +1781,17 @@ listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.se
 listener.name.sasl_ssl.connections.max.reauth.ms=4000
 # OAUTHBEARER with Kafka's unsecured validator (alg: none tokens; tests only).
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+# OAUTHBEARER validated as in production (KIP-768): signed JWTs, checked
+# against the keys in jwks.json, the audience and the issuer. Sessions end
+# when their token expires (KIP-368 needs connections.max.reauth.ms set for
+# that; the token's expiry is the sooner).
+listener.name.oidc.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oidc.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+listener.name.oidc.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+listener.name.oidc.connections.max.reauth.ms=600000
+sasl.oauthbearer.jwks.endpoint.url=file://{jwks}
+sasl.oauthbearer.expected.audience={OIDC_AUDIENCE}
+sasl.oauthbearer.expected.issuer={OIDC_ISSUER}
 ssl.keystore.type=PEM
 ssl.keystore.location={keystore}
 ssl.truststore.type=PEM
@@ -1718,6 +1801,7 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:CN=courier-client
 ",
         keystore = dir.join("broker.pem").display(),
+        jwks = dir.join("jwks.json").display(),
         truststore = s.ca_pem.display(),
     ));
     out

@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod idp;
 pub mod kafka;
 pub mod paths;
 
