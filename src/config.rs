@@ -58,6 +58,10 @@ pub enum ConfigError {
     /// it).
     #[error("cannot read {0}")]
     Unreadable(String),
+    /// `ProducerBuilder::start` was called outside a running actix system;
+    /// `build` starts the producer on a thread of its own instead.
+    #[error("start() needs a running actix system (inside actix::System or #[actix_web::main]); use build() from plain tokio code or any other thread")]
+    NoActixSystem,
 }
 
 /// Acknowledgements the producer asks for (`acks`).

@@ -214,7 +214,8 @@ impl BrokerError {
         BrokerError::from_code(e.code()).unwrap_or(BrokerError::Other(0))
     }
 
-    /// The protocol crate's name for this error.
+    /// The protocol crate's name for this error (the metrics' label).
+    #[cfg(any(test, feature = "metrics"))]
     pub(crate) fn to_response(self) -> ResponseError {
         ResponseError::try_from_code(self.code()).unwrap_or(ResponseError::Unknown(0))
     }

@@ -85,11 +85,8 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownTopic => f.write_str("unknown topic"),
             ErrorKind::UnknownPartition => f.write_str("unknown partition"),
             ErrorKind::Timeout => f.write_str("delivery timed out"),
-            // The protocol crate's name, so that an Other code is named too.
-            ErrorKind::Broker(e) => {
-                let e = e.to_response();
-                write!(f, "broker error {e:?} ({})", e.code())
-            }
+            // Kafka's name, as operators grep for it: MESSAGE_TOO_LARGE (10).
+            ErrorKind::Broker(e) => write!(f, "broker error {e}"),
             ErrorKind::Cancelled => f.write_str("cancelled"),
             ErrorKind::Compression => f.write_str("compression failed"),
             ErrorKind::QueueFull => f.write_str("producer queue full"),
@@ -228,6 +225,19 @@ pub enum ReportMode {
 
 #[cfg(test)]
 mod tests {
+    /// A broker's refusal reads as operators grep for it: Kafka's name
+    /// and the code, also for a code Courier has no variant of.
+    #[test]
+    fn a_broker_error_prints_kafkas_name() {
+        let kind = ErrorKind::Broker(crate::BrokerError::MessageTooLarge);
+        assert_eq!(kind.to_string(), "broker error MESSAGE_TOO_LARGE (10)");
+        let other = ErrorKind::Broker(crate::BrokerError::Other(70));
+        assert_eq!(
+            other.to_string(),
+            "broker error FETCH_SESSION_ID_NOT_FOUND (70)"
+        );
+    }
+
     use super::*;
 
     /// A report is small to move: a success carries where its record went

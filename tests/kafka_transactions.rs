@@ -452,6 +452,12 @@ async fn the_cli_commits_every_n_lines_and_aborts_on_sigint() {
         .filter(|l| l.contains("transaction aborted"))
         .count();
     assert_eq!((delivered, aborted), (10, 5), "{stdout}");
+    // The kind says "transaction aborted" once; the message says why.
+    assert!(
+        !stdout.contains("transaction aborted: transaction aborted")
+            && stdout.contains("transaction aborted: stopped by"),
+        "{stdout}"
+    );
 
     let mut got = values(kafka, &topic, 3, "read_committed");
     got.sort();

@@ -1409,3 +1409,39 @@ async fn message_timeout_ms_bounds_the_request_as_librdkafka_does() {
         "{java}"
     );
 }
+
+/// `start()` is for code inside an actix system; outside one (plain tokio
+/// code, a bare thread) it is a `ConfigError` saying to use `build()`,
+/// not a panic from tokio's `spawn_local`. Inside a system it starts, and
+/// the producer works; the double's `start` answers the same.
+#[test]
+fn start_outside_an_actix_system_is_an_error_not_a_panic() {
+    let outside = Producer::builder().bootstrap("127.0.0.1:9").start();
+    let e = outside
+        .map(|_| ())
+        .expect_err("no actix system on this thread");
+    assert_eq!(e, ConfigError::NoActixSystem);
+    assert!(e.to_string().contains("use build()"), "{e}");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let in_tokio =
+        rt.block_on(async { Producer::builder().bootstrap("127.0.0.1:9").start().err() });
+    assert_eq!(in_tokio, Some(ConfigError::NoActixSystem));
+    let double = courier_kafka::testing::MockBroker::new();
+    assert_eq!(
+        double.start(Producer::builder()).err(),
+        Some(ConfigError::NoActixSystem)
+    );
+
+    actix::System::new().block_on(async {
+        let broker = courier_kafka::testing::MockBroker::new().topic("t", 1);
+        let producer = broker
+            .start(Producer::builder().set("linger.ms", "0"))
+            .expect("inside a system");
+        let d = producer.send(Record::to("t").value("v")).await.unwrap();
+        assert_eq!(d.offset, Some(0));
+        producer.close().await;
+    });
+}

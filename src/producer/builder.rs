@@ -166,8 +166,13 @@ impl ProducerBuilder {
 
     /// Validates the settings and starts the producer's actors in the
     /// current actix system (call it from inside one, for example in an
-    /// actix-web app), supervised there.
+    /// actix-web app), supervised there. Outside a running actix system
+    /// (plain tokio code, a thread of its own) it is
+    /// [`ConfigError::NoActixSystem`]: use [`build`](Self::build) there.
     pub fn start(self) -> Result<Producer, ConfigError> {
+        if !in_actix_system() {
+            return Err(ConfigError::NoActixSystem);
+        }
         let (engine, addresses) = self.engine()?;
         let supervisor = ProducerSupervisor::launch(engine.clone(), addresses.clone(), false);
         Ok(Producer::from_parts(engine, addresses, supervisor))
@@ -186,6 +191,9 @@ impl ProducerBuilder {
     ) -> Result<Producer, ConfigError> {
         if let Some(e) = self.error {
             return Err(e);
+        }
+        if !own_thread && !in_actix_system() {
+            return Err(ConfigError::NoActixSystem);
         }
         if self.config.bootstrap_servers.is_empty() {
             self.config.bootstrap_servers = vec!["courier-mock-broker:0".into()];
@@ -209,6 +217,12 @@ impl ProducerBuilder {
         let supervisor = launch(engine.clone(), addresses.clone(), false);
         Ok(Producer::from_parts(engine, addresses, supervisor))
     }
+}
+
+/// Whether this thread runs an actix system's arbiter, where actors can
+/// be started (`actix::spawn` needs its `LocalSet`).
+fn in_actix_system() -> bool {
+    actix::System::try_current().is_some() && actix::Arbiter::try_current().is_some()
 }
 
 /// Starts the producer's actors with `launch` on a dedicated thread with

@@ -377,6 +377,9 @@ pub(crate) async fn end_transaction(
             "stopped by {signal}"
         ))),
     };
+    // What the transaction's records are reported as when it did not
+    // commit: the kind says aborted (or, when only the coordinator knows,
+    // cancelled: "may or may not have been written"), the message why.
     let aborted = match outcome {
         Ok(()) => None,
         // Stopped, or a record failed: abort it here.
@@ -384,13 +387,16 @@ pub(crate) async fn end_transaction(
             if let Err(a) = producer.abort_transaction().await {
                 eprintln!("courier: aborting the transaction failed: {a}");
             }
-            Some(format!("transaction aborted: {e}"))
+            Some((courier_kafka::ErrorKind::Aborted, e.to_string()))
         }
         // Fenced: the coordinator aborted it for the newer producer.
-        Err(e) if e.is_fatal() => Some(format!("transaction aborted: {e}")),
+        Err(e) if e.is_fatal() => Some((courier_kafka::ErrorKind::Aborted, e.to_string())),
         // The coordinator did not answer the commit in time: it may have
         // committed or not, and only it knows.
-        Err(e) => Some(format!("transaction outcome unknown: {e}")),
+        Err(e) => Some((
+            courier_kafka::ErrorKind::Cancelled,
+            format!("transaction outcome unknown: {e}"),
+        )),
     };
     let (seqs, sends): (Vec<u64>, Vec<_>) = open.drain(..).unzip();
     let results = futures::future::join_all(sends).await;
@@ -398,11 +404,11 @@ pub(crate) async fn end_transaction(
     for (s, result) in seqs.into_iter().zip(results) {
         let report = match (result, &aborted) {
             (Ok(d), None) => DeliveryReport::Delivered(d),
-            (Ok(d), Some(why)) => {
+            (Ok(d), Some((kind, why))) => {
                 // A success report does not hand its record back; the line
                 // printed names its sequence number, not its content.
                 let mut e = courier_kafka::DeliveryError::new(
-                    courier_kafka::ErrorKind::Aborted,
+                    *kind,
                     why.clone(),
                     courier_kafka::Record::to(d.topic).opaque(d.opaque),
                 );
