@@ -124,3 +124,125 @@ fn redpanda_cloud_properties() {
         ["key.serializer", "value.serializer"]
     );
 }
+
+mod support;
+
+/// Whether `set` knows `name` (sets it, ignores it, or refuses its value
+/// with a reason): anything but `UnknownProperty`.
+fn known(name: &str) -> bool {
+    !matches!(
+        ProducerConfig::default().set(name, "x"),
+        Err(ConfigError::UnknownProperty(_))
+    )
+}
+
+/// Every setting name the Java client itself lists (`ProducerConfig`,
+/// `ConsumerConfig` and `AdminClientConfig`'s `configNames()`, asked of
+/// the kafka-clients jar the suite installs) is known: a provider's file
+/// never fails on a Java name as an unknown one.
+#[test]
+fn every_java_client_setting_is_known() {
+    let dir = std::env::temp_dir().join(format!("courier-java-names-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("Names.java"),
+        "import org.apache.kafka.clients.producer.ProducerConfig;\n\
+         import org.apache.kafka.clients.consumer.ConsumerConfig;\n\
+         import org.apache.kafka.clients.admin.AdminClientConfig;\n\
+         public class Names { public static void main(String[] a) {\n\
+           for (String n : ProducerConfig.configNames()) System.out.println(n);\n\
+           for (String n : ConsumerConfig.configNames()) System.out.println(n);\n\
+           for (String n : AdminClientConfig.configNames()) System.out.println(n);\n\
+         } }\n",
+    )
+    .unwrap();
+    let cp = format!("{}/*", support::kafka::libs_dir().display());
+    let javac = std::process::Command::new("javac")
+        .args(["-cp", &cp, "-d"])
+        .arg(&dir)
+        .arg(dir.join("Names.java"))
+        .output()
+        .expect("javac (the JDK) runs");
+    assert!(
+        javac.status.success(),
+        "{}",
+        String::from_utf8_lossy(&javac.stderr)
+    );
+    let out = std::process::Command::new("java")
+        .args(["-cp", &format!("{cp}:{}", dir.display()), "Names"])
+        .output()
+        .expect("java runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(names.len() > 100, "{} names", names.len());
+    let unknown: Vec<&String> = names.iter().filter(|n| !known(n)).collect();
+    assert!(
+        unknown.is_empty(),
+        "Java settings Courier calls unknown: {unknown:?}"
+    );
+    assert!(!known("sesion.timeout.ms"), "and the check can fail");
+}
+
+/// Every setting name librdkafka documents (CONFIGURATION.md of the
+/// librdkafka that rust-rdkafka builds, in cargo's registry), but its
+/// callbacks and pointers (names with `_`), is known.
+#[test]
+fn every_librdkafka_setting_is_known() {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))
+        .expect("CARGO_HOME or HOME");
+    let mut docs = Vec::new();
+    for index in std::fs::read_dir(home.join("registry/src")).expect("cargo's registry") {
+        for krate in std::fs::read_dir(index.unwrap().path()).unwrap() {
+            let path = krate.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rdkafka-sys-")
+            {
+                docs.push(path.join("librdkafka/CONFIGURATION.md"));
+            }
+        }
+    }
+    docs.sort();
+    let doc = docs
+        .pop()
+        .expect("rdkafka-sys's sources (a dev-dependency) in cargo's registry");
+    let text = std::fs::read_to_string(&doc).unwrap();
+    let names: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.split_once('|')?;
+            let name = name.trim();
+            let scope = rest.split('|').next()?.trim();
+            (["*", "P", "C"].contains(&scope)
+                && !name.is_empty()
+                && !name.contains('_')
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.'))
+            .then_some(name)
+        })
+        .collect();
+    assert!(
+        names.len() > 150,
+        "{} names in {}",
+        names.len(),
+        doc.display()
+    );
+    let unknown: Vec<&&str> = names.iter().filter(|n| !known(n)).collect();
+    assert!(
+        unknown.is_empty(),
+        "librdkafka settings Courier calls unknown: {unknown:?}"
+    );
+}
