@@ -244,13 +244,29 @@ fn secrets_never_appear_in_debug_output() {
     assert!(!shown.contains("secret-key-material"), "{shown}");
 }
 
+/// `courier ARGS` with `n` lines (`line-0` …) on its standard input: its
+/// exit status and output.
+fn produce_lines(args: &[impl AsRef<std::ffi::OsStr>], n: usize) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run courier");
+    let lines: String = (0..n).map(|i| format!("line-{i}\n")).collect();
+    let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
+    child.wait_with_output().unwrap()
+}
+
 /// The CLI as kcat users expect: `-X` properties for SASL_SSL with SCRAM.
 /// A good password delivers every line (exit 0); a wrong one exits 1 with
 /// the authentication error in the reports.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_produces_over_sasl_ssl() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Command;
     let kafka = KafkaCluster::shared_secured();
     let _logs = kafka.logs_on_panic();
     let topic = unique("cli-sasl");
@@ -267,17 +283,9 @@ async fn the_cli_produces_over_sasl_ssl() {
         args
     };
     let run = |password: &str| {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
-            .args(["produce", "-t", &topic])
-            .args(cli_args(password))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run courier");
-        let lines: String = (0..10).map(|i| format!("line-{i}\n")).collect();
-        let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
-        child.wait_with_output().unwrap()
+        let mut args = vec!["produce".to_string(), "-t".into(), topic.clone()];
+        args.extend(cli_args(password));
+        produce_lines(&args, 10)
     };
     // `courier topic` over the same listener, with the same -X settings.
     let admin = |args: &[&str]| {
@@ -625,8 +633,6 @@ async fn a_tls_handshake_dropped_by_the_peer_is_retried_not_failed() {
 /// delivers every line, and the log holds them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_java_client_properties_file_per_mechanism_works_as_given() {
-    use std::io::Write;
-    use std::process::{Command, Stdio};
     let kafka = KafkaCluster::shared_secured();
     let _logs = kafka.logs_on_panic();
     let (user, password) = SASL_USER;
@@ -659,17 +665,7 @@ async fn a_java_client_properties_file_per_mechanism_works_as_given() {
             ),
         )
         .unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_courier"))
-            .args(["produce", "-t", &topic, "-F"])
-            .arg(&file)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run courier");
-        let lines: String = (0..10).map(|i| format!("line-{i}\n")).collect();
-        let _ = child.stdin.take().unwrap().write_all(lines.as_bytes());
-        let out = child.wait_with_output().unwrap();
+        let out = produce_lines(&["produce", "-t", &topic, "-F", file.to_str().unwrap()], 10);
         let _ = std::fs::remove_file(&file);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "{mechanism}: {stderr}");
@@ -778,19 +774,7 @@ async fn oidc_client_credentials_deliver_and_read_back() {
         ),
     )
     .unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["produce", "-t", &topic, "-F"])
-        .arg(&file)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run courier");
-    {
-        use std::io::Write;
-        let _ = child.stdin.take().unwrap().write_all(b"from-a-file\n");
-    }
-    let out = child.wait_with_output().unwrap();
+    let out = produce_lines(&["produce", "-t", &topic, "-F", file.to_str().unwrap()], 1);
     let _ = std::fs::remove_file(&file);
     assert_eq!(
         out.status.code(),
