@@ -6,10 +6,12 @@
 //! consumer group made by an independent reader (the rdkafka consumer) is
 //! listed, described, its offsets read, altered and deleted, checked
 //! through rdkafka's committed offsets; DeleteRecords moves the low
-//! watermark that rdkafka's `fetch_watermarks` reads.
+//! watermark that rdkafka's `fetch_watermarks` reads. The CLI's `acl`,
+//! `group` and `records` commands are run against the same cluster.
 
 mod support;
 
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use courier_kafka::admin::{
@@ -449,4 +451,170 @@ async fn delete_records_moves_the_low_watermark() {
         .expect_err("no partition 5");
     assert!(e.is_unknown_topic(), "{e}");
     assert_eq!(low_watermarks(kafka, &topic, 2), vec![4, 10]);
+}
+
+/// `courier` with `args`, then the PLAINTEXT listener's `-b`.
+fn courier(kafka: &KafkaCluster, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .args(["-b", &kafka.bootstrap()])
+        .output()
+        .expect("run courier");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The CLI's `acl`, `group` and `records` commands, each checked by what it
+/// changed: ACLs through the library and AclCommand, offsets through
+/// rdkafka's committed offsets, the low watermark through rdkafka.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_manages_acls_groups_and_records() {
+    let kafka = KafkaCluster::shared_secured();
+    let _logs = kafka.logs_on_panic();
+    let boot = kafka.bootstrap();
+    let topic = unique("adm-cli");
+    kafka.create_topic(&topic, 2, 1, &[]).await;
+    fill(kafka, &topic, 2, 10).await;
+
+    // ACLs, for a principal of this test's own (no one logs in as it).
+    let who = format!("User:{}", unique("cli"));
+    let ok = |(code, out, err): (i32, String, String)| {
+        assert_eq!(code, 0, "{out}{err}");
+        out
+    };
+    let out = ok(courier(
+        kafka,
+        &[
+            "acl",
+            "create",
+            "--allow-principal",
+            &who,
+            "--operation",
+            "Write",
+            "--operation",
+            "describe",
+            "--topic",
+            &topic,
+        ],
+    ));
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("created ")).count(),
+        2,
+        "{out}"
+    );
+    let mine = AclFilter::any().with_principal(&who);
+    let made = admin::describe_acls(&boot, &mine).await.unwrap();
+    let ops: Vec<AclOperation> = made.iter().map(|a| a.operation).collect();
+    assert_eq!(ops, vec![AclOperation::Write, AclOperation::Describe]);
+    assert!(made
+        .iter()
+        .all(|a| a.resource_name == topic && a.permission == AclPermission::Allow));
+    assert_eq!(kafka_lists(kafka, &who), as_kafka_prints(&made));
+    let out = ok(courier(
+        kafka,
+        &["acl", "list", "--principal", &who, "--json"],
+    ));
+    assert_eq!(out.matches("\"principal\"").count(), 2, "{out}");
+    assert!(out.contains("\"operation\": \"WRITE\""), "{out}");
+    let out = ok(courier(kafka, &["acl", "list", "--topic", &topic]));
+    assert!(
+        out.lines()
+            .any(|l| l.contains(&format!("principal={who}, host=*, operation=DESCRIBE"))),
+        "{out}"
+    );
+    let out = ok(courier(kafka, &["acl", "delete", "--topic", &topic]));
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("deleted ")).count(),
+        2,
+        "{out}"
+    );
+    assert_eq!(admin::describe_acls(&boot, &mine).await.unwrap(), vec![]);
+    let (code, _, err) = courier(kafka, &["acl", "create", "--topic", &topic]);
+    assert_eq!(code, 2, "{err}");
+
+    // A group that rdkafka committed in without joining (an Empty group).
+    let group = unique("adm-cli-g");
+    {
+        let c = rdkafka_consumer(kafka, &group);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&topic, 0, Offset::Offset(5))
+            .unwrap();
+        tpl.add_partition_offset(&topic, 1, Offset::Offset(6))
+            .unwrap();
+        c.commit(&tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
+    }
+    let out = ok(courier(kafka, &["group", "list"]));
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with(&format!("{group}\tEmpty\tclassic"))),
+        "{out}"
+    );
+    let out = ok(courier(
+        kafka,
+        &["group", "describe", "--group", &group, "--json"],
+    ));
+    assert!(out.contains("\"state\": \"Empty\""), "{out}");
+    let out = ok(courier(kafka, &["group", "offsets", "--group", &group]));
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec![format!("{topic}\t0\t5"), format!("{topic}\t1\t6")]
+    );
+    ok(courier(
+        kafka,
+        &[
+            "group",
+            "reset-offsets",
+            "--group",
+            &group,
+            "--topic",
+            &topic,
+            "--to-offset",
+            "2",
+        ],
+    ));
+    assert_eq!(
+        rdkafka_committed(kafka, &group, &topic, 2),
+        vec![Some(2), Some(2)]
+    );
+    ok(courier(
+        kafka,
+        &[
+            "group",
+            "delete-offsets",
+            "--group",
+            &group,
+            "--topic",
+            &format!("{topic}:0"),
+        ],
+    ));
+    assert_eq!(
+        rdkafka_committed(kafka, &group, &topic, 2),
+        vec![None, Some(2)]
+    );
+    ok(courier(kafka, &["group", "delete", "--group", &group]));
+    assert_eq!(
+        rdkafka_committed(kafka, &group, &topic, 2),
+        vec![None, None]
+    );
+    let (code, _, err) = courier(kafka, &["group", "delete", "--group", &group]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("GROUP_ID_NOT_FOUND"), "{err}");
+
+    // Records.
+    let out = ok(courier(
+        kafka,
+        &[
+            "records", "delete", &topic, "--before", "0:3", "--before", "1:-1",
+        ],
+    ));
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        vec![format!("{topic}\t0\t3"), format!("{topic}\t1\t10")]
+    );
+    assert_eq!(low_watermarks(kafka, &topic, 2), vec![3, 10]);
+    let (code, _, err) = courier(kafka, &["records", "delete", &topic, "--before", "zero"]);
+    assert_eq!(code, 2, "{err}");
 }
