@@ -812,5 +812,15 @@ fn placeholder_versions() -> ApiVersions {
         describe_configs: None,
         incremental_alter_configs: None,
         describe_quorum: None,
+        create_acls: None,
+        describe_acls: None,
+        delete_acls: None,
+        list_groups: None,
+        describe_groups: None,
+        offset_fetch: None,
+        offset_commit: None,
+        offset_delete: None,
+        delete_groups: None,
+        delete_records: None,
     }
 }

@@ -39,6 +39,16 @@ const AGREED: ApiVersions = ApiVersions {
     describe_configs: None,
     incremental_alter_configs: None,
     describe_quorum: None,
+    create_acls: None,
+    describe_acls: None,
+    delete_acls: None,
+    list_groups: None,
+    describe_groups: None,
+    offset_fetch: None,
+    offset_commit: None,
+    offset_delete: None,
+    delete_groups: None,
+    delete_records: None,
 };
 
 fn topic(name: &'static str) -> TopicName {

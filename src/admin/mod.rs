@@ -1,28 +1,41 @@
-//! Admin operations, each over one sequential connection to a bootstrap
-//! broker: create, delete and describe topics, add partitions, describe the
-//! cluster, and describe and alter topic configs. Used by the `courier`
-//! command-line tool, by tests and by applications that want a topic to
-//! exist; the producer itself never needs them.
+//! Admin operations: create, delete and describe topics, add partitions,
+//! describe the cluster, describe and alter topic configs; create,
+//! describe and delete ACLs (`acl.rs`); list and describe consumer groups,
+//! read, alter and delete their offsets, delete them (`groups.rs`); delete
+//! records (`records.rs`). Used by the `courier` command-line tool, by
+//! tests and by applications; the producer itself never needs them.
 //!
-//! Why one connection to any broker is enough: in KRaft clusters (Kafka 4)
-//! every broker accepts CreateTopics, DeleteTopics, CreatePartitions and
-//! IncrementalAlterConfigs and forwards them to the active controller, and
-//! answers Metadata and DescribeConfigs for topics itself. So each call
-//! connects to the first bootstrap address that answers (TLS and SASL as
-//! its [`AdminOptions`] say), sends its requests one after the other at
-//! the versions negotiated on connect, and drops the connection.
+//! Why one connection to any broker is enough for most: in KRaft clusters
+//! (Kafka 4) every broker accepts CreateTopics, DeleteTopics,
+//! CreatePartitions, IncrementalAlterConfigs, CreateAcls and DeleteAcls and
+//! forwards them to the active controller, and answers Metadata,
+//! DescribeConfigs and DescribeAcls itself. So each call connects to the
+//! first bootstrap address that answers (TLS and SASL as its
+//! [`AdminOptions`] say), sends its requests one after the other at the
+//! versions negotiated on connect, and drops the connection. The group
+//! calls go to the group's coordinator (FindCoordinator, `call.rs`),
+//! ListGroups to every broker, DeleteRecords to each partition's leader.
 //!
-//! A broker's refusal is [`AdminError::Refused`], with the Kafka error code;
-//! [`AdminError::broker_error`], [`AdminError::is_topic_exists`] and
-//! [`AdminError::is_unknown_topic`] read it without magic numbers.
+//! A broker's refusal is [`AdminError::Refused`], with the Kafka error code
+//! (its message names it as Kafka does); [`AdminError::broker_error`],
+//! [`AdminError::is_topic_exists`] and [`AdminError::is_unknown_topic`]
+//! read it without magic numbers. An answer that cannot be read (a result
+//! missing, a code Kafka does not define) is a refusal with
+//! UNKNOWN_SERVER_ERROR (-1) saying what was wrong, never a default.
 //!
 //! # References
 //! - <https://kafka.apache.org/protocol#The_Messages_CreateTopics>,
 //!   `DeleteTopics`, `CreatePartitions`, `Metadata`, `DescribeConfigs`,
-//!   `IncrementalAlterConfigs` (KIP-339) in the same guide
+//!   `IncrementalAlterConfigs` (KIP-339), `CreateAcls`, `DescribeAcls`,
+//!   `DeleteAcls` (KIP-140, KIP-290), `FindCoordinator`, `ListGroups`,
+//!   `DescribeGroups`, `OffsetFetch`, `OffsetCommit`, `OffsetDelete`
+//!   (KIP-496), `DeleteGroups`, `DeleteRecords` (KIP-107) in the same guide
 //! - The Java `Admin` client: `createTopics`, `deleteTopics`,
 //!   `createPartitions`, `describeTopics`, `describeCluster`,
-//!   `describeConfigs`, `incrementalAlterConfigs`
+//!   `describeConfigs`, `incrementalAlterConfigs`, `createAcls`,
+//!   `describeAcls`, `deleteAcls`, `listGroups`, `describeConsumerGroups`,
+//!   `listConsumerGroupOffsets`, `alterConsumerGroupOffsets`,
+//!   `deleteConsumerGroupOffsets`, `deleteConsumerGroups`, `deleteRecords`
 
 use base64::Engine as _;
 use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
@@ -31,11 +44,9 @@ use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
-use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest, DescribeConfigsRequest,
-    DescribeQuorumRequest, IncrementalAlterConfigsRequest, MetadataRequest, MetadataResponse,
-    TopicName,
+    DescribeQuorumRequest, IncrementalAlterConfigsRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -51,49 +62,30 @@ const CHANGE_TIMEOUT_MS: i32 = 30_000;
 /// IncrementalAlterConfigs (Java's `ConfigResource.Type.TOPIC`).
 const TOPIC_RESOURCE: i8 = 2;
 
+mod acl;
+mod call;
+mod groups;
+mod records;
 mod types;
 
+pub use acl::{
+    create_acls, create_acls_with, delete_acls, delete_acls_with, describe_acls,
+    describe_acls_with, AclBinding, AclFilter, AclOperation, AclPermission, PatternType,
+    ResourceType,
+};
+use call::{connect, metadata, no_result, refused};
+pub use groups::{
+    alter_group_offsets, alter_group_offsets_with, delete_group, delete_group_offsets,
+    delete_group_offsets_with, delete_group_with, describe_group, describe_group_with,
+    list_group_offsets, list_group_offsets_with, list_groups, list_groups_with, GroupDescription,
+    GroupListing, GroupMember, GroupOffset,
+};
+pub use records::{delete_records, delete_records_with};
 use types::text;
 pub use types::{
     AdminError, AdminOptions, AgreedVersion, BrokerDescription, ClusterDescription, ConfigEntry,
     ConfigOp, ConfigSource, ConnectionFailure, PartitionDescription, TopicDescription,
 };
-
-/// `Err(Refused)` for a non-zero `code`.
-fn refused(topic: &str, code: i16, message: Option<&StrBytes>) -> Result<(), AdminError> {
-    if code == 0 {
-        return Ok(());
-    }
-    Err(AdminError::Refused {
-        topic: topic.to_string(),
-        code,
-        message: message.map(|m| m.to_string()),
-    })
-}
-
-/// A refusal for `topic` when the broker's answer holds no result for it.
-fn no_result(topic: &str, api: &str) -> AdminError {
-    AdminError::Refused {
-        topic: topic.to_string(),
-        code: -1,
-        message: Some(format!("the {api} response holds no result for it")),
-    }
-}
-
-async fn connect(bootstrap: &str, opts: &AdminOptions) -> Result<Connection, AdminError> {
-    let mut last = None;
-    for addr in bootstrap
-        .split(',')
-        .map(str::trim)
-        .filter(|a| !a.is_empty())
-    {
-        match Connection::connect(addr, &opts.connection).await {
-            Ok(c) => return Ok(c),
-            Err(e) => last = Some(e),
-        }
-    }
-    Err(last.map_or(AdminError::NoBootstrap, AdminError::from))
-}
 
 /// Creates `topic` with `partitions` partitions. An existing topic is an
 /// error for which [`AdminError::is_topic_exists`] holds; see
@@ -281,23 +273,6 @@ pub async fn create_partitions_with(
         .first()
         .ok_or_else(|| no_result(topic, "CreatePartitions"))?;
     refused(topic, t.error_code, t.error_message.as_ref())
-}
-
-/// Metadata for `topics` (`None`: every topic; `Some(&[])`: none, only
-/// brokers and cluster), never creating a topic.
-async fn metadata(
-    conn: &mut Connection,
-    topics: Option<&[&str]>,
-) -> Result<MetadataResponse, AdminError> {
-    let topics = topics.map(|ts| {
-        ts.iter()
-            .map(|t| MetadataRequestTopic::default().with_name(Some(TopicName(text(t)))))
-            .collect()
-    });
-    let req = MetadataRequest::default()
-        .with_topics(topics)
-        .with_allow_auto_topic_creation(false);
-    Ok(conn.request(&req).await?)
 }
 
 /// `topic`'s partitions with their leaders, replicas and in-sync replicas,

@@ -6,7 +6,7 @@ use kafka_protocol::protocol::StrBytes;
 
 use crate::config::{ConfigError, ProducerConfig};
 use crate::connection::{ConnectionError, ConnectionOptions};
-use crate::kafka_error::{BrokerError, ResponseError};
+use crate::kafka_error::BrokerError;
 use crate::security::Security;
 
 /// How admin calls reach a broker: TLS and SASL, `client.id`, and the
@@ -95,9 +95,12 @@ pub enum AdminError {
     /// Could not talk to the broker.
     #[error(transparent)]
     Connection(ConnectionFailure),
-    /// The broker refused.
-    #[error("{topic}: {} (error code {code}){}",
-        ResponseError::try_from_code(*code).map_or_else(|| "no error".to_string(), |e| e.to_string()),
+    /// The broker refused, or answered something that cannot be read (a
+    /// missing result, a value Kafka does not define: UNKNOWN_SERVER_ERROR,
+    /// -1, with what was wrong). Its message names the error as Kafka
+    /// does: `orders: TOPIC_ALREADY_EXISTS (36): …`.
+    #[error("{topic}: {}{}",
+        BrokerError::from_code(*code).map_or_else(|| "no error (0)".to_string(), |e| e.to_string()),
         message.as_ref().map(|m| format!(": {m}")).unwrap_or_default())]
     Refused {
         /// The topic (or other resource) the refusal concerns.
@@ -122,6 +125,7 @@ impl AdminError {
     /// let e = AdminError::Refused { topic: "orders".into(), code: 36, message: None };
     /// assert_eq!(e.broker_error(), Some(BrokerError::TopicAlreadyExists));
     /// assert!(e.is_topic_exists() && !e.is_unknown_topic());
+    /// assert_eq!(e.to_string(), "orders: TOPIC_ALREADY_EXISTS (36)");
     /// ```
     pub fn broker_error(&self) -> Option<BrokerError> {
         match self {

@@ -129,6 +129,63 @@ pub const SUPPORTED: &[Supported] = &[
         min: 0,
         max: 2,
     },
+    // ACLs, consumer groups and DeleteRecords (`admin/acl.rs`,
+    // `admin/groups.rs`, `admin/records.rs`): the ACL APIs from v1, the
+    // first with pattern types (KIP-290), which Kafka 4 still takes;
+    // OffsetFetch v8 and later ask for a list of groups (v1 to v7 for one);
+    // OffsetFetch v10 and OffsetCommit v10 name topics by id, which
+    // kafka-protocol does not write; OffsetCommit v0 and v1 Kafka 4 dropped
+    // (KIP-896). DescribeGroups stops at v5: v6 only adds an error message.
+    Supported {
+        api: ApiKey::CreateAcls,
+        min: 1,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::DescribeAcls,
+        min: 1,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::DeleteAcls,
+        min: 1,
+        max: 3,
+    },
+    Supported {
+        api: ApiKey::ListGroups,
+        min: 0,
+        max: 5,
+    },
+    Supported {
+        api: ApiKey::DescribeGroups,
+        min: 0,
+        max: 5,
+    },
+    Supported {
+        api: ApiKey::OffsetFetch,
+        min: 1,
+        max: 9,
+    },
+    Supported {
+        api: ApiKey::OffsetCommit,
+        min: 2,
+        max: 9,
+    },
+    Supported {
+        api: ApiKey::OffsetDelete,
+        min: 0,
+        max: 0,
+    },
+    Supported {
+        api: ApiKey::DeleteGroups,
+        min: 0,
+        max: 2,
+    },
+    Supported {
+        api: ApiKey::DeleteRecords,
+        min: 0,
+        max: 2,
+    },
 ];
 
 /// The newest Produce version a transactional producer sends: v12 and
@@ -180,6 +237,26 @@ pub struct ApiVersions {
     /// DescribeQuorum version (`None`: not offered, as by brokers that
     /// are not in KRaft mode).
     pub describe_quorum: Option<i16>,
+    /// CreateAcls version (`None`: not offered).
+    pub create_acls: Option<i16>,
+    /// DescribeAcls version (`None`: not offered).
+    pub describe_acls: Option<i16>,
+    /// DeleteAcls version (`None`: not offered).
+    pub delete_acls: Option<i16>,
+    /// ListGroups version (`None`: not offered).
+    pub list_groups: Option<i16>,
+    /// DescribeGroups version (`None`: not offered).
+    pub describe_groups: Option<i16>,
+    /// OffsetFetch version (`None`: not offered).
+    pub offset_fetch: Option<i16>,
+    /// OffsetCommit version (`None`: not offered).
+    pub offset_commit: Option<i16>,
+    /// OffsetDelete version (`None`: not offered).
+    pub offset_delete: Option<i16>,
+    /// DeleteGroups version (`None`: not offered).
+    pub delete_groups: Option<i16>,
+    /// DeleteRecords version (`None`: not offered).
+    pub delete_records: Option<i16>,
 }
 
 impl ApiVersions {
@@ -203,6 +280,16 @@ impl ApiVersions {
             ApiKey::DescribeConfigs => self.describe_configs,
             ApiKey::IncrementalAlterConfigs => self.incremental_alter_configs,
             ApiKey::DescribeQuorum => self.describe_quorum,
+            ApiKey::CreateAcls => self.create_acls,
+            ApiKey::DescribeAcls => self.describe_acls,
+            ApiKey::DeleteAcls => self.delete_acls,
+            ApiKey::ListGroups => self.list_groups,
+            ApiKey::DescribeGroups => self.describe_groups,
+            ApiKey::OffsetFetch => self.offset_fetch,
+            ApiKey::OffsetCommit => self.offset_commit,
+            ApiKey::OffsetDelete => self.offset_delete,
+            ApiKey::DeleteGroups => self.delete_groups,
+            ApiKey::DeleteRecords => self.delete_records,
             _ => None,
         }
     }
@@ -261,6 +348,16 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         describe_configs: pick(resp, ApiKey::DescribeConfigs).ok().flatten(),
         incremental_alter_configs: pick(resp, ApiKey::IncrementalAlterConfigs).ok().flatten(),
         describe_quorum: pick(resp, ApiKey::DescribeQuorum).ok().flatten(),
+        create_acls: pick(resp, ApiKey::CreateAcls).ok().flatten(),
+        describe_acls: pick(resp, ApiKey::DescribeAcls).ok().flatten(),
+        delete_acls: pick(resp, ApiKey::DeleteAcls).ok().flatten(),
+        list_groups: pick(resp, ApiKey::ListGroups).ok().flatten(),
+        describe_groups: pick(resp, ApiKey::DescribeGroups).ok().flatten(),
+        offset_fetch: pick(resp, ApiKey::OffsetFetch).ok().flatten(),
+        offset_commit: pick(resp, ApiKey::OffsetCommit).ok().flatten(),
+        offset_delete: pick(resp, ApiKey::OffsetDelete).ok().flatten(),
+        delete_groups: pick(resp, ApiKey::DeleteGroups).ok().flatten(),
+        delete_records: pick(resp, ApiKey::DeleteRecords).ok().flatten(),
     })
 }
 

@@ -370,6 +370,11 @@ pub const LIMITED_USER: (&str, &str) = ("bob", "bob-secret");
 /// so the cluster refuses it a producer id.
 pub const UNTRUSTED_USER: (&str, &str) = ("carol", "carol-secret");
 
+/// A user no ACL of the harness names: tests/kafka_admin.rs grants it
+/// rights through Courier's admin calls and takes them away again, which
+/// no other test sees.
+pub const ADMIN_USER: (&str, &str) = ("dave", "dave-secret");
+
 /// Writes a CA and a certificate for `localhost` (and 127.0.0.1 is NOT in
 /// it, so connecting by IP fails the host-name check) signed by it:
 /// `ca.pem`, and `broker.pem` with the broker's key and chain, as Kafka's
@@ -713,7 +718,7 @@ impl KafkaCluster {
                 cmd.args(["format", "--cluster-id", &cluster_id, "--config"])
                     .arg(b.config_path());
                 if self.secured.is_some() {
-                    for (user, password) in [SASL_USER, LIMITED_USER, UNTRUSTED_USER] {
+                    for (user, password) in [SASL_USER, LIMITED_USER, UNTRUSTED_USER, ADMIN_USER] {
                         for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {
                             cmd.arg("--add-scram")
                                 .arg(format!("{mechanism}=[name={user},password={password}]"));
@@ -1746,7 +1751,7 @@ replica.lag.time.max.ms=10000
 
 /// `config` with the secured listeners added (see [`SecuredListeners`]).
 fn secured_config(config: &str, s: &SecuredListeners, broker: usize, dir: &Path) -> String {
-    let plain_users: String = [SASL_USER, LIMITED_USER, UNTRUSTED_USER]
+    let plain_users: String = [SASL_USER, LIMITED_USER, UNTRUSTED_USER, ADMIN_USER]
         .iter()
         .map(|(u, p)| format!(" user_{u}=\"{p}\""))
         .collect();

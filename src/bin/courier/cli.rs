@@ -18,8 +18,8 @@ pub(crate) enum Reports {
     None,
 }
 
-/// Produce to Apache Kafka from the command line, manage topics, describe
-/// the cluster, and measure throughput. Producer properties take Java or librdkafka names
+/// Produce to Apache Kafka from the command line, manage topics, ACLs and
+/// consumer groups, describe the cluster, and measure throughput. Producer properties take Java or librdkafka names
 /// (-X name=value, or -F FILE). Exit status: 0 when every record was
 /// delivered, 1 when any failed, 2 on a usage error.
 #[derive(Debug, Parser)]
@@ -90,6 +90,21 @@ Each report line: {\"seq\": N, \"topic\": \"...\", \"partition\": P, \"offset\":
     Topic {
         #[command(subcommand)]
         action: TopicCmd,
+    },
+    /// Create, list and delete ACLs (kafka-acls.sh's flags).
+    Acl {
+        #[command(subcommand)]
+        action: crate::acl::AclCmd,
+    },
+    /// List and describe consumer groups, read, reset and delete their offsets, delete them (kafka-consumer-groups.sh's flags).
+    Group {
+        #[command(subcommand)]
+        action: crate::group::GroupCmd,
+    },
+    /// Delete a topic's records before an offset (kafka-delete-records.sh).
+    Records {
+        #[command(subcommand)]
+        action: crate::group::RecordsCmd,
     },
     /// Describe the cluster: its id, controller and brokers, and the API versions agreed with the bootstrap broker.
     #[command(after_help = "Examples:

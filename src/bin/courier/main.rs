@@ -1,4 +1,5 @@
-//! `courier`: produce from stdin, manage topics, and measure throughput.
+//! `courier`: produce from stdin, manage topics, ACLs and consumer groups,
+//! and measure throughput.
 //!
 //! ```text
 //! courier produce -b BROKERS -t TOPIC [-k SEP] [--reports all|errors|none] [-X prop=value]...
@@ -8,6 +9,15 @@
 //! courier topic describe -b BROKERS NAME [--json]
 //! courier topic delete -b BROKERS NAME
 //! courier cluster -b BROKERS [--json]
+//! courier acl create|delete -b BROKERS (--allow-principal|--deny-principal) P --operation OP
+//!                 (--topic T|--group G|--cluster|--transactional-id ID) [--resource-pattern-type literal|prefixed]
+//! courier acl list -b BROKERS [--topic T|--group G|…] [--principal P] [--json]
+//! courier group list -b BROKERS [--json]
+//! courier group describe|offsets -b BROKERS --group G [--json]
+//! courier group reset-offsets -b BROKERS --group G --topic T[:P,P] --to-offset N
+//! courier group delete-offsets -b BROKERS --group G --topic T[:P,P]
+//! courier group delete -b BROKERS --group G
+//! courier records delete -b BROKERS TOPIC --before PARTITION:OFFSET...
 //! courier perf -b BROKERS -t TOPIC --num-records N --record-size S [--throughput R]
 //!              [--reports all|errors|none] [-X prop=value]... [--json]
 //! ```
@@ -24,8 +34,10 @@
 //! its lines reported failed ("transaction aborted"); SIGINT or SIGTERM
 //! aborts the open transaction, reports its lines so, and exits 1.
 
+mod acl;
 mod admin;
 mod cli;
+mod group;
 mod perf;
 mod produce;
 
@@ -33,8 +45,10 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
 
+use crate::acl::acl;
 use crate::admin::{cluster, topic};
 use crate::cli::{settings, usage, Args, Cli, Cmd, Connect};
+use crate::group::{group, records};
 use crate::perf::perf;
 use crate::produce::produce;
 
@@ -104,6 +118,9 @@ fn main() -> ExitCode {
             Err(code) => code,
         },
         Cmd::Topic { action } => rt.block_on(topic(action)),
+        Cmd::Acl { action } => rt.block_on(acl(action)),
+        Cmd::Group { action } => rt.block_on(group(action)),
+        Cmd::Records { action } => rt.block_on(records(action)),
         Cmd::Cluster { connect, json } => rt.block_on(cluster(connect, json)),
         Cmd::Perf {
             connect,
