@@ -26,6 +26,7 @@ use std::time::Duration;
 use crate::clock::Instant;
 
 use crate::clock::backoff;
+use crate::kafka_error::{BrokerError, ResponseError};
 use crate::report::ErrorKind;
 use crate::sync::lock;
 
@@ -61,6 +62,33 @@ impl std::fmt::Display for FetchError {
             FetchError::Transient(m) | FetchError::Refused(_, m) => f.write_str(m),
         }
     }
+}
+
+/// An InitProducerId error code as a [`FetchError`]. An authorization
+/// error or an unsupported version refuses the producer until the cluster
+/// changes; anything else (a coordinator loading or moving, an unknown
+/// server error: Tansu gives -1 for a while after a restart) is tried
+/// again after a backoff.
+pub(crate) fn init_error(node: i32, error: ResponseError) -> FetchError {
+    let refused = matches!(
+        error,
+        ResponseError::ClusterAuthorizationFailed
+            | ResponseError::TransactionalIdAuthorizationFailed
+            | ResponseError::UnsupportedVersion
+    );
+    if !refused {
+        return FetchError::Transient(format!("InitProducerId from broker {node}: {error:?}"));
+    }
+    let hint = match error {
+        ResponseError::ClusterAuthorizationFailed => {
+            " (the idempotent producer needs the IDEMPOTENT_WRITE ACL on the cluster, or WRITE on a topic from Kafka 3.0; or set enable.idempotence=false)"
+        }
+        _ => "",
+    };
+    FetchError::Refused(
+        ErrorKind::Broker(BrokerError::from_response(error)),
+        format!("broker {node} refused the producer an id (InitProducerId): {error:?}{hint}"),
+    )
 }
 
 /// What [`Idempotence::begin_fetch`] decided.

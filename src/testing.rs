@@ -27,7 +27,8 @@
 //!   broker (once per attempt: a record the producer retries arrives again
 //!   and takes the next verdict): [`Verdict::Deliver`],
 //!   [`Verdict::Fail`] with any broker error code, [`Verdict::TimeOut`],
-//!   [`Verdict::LoseAnswer`] (written, but the answer lost), or
+//!   [`Verdict::LoseAnswer`] (written, but the answer lost),
+//!   [`Verdict::Disconnect`] (the connection drops as it arrives), or
 //!   [`Verdict::Hold`]. Failures are what the producer would get from
 //!   a broker, and it treats them the same way: a retriable code
 //!   (NOT_ENOUGH_REPLICAS, NOT_LEADER_OR_FOLLOWER, …) is retried within
@@ -68,7 +69,42 @@
 //!   committed or aborted ([`TxnState`]), which is what a read_committed
 //!   consumer would see. [`MockBroker::script_coordinator`] answers the
 //!   next coordinator requests with errors (loading, moved, busy, or
-//!   refusals for good).
+//!   refusals for good), and [`MockBroker::script_request`] the next
+//!   requests of one kind ([`Request::EndTxn`]: a commit answered
+//!   PRODUCER_FENCED, say). The coordinator aborts a transaction open
+//!   longer than the producer's `transaction.timeout.ms`, bumping the
+//!   epoch, as Kafka's does ([`MockBroker::expire_transactions`] does it
+//!   now): the producer that left it is fenced.
+//! - **Producer-id errors**: [`MockBroker::script_request`] with
+//!   [`Request::InitProducerId`] answers an idempotent or transactional
+//!   producer's InitProducerId with errors: retriable ones
+//!   (COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) are tried
+//!   again after `retry.backoff.ms`; authorization errors refuse the
+//!   producer (an idempotent producer's records fail with the cause, a
+//!   transactional producer's `init_transactions` fails fatally).
+//! - **Connections**: [`MockBroker::disconnect`] drops every producer's
+//!   connection: the requests in flight lose their answers (written
+//!   first with [`disconnect_after_writing`](MockBroker::disconnect_after_writing)),
+//!   and each producer takes the path a connection actor takes when its
+//!   socket is lost: the requests go back to their queues (an attempt
+//!   each), it reconnects after `reconnect.backoff.ms` and sends them
+//!   again (with idempotence, a retry of a written batch is a
+//!   [`Answer::Duplicate`]; without, it is written twice), and the
+//!   disconnect counts in [`Producer::stats`].
+//!   [`go_down`](MockBroker::go_down) is an outage: connections drop and
+//!   reconnecting fails (the backoff growing to
+//!   `reconnect.backoff.max.ms`) until [`come_back`](MockBroker::come_back);
+//!   records wait and fail `ErrorKind::Timeout` after
+//!   `delivery.timeout.ms`, or are delivered once it is back; a
+//!   transaction's requests fail to connect until `max.block.ms`
+//!   (`TransactionError::TimedOut`).
+//! - **Slow answers**: [`MockBroker::set_latency`] delays every answer
+//!   (Produce and coordinator requests); one later than
+//!   `request.timeout.ms` times out instead. The delays are on tokio's
+//!   clock: a test on a paused runtime
+//!   (`tokio::runtime::Builder::start_paused`, with
+//!   [`MockBroker::start`]) waits out a latency, a backoff or
+//!   `delivery.timeout.ms` without waiting.
 //!
 //! ```
 //! use courier_kafka::BrokerError;
@@ -115,16 +151,29 @@
 //! batch whose records get different verdicts is split into one batch per
 //! record first (as for MESSAGE_TOO_LARGE), and so is a held one.
 //!
-//! What it does not do: `max.in.flight.requests.per.connection` without idempotence
-//! (each batch is a request of its own), and connection-level failures
-//! (lost sockets, TLS, SASL). Use a real broker (the crate's own tests use Tansu, librdkafka's mock cluster
-//! and Apache Kafka) for those.
+//! Connection-level failures are the double's network, not a socket: a
+//! dropped connection is noticed by the scripted broker actor as a
+//! connection actor notices a lost socket, with the same effects (the
+//! requests in flight back in their queues through the engine's
+//! `retry_or_fail`, a disconnect counted, a reconnect after the same
+//! `reconnect.backoff.ms` backoff); nothing is sent until it has
+//! reconnected.
+//!
+//! What it does not do: `max.in.flight.requests.per.connection` without
+//! idempotence (each batch is a request of its own); more than one broker
+//! (so no leader moving to another broker, no partition whose leader
+//! alone is down); TLS and SASL (handshakes, certificates, credentials,
+//! re-authentication); and the socket itself (a connect that hangs until
+//! `socket.connection.setup.timeout.ms`, a partial write, a corrupt
+//! frame). Use a real broker (the crate's own tests use Tansu,
+//! librdkafka's mock cluster and Apache Kafka) for those.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::actors::scripted::Script;
-pub use crate::actors::scripted::{Answer, Arrival, Stamp, TxnState, Verdict};
+pub use crate::actors::scripted::{Answer, Arrival, Request, Stamp, TxnState, Verdict};
 /// Fault-injection builds only: the batches of a topic whose name starts
 /// with this fail to compress (with any codec but `none`), as a codec
 /// library's error would make them, so that a test can follow the reports
@@ -327,6 +376,108 @@ impl MockBroker {
     pub fn script_coordinator(&self, errors: impl IntoIterator<Item = BrokerError>) {
         self.script
             .script_coordinator(errors.into_iter().map(i16::from));
+    }
+
+    /// Answers the next `request`s (of any producer built from this
+    /// broker), one each, with `errors` instead of their result: the
+    /// request changes nothing. Unlike
+    /// [`script_coordinator`](Self::script_coordinator), which answers
+    /// whatever coordinator request comes next, this waits for that
+    /// request, and it reaches an idempotent producer's InitProducerId
+    /// too (which is not a coordinator request). The producer handles
+    /// each answer as it would from a cluster: for InitProducerId,
+    /// COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS or
+    /// NOT_COORDINATOR are tried again after `retry.backoff.ms`, while
+    /// TRANSACTIONAL_ID_AUTHORIZATION_FAILED or
+    /// CLUSTER_AUTHORIZATION_FAILED refuse the producer (an idempotent
+    /// producer's records fail with it; a transactional producer's
+    /// `init_transactions` fails fatally); for EndTxn, a retriable code is
+    /// retried, PRODUCER_FENCED or INVALID_PRODUCER_EPOCH fence the
+    /// producer (`ErrorKind::Fenced`), and a code no rule names fails the
+    /// commit fatally, as Kafka's clients treat an unexpected EndTxn
+    /// answer.
+    pub fn script_request(&self, request: Request, errors: impl IntoIterator<Item = BrokerError>) {
+        self.script
+            .script_request(request, errors.into_iter().map(i16::from));
+    }
+
+    /// The coordinator aborts every open transaction now, as Kafka's
+    /// does with one open longer than the producer's
+    /// `transaction.timeout.ms` (which the double also does on its own,
+    /// checking at each transactional request, so a test on paused time
+    /// can let the timeout pass instead). The abort bumps the epoch, so
+    /// that the producer that left the transaction is fenced: its next
+    /// batch is refused INVALID_PRODUCER_EPOCH and its commit fails
+    /// (`ErrorKind::Fenced`), as on Kafka. Its records written so far
+    /// are aborted ([`TxnState::Aborted`]). Returns how many transactions
+    /// it aborted.
+    pub fn expire_transactions(&self) -> usize {
+        self.script.expire_transactions()
+    }
+
+    /// Drops every producer's connection, as a broker restart, a load
+    /// balancer's cut or a network blip does: the requests in flight
+    /// (held records, slow answers on their way) lose their answers and
+    /// are not written; the producers take their lost-connection path
+    /// (the requests go back to their queues, counted as an attempt, and
+    /// are sent again once they have reconnected, after
+    /// `reconnect.backoff.ms`; each counts a disconnect in
+    /// [`Producer::stats`]). Returns how many requests were lost. A
+    /// record sent again is written once; see
+    /// [`disconnect_after_writing`](Self::disconnect_after_writing) for
+    /// requests the broker wrote before the connection dropped.
+    pub fn disconnect(&self) -> usize {
+        self.script.drop_connections(
+            None,
+            false,
+            "connection to broker 0 lost (MockBroker::disconnect)",
+        )
+    }
+
+    /// As [`disconnect`](Self::disconnect), but the broker wrote the
+    /// requests in flight before the connection dropped (their answers
+    /// are lost): sent again, an idempotent producer's record is
+    /// recognised as a duplicate ([`Answer::Duplicate`]) and written
+    /// once; any other's is written twice, as on Kafka.
+    pub fn disconnect_after_writing(&self) -> usize {
+        self.script.drop_connections(
+            None,
+            true,
+            "connection to broker 0 lost (MockBroker::disconnect_after_writing)",
+        )
+    }
+
+    /// The broker goes down (an outage): every connection drops, as with
+    /// [`disconnect`](Self::disconnect), and until
+    /// [`come_back`](Self::come_back) nothing is answered: producers fail
+    /// to reconnect (their backoff growing to `reconnect.backoff.max.ms`),
+    /// so records wait in their queues and fail `ErrorKind::Timeout` once
+    /// `delivery.timeout.ms` passes; transactional requests fail to
+    /// connect and are retried until `max.block.ms` (then
+    /// `TransactionError::TimedOut`); an idempotent producer gets no id;
+    /// a topic producers have not seen is not learnt (`UnknownTopic`
+    /// after `max.block.ms`). Returns how many requests were lost.
+    pub fn go_down(&self) -> usize {
+        self.script.go_down()
+    }
+
+    /// The broker is back after [`go_down`](Self::go_down): producers
+    /// reconnect at their next attempt and send what waits.
+    pub fn come_back(&self) {
+        self.script.come_back();
+    }
+
+    /// Every answer (to a Produce request, and to a transactional
+    /// producer's coordinator requests) comes `latency` after the
+    /// request, as from a slow broker; `Duration::ZERO` (the default)
+    /// answers at once. A request whose answer would come after
+    /// `request.timeout.ms` times out instead (not written), and is
+    /// retried. Meanwhile the request is in flight: `flush` waits for it,
+    /// a disconnect loses it. Held records ([`Verdict::Hold`]) wait for
+    /// the test, whatever the latency. The delay is on tokio's clock, so
+    /// a test on a paused runtime does not wait for it.
+    pub fn set_latency(&self, latency: Duration) {
+        self.script.set_latency(latency);
     }
 
     /// Forgets every idempotent producer's state, as a Kafka broker does

@@ -14,8 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::actors::broker::call::Call;
 use crate::actors::broker::{BrokerConnection, Connected};
 use crate::actors::msgs::{Ask, FetchMetadata, InitProducer};
-use crate::idempotence::FetchError;
-use crate::kafka_error::{classify, BrokerError, ResponseError};
+use crate::idempotence::{init_error, FetchError};
+use crate::kafka_error::{classify, BrokerError};
 use crate::protocol::message::encode_request;
 use crate::report::ErrorKind;
 
@@ -213,31 +213,4 @@ impl Handler<InitProducer> for BrokerConnection {
             }
         })
     }
-}
-
-/// An InitProducerId error code as a [`FetchError`]. An authorization
-/// error or an unsupported version refuses the producer until the cluster
-/// changes; anything else (a coordinator loading or moving, an unknown
-/// server error: Tansu gives -1 for a while after a restart) is tried
-/// again after a backoff.
-fn init_error(node: i32, error: ResponseError) -> FetchError {
-    let refused = matches!(
-        error,
-        ResponseError::ClusterAuthorizationFailed
-            | ResponseError::TransactionalIdAuthorizationFailed
-            | ResponseError::UnsupportedVersion
-    );
-    if !refused {
-        return FetchError::Transient(format!("InitProducerId from broker {node}: {error:?}"));
-    }
-    let hint = match error {
-        ResponseError::ClusterAuthorizationFailed => {
-            " (the idempotent producer needs the IDEMPOTENT_WRITE ACL on the cluster, or WRITE on a topic from Kafka 3.0; or set enable.idempotence=false)"
-        }
-        _ => "",
-    };
-    FetchError::Refused(
-        ErrorKind::Broker(BrokerError::from_response(error)),
-        format!("broker {node} refused the producer an id (InitProducerId): {error:?}{hint}"),
-    )
 }

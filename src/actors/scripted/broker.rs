@@ -8,13 +8,16 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use actix::prelude::*;
 use futures::future::BoxFuture;
 
+use super::network::Connection;
 use super::script::Script;
-use super::verdict::{Answer, Verdict};
+use super::verdict::{Answer, Verdict, BROKER_ID};
 use crate::actors::msgs::{AddPartitionsWanted, CancelInFlight, Retire, Wake};
 use crate::batching::queue::QueueState;
 use crate::clock::Instant;
 use crate::engine::{ActorTree, Engine};
-use crate::idempotence::Fetch;
+
+use crate::idempotence::{init_error, Fetch, FetchError};
+use crate::kafka_error::classify;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -28,6 +31,8 @@ pub(crate) struct ScriptedBroker {
     tree: Arc<ScriptedTree>,
     wake_at: Option<(Instant, SpawnHandle)>,
     stopping: bool,
+    /// Its connection to the double: up, or reconnecting (`network.rs`).
+    connection: Connection,
 }
 
 impl std::fmt::Debug for ScriptedBroker {
@@ -44,6 +49,7 @@ impl ScriptedBroker {
             tree,
             wake_at: None,
             stopping: false,
+            connection: Connection::new(Instant::now()),
         }
     }
 
@@ -62,6 +68,10 @@ impl ScriptedBroker {
         let engine = self.engine.clone();
         let now = Instant::now();
         self.time_out_held(&engine, now);
+        self.answer_due(&engine, now);
+        if !self.connected(&engine, now, ctx) {
+            return;
+        }
         let Some(idem) = self.producer_id(&engine, now, ctx) else {
             return;
         };
@@ -95,7 +105,14 @@ impl ScriptedBroker {
             self.script.arrive(&engine, b, now);
         }
         let now = Instant::now();
-        match next_look(&engine, &gates, now) {
+        let next = match (
+            next_look(&engine, &gates, now),
+            self.script.next_due(&engine),
+        ) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        match next {
             Some(at) if at <= now => ctx.notify(Wake),
             Some(at) => self.schedule_wake(at, ctx),
             None => {}
@@ -112,6 +129,38 @@ impl ScriptedBroker {
         {
             self.script
                 .apply(engine, h.batch, h.arrivals, Verdict::TimeOut, now);
+        }
+    }
+
+    /// Slow answers (`MockBroker::set_latency`) due by now are given.
+    fn answer_due(&self, engine: &Arc<Engine>, now: Instant) {
+        for (h, verdict) in self.script.take_due(engine, now) {
+            self.script.apply(engine, h.batch, h.arrivals, verdict, now);
+        }
+    }
+
+    /// Whether the producer is connected to the double, as a connection
+    /// actor would be: a dropped connection (`MockBroker::disconnect`,
+    /// `go_down`, `Verdict::Disconnect`) is noticed here, as
+    /// `BrokerConnection::connection_lost` notices a lost socket (its
+    /// requests in flight were put back already), and made again after
+    /// the reconnect backoff, failing while the broker is down; a look
+    /// is scheduled for the next attempt.
+    fn connected(&mut self, engine: &Arc<Engine>, now: Instant, ctx: &mut Context<Self>) -> bool {
+        if self.script.take_cut(engine) && self.connection.is_up() {
+            tracing::warn!(broker = BROKER_ID, "connection lost (scripted)");
+            engine.stats().record_disconnect(BROKER_ID);
+            self.connection.lost(engine.config(), now);
+        }
+        match self
+            .connection
+            .ready(engine.config(), self.script.is_down(), now)
+        {
+            Ok(()) => true,
+            Err(at) => {
+                self.schedule_wake(at, ctx);
+                false
+            }
         }
     }
 
@@ -138,10 +187,37 @@ impl ScriptedBroker {
         if engine.txn().is_some() {
             return None;
         }
+        // Refused an id: records waiting fail with the cause now, as a
+        // connection actor's drain fails them.
+        if let Some((kind, message)) = i.refused() {
+            engine.fail_queued(kind, &message);
+        }
         match i.begin_fetch(self.script.held_by(engine), now) {
             Fetch::Start(bumped) => {
-                i.fetched(Ok(self.script.grant(bumped)), now);
-                i.ready().map(Some)
+                // Answered as a broker answers it, scripted errors
+                // included, classified as the connection actor
+                // classifies them (`init_error`).
+                let result = self
+                    .script
+                    .grant(bumped)
+                    .map_err(|code| match classify(code) {
+                        Some(c) => init_error(BROKER_ID, c.error),
+                        None => FetchError::Transient(format!("InitProducerId: error code {code}")),
+                    });
+                i.fetched(result, now);
+                if let Some(id) = i.ready() {
+                    return Some(Some(id));
+                }
+                // Refused: what waits fails now with the cause, as the
+                // supervisor fails it after a connection actor's
+                // refusal; else the next attempt after the backoff.
+                if let Some((kind, message)) = i.refused() {
+                    engine.fail_queued(kind, &message);
+                }
+                if let Fetch::After(at) = i.begin_fetch(self.script.held_by(engine), now) {
+                    self.schedule_wake(at, ctx);
+                }
+                None
             }
             Fetch::After(at) => {
                 self.schedule_wake(at, ctx);

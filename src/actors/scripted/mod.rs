@@ -54,16 +54,37 @@
 //! too (`txn.rs`), and the drain gates on the transaction as a connection
 //! actor's does.
 //!
+//! The network between them is the test's too (`network.rs`): a dropped
+//! connection (`MockBroker::disconnect`, `disconnect_after_writing`,
+//! `Verdict::Disconnect`) loses the answers of the producer's requests in
+//! flight (`Script::drop_connections`: each put back through
+//! `Engine::retry_or_fail`, as `BrokerConnection::requeue_in_flight` puts
+//! back a lost socket's), and its `ScriptedBroker` notices at its next
+//! look, counts the disconnect and reconnects after the reconnect backoff
+//! (`Connection`), sending nothing meanwhile; while the broker is down
+//! (`go_down`) every attempt to reconnect fails, coordinator requests
+//! fail to connect, and new topics are not learnt. Slow answers
+//! (`set_latency`) are requests in flight with the instant their verdict
+//! is due (`Held::due`), given by the broker actor's drain then, or timed
+//! out at `request.timeout.ms` first.
+//!
 //! Deliberately absent: without idempotence, `max.in.flight` (each batch
-//! is a request of its own, answered or held independently).
+//! is a request of its own, answered or held independently); more than
+//! one broker; TLS, SASL and the socket itself.
 //!
 //! Files, each importing only the ones before it: `txn.rs` (the
-//! coordinator), `verdict.rs` (the public `Verdict`, `Answer`, `Arrival`,
-//! `Stamp`), `script.rs` (the `Script`: rules, log, held requests,
-//! producer state), `broker.rs` (the `ScriptedBroker` actor and the
-//! `ScriptedTree`).
+//! coordinator, its transaction timeouts and scripted errors),
+//! `verdict.rs` (the public `Verdict`, `Answer`, `Arrival`, `Stamp`,
+//! `Request`), `network.rs` (what the test did to the connections,
+//! each producer's `Connection`, the in-flight `Held`, the metadata it
+//! publishes), `script.rs` (the `Script`: rules, log, producer state,
+//! answers, dropped connections), `in_flight.rs` (held and slow requests:
+//! release, time-outs, cancellation; the broker down and back),
+//! `broker.rs` (the `ScriptedBroker` actor and the `ScriptedTree`).
 
 mod broker;
+mod in_flight;
+mod network;
 mod script;
 mod txn;
 mod verdict;
@@ -72,4 +93,4 @@ pub(crate) use broker::ScriptedTree;
 pub(crate) use script::Script;
 pub use txn::TxnState;
 pub(crate) use verdict::BROKER_ID;
-pub use verdict::{Answer, Arrival, Stamp, Verdict};
+pub use verdict::{Answer, Arrival, Request, Stamp, Verdict};

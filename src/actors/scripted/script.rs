@@ -14,7 +14,6 @@ use crate::delivery::settlement::Outcome;
 use crate::engine::answer::BatchAnswer;
 use crate::engine::Engine;
 use crate::kafka_error::BrokerError;
-use crate::metadata::{MetadataSnapshot, TopicMetadata};
 use crate::protocol::record_batch::decode::decode_records;
 use crate::protocol::record_batch::increment_sequence;
 use crate::protocol::ApiKey;
@@ -22,8 +21,9 @@ use crate::record::{Record, Topic};
 use crate::report::ErrorKind;
 use crate::sync::lock;
 
+use super::network::{publish, Held, Network};
 use super::txn::{self, TxnCoordinator, TxnState};
-use super::verdict::{Answer, Arrival, Stamp, Verdict, BROKER_ID};
+use super::verdict::{Answer, Arrival, Request, Stamp, Verdict, BROKER_ID};
 
 /// What the broker keeps of one idempotent producer for one partition
 /// (Kafka's `ProducerStateEntry`).
@@ -81,17 +81,8 @@ struct Rule {
     forever: Option<Verdict>,
 }
 
-/// A held record: one batch of one record, in flight.
-#[derive(Debug)]
-pub(super) struct Held {
-    pub(super) engine: Weak<Engine>,
-    pub(super) batch: SealedBatch,
-    pub(super) arrivals: Range<usize>,
-    pub(super) sent_at: Instant,
-}
-
 #[derive(Default)]
-struct State {
+pub(super) struct State {
     /// Topic name → partitions.
     topics: BTreeMap<Topic, i32>,
     /// Partitions of a topic created on first use; `None`: no auto-creation.
@@ -99,9 +90,9 @@ struct State {
     rules: Vec<Rule>,
     default: Option<Verdict>,
     next_offset: HashMap<(Topic, i32), i64>,
-    history: Vec<Arrival>,
-    held: VecDeque<Held>,
-    engines: Vec<Weak<Engine>>,
+    pub(super) history: Vec<Arrival>,
+    pub(super) held: VecDeque<Held>,
+    pub(super) engines: Vec<Weak<Engine>>,
     /// Producer ids handed out so far.
     producer_ids: i64,
     /// Idempotent producers' state, by producer id and partition.
@@ -112,12 +103,15 @@ struct State {
     /// (`forget_producers`): their next batch is taken whatever its
     /// sequence, as Kafka takes one from a producer it has no state for.
     forgotten: HashSet<(i64, Topic, i32)>,
+    /// Connections dropped, the broker down, slow answers
+    /// (`network.rs`).
+    pub(super) network: Network,
 }
 
 /// The script and the broker's state, shared by the test's `MockBroker`
 /// and every producer built from it.
 pub(crate) struct Script {
-    state: Mutex<State>,
+    pub(super) state: Mutex<State>,
     /// Topics were added or grew: topic waits look again.
     pub(super) topics_changed: Notify,
 }
@@ -156,7 +150,7 @@ impl Script {
             let mut st = lock(&self.state);
             let n = st.topics.entry(topic).or_insert(partitions);
             *n = (*n).max(partitions);
-            Self::publish(&st);
+            publish(&st.engines, &st.topics);
         }
         self.topics_changed.notify_waiters();
     }
@@ -191,12 +185,38 @@ impl Script {
     }
 
     pub(crate) fn held(&self) -> usize {
-        lock(&self.state).held.len()
+        lock(&self.state)
+            .held
+            .iter()
+            .filter(|h| h.due.is_none())
+            .count()
     }
 
     /// Scripts `codes` for the next coordinator requests, one each.
     pub(crate) fn script_coordinator(&self, codes: impl IntoIterator<Item = i16>) {
         lock(&self.state).txn.faults.extend(codes);
+    }
+
+    /// Scripts `codes` for the next `request`s, one each.
+    pub(crate) fn script_request(&self, request: Request, codes: impl IntoIterator<Item = i16>) {
+        let mut st = lock(&self.state);
+        st.txn
+            .faults_for
+            .entry(request.api())
+            .or_default()
+            .extend(codes);
+    }
+
+    /// The coordinator aborts every open transaction, bumping its epoch,
+    /// as when `transaction.timeout.ms` passes; how many it aborted.
+    pub(crate) fn expire_transactions(&self) -> usize {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let mut rest = Rest {
+            producer_ids: &mut st.producer_ids,
+            history: &mut st.history,
+        };
+        st.txn.expire(&mut rest, Instant::now(), true)
     }
 
     /// Forgets every idempotent producer's state (module docs).
@@ -216,44 +236,7 @@ impl Script {
         let mut st = lock(&self.state);
         st.engines.retain(|e| e.strong_count() > 0);
         st.engines.push(Arc::downgrade(engine));
-        Self::publish(&st);
-    }
-
-    /// Every attached producer's metadata: every topic, all led by
-    /// `BROKER_ID`. Each producer keeps its own sticky partitions.
-    fn publish(st: &State) {
-        for e in st.engines.iter().filter_map(Weak::upgrade) {
-            let previous = e.metadata().load();
-            let mut snapshot = MetadataSnapshot {
-                brokers: HashMap::from([(BROKER_ID, "courier-mock-broker:0".to_string())]),
-                fetched_at: Some(Instant::now()),
-                ..MetadataSnapshot::default()
-            };
-            for (topic, n) in &st.topics {
-                snapshot.topics.insert(
-                    *topic,
-                    Arc::new(TopicMetadata {
-                        partition_count: *n,
-                        leaders: vec![BROKER_ID; *n as usize],
-                        available: (0..*n).collect(),
-                        leader_epochs: Vec::new(),
-                        topic_id: 0,
-                        sticky: previous
-                            .topics
-                            .get(topic)
-                            .map(|t| t.sticky.clone())
-                            .unwrap_or_default(),
-                        cache: previous
-                            .topics
-                            .get(topic)
-                            .filter(|t| t.partition_count == *n)
-                            .map(|t| t.cache.clone())
-                            .unwrap_or_default(),
-                    }),
-                );
-            }
-            e.metadata().store(Arc::new(snapshot));
-        }
+        publish(&st.engines, &st.topics);
     }
 
     /// Whether `topic` exists now, creating it if the script and the
@@ -263,6 +246,10 @@ impl Script {
             let st = lock(&self.state);
             if st.topics.contains_key(&topic) {
                 return true;
+            }
+            // Down: no metadata to learn a new topic from.
+            if st.network.down {
+                return false;
             }
             match st.auto_create.filter(|_| may_create) {
                 Some(p) => p,
@@ -290,14 +277,24 @@ impl Script {
         st.default.unwrap_or(Verdict::Deliver)
     }
 
-    /// InitProducerId: a new id (`None`), or the next epoch of `bumped`
-    /// (a new id once the epoch is used up, as Kafka's coordinator does).
-    pub(super) fn grant(&self, bumped: Option<(i64, i16)>) -> (i64, i16) {
+    /// InitProducerId of an idempotent producer: a new id (`None`), or
+    /// the next epoch of `bumped` (a new id once the epoch is used up, as
+    /// Kafka's coordinator does); `Err`: the error code the test scripted
+    /// for it (`MockBroker::script_request`).
+    pub(super) fn grant(&self, bumped: Option<(i64, i16)>) -> Result<(i64, i16), i16> {
         let mut st = lock(&self.state);
-        match bumped {
+        let scripted = st
+            .txn
+            .faults_for
+            .get_mut(&ApiKey::InitProducerId)
+            .and_then(VecDeque::pop_front);
+        if let Some(code) = scripted {
+            return Err(code);
+        }
+        Ok(match bumped {
             Some((id, epoch)) if epoch < i16::MAX - 1 => (id, epoch + 1),
             _ => (fresh_producer_id(&mut st.producer_ids), 0),
-        }
+        })
     }
 
     /// Answers a coordinator request as the double's transaction
@@ -322,6 +319,11 @@ impl Script {
         let mut response = {
             let mut st = lock(&self.state);
             let st = &mut *st;
+            if st.network.down {
+                return Err(format!(
+                    "connection to broker {BROKER_ID} refused (MockBroker::go_down)"
+                ));
+            }
             let mut rest = Rest {
                 producer_ids: &mut st.producer_ids,
                 history: &mut st.history,
@@ -363,8 +365,18 @@ impl Script {
         let key = (s.producer_id, b.topic, b.partition);
         let last = increment_sequence(s.base_sequence, b.record_count - 1);
         if let Some(t) = transactional_id {
+            let mut rest = Rest {
+                producer_ids: &mut st.producer_ids,
+                history: &mut st.history,
+            };
             st.txn
-                .admit(t, s.producer_id, b.topic, b.partition)
+                .admit(
+                    &mut rest,
+                    t,
+                    (s.producer_id, s.producer_epoch),
+                    b.topic,
+                    b.partition,
+                )
                 .map_err(BrokerError::from_response)?;
         }
         if s.producer_id >= 0 {
@@ -431,6 +443,7 @@ impl Script {
     ) {
         let acks0 = engine.config().acks.wire() == 0;
         let mut st = lock(&self.state);
+        let mut lost = None;
         let answer = match verdict {
             Verdict::Deliver | Verdict::LoseAnswer => {
                 let transactional_id = engine.txn().map(|t| t.id.as_str());
@@ -469,12 +482,22 @@ impl Script {
                 }
                 None
             }
+            Verdict::Disconnect => {
+                for a in arrivals.clone() {
+                    st.history[a].answer = Answer::NoAnswer;
+                }
+                lost = Some(format!(
+                    "connection to broker {BROKER_ID} lost (scripted: Verdict::Disconnect)"
+                ));
+                None
+            }
             Verdict::Hold if !acks0 => {
                 st.held.push_back(Held {
                     engine: Arc::downgrade(engine),
                     batch: b,
                     arrivals,
                     sent_at: now,
+                    due: None,
                 });
                 return;
             }
@@ -485,6 +508,14 @@ impl Script {
             }
         };
         drop(st);
+        if let Some(why) = lost {
+            // The connection drops as the request arrives: the request and
+            // every other one of this producer in flight lose their
+            // answers, as on a dropped socket.
+            engine.retry_or_fail(b, now, ErrorKind::Timeout, &why, true);
+            self.drop_connections(Some(engine), false, &why);
+            return;
+        }
         if acks0 {
             // No response comes with acks=0: "sent, offset unknown",
             // whatever the broker did with it.
@@ -518,6 +549,13 @@ impl Script {
     pub(super) fn arrive(&self, engine: &Arc<Engine>, mut b: SealedBatch, now: Instant) {
         b.attempts += 1;
         b.owed.sent = true;
+        if lock(&self.state).network.is_cut(engine) {
+            // Sent on a connection that has just dropped: it never
+            // arrives.
+            let why = format!("connection to broker {BROKER_ID} lost");
+            engine.retry_or_fail(b, now, ErrorKind::Timeout, &why, true);
+            return;
+        }
         let records = match read_back(engine, &b) {
             Ok(records) => records,
             Err(why) => {
@@ -538,7 +576,7 @@ impl Script {
         let alike = verdicts.iter().all(|v| *v == first);
         if b.record_count == 1 || (alike && first != Verdict::Hold) {
             let end = start + verdicts.len();
-            return self.apply(engine, b, start..end, first, now);
+            return self.answer(engine, b, start..end, first, now);
         }
         self.apply_apart(engine, b, start, verdicts, now);
     }
@@ -593,6 +631,37 @@ impl Script {
         (start, verdicts, duplicate)
     }
 
+    /// Answers the batch that has just arrived with `verdict`: now, or,
+    /// with a latency set (`MockBroker::set_latency`), once it has passed
+    /// (in flight meanwhile, as a held request: timed out if
+    /// `request.timeout.ms` passes first, lost if the connection drops).
+    fn answer(
+        &self,
+        engine: &Arc<Engine>,
+        b: SealedBatch,
+        arrivals: Range<usize>,
+        verdict: Verdict,
+        now: Instant,
+    ) {
+        let acks0 = engine.config().acks.wire() == 0;
+        {
+            let mut st = lock(&self.state);
+            let latency = st.network.latency;
+            let answered = !matches!(verdict, Verdict::Hold | Verdict::Disconnect);
+            if !latency.is_zero() && !acks0 && answered {
+                st.held.push_back(Held {
+                    engine: Arc::downgrade(engine),
+                    batch: b,
+                    arrivals,
+                    sent_at: now,
+                    due: Some((now + latency, verdict)),
+                });
+                return;
+            }
+        }
+        self.apply(engine, b, arrivals, verdict, now);
+    }
+
     /// A batch whose records got different verdicts, or that is held:
     /// split into one batch per record, each answered by its own verdict.
     fn apply_apart(
@@ -609,7 +678,7 @@ impl Script {
             Ok(parts) => {
                 for (i, (mut p, v)) in parts.into_iter().zip(verdicts).enumerate() {
                     lock(&q.state).take_off(&mut p);
-                    self.apply(engine, p, start + i..start + i + 1, v, now);
+                    self.answer(engine, p, start + i..start + i + 1, v, now);
                 }
             }
             Err((b, why)) => {
@@ -625,91 +694,63 @@ impl Script {
         }
     }
 
-    /// How many of `engine`'s requests are held.
-    pub(super) fn held_by(&self, engine: &Arc<Engine>) -> usize {
-        let target = Arc::downgrade(engine);
-        lock(&self.state)
-            .held
-            .iter()
-            .filter(|h| h.engine.ptr_eq(&target))
-            .count()
-    }
-
-    /// Takes the oldest `n` held records out.
-    /// Takes out the `n` oldest held records, or the `n` newest (newest
-    /// first).
-    fn take_held(&self, n: usize, newest_first: bool) -> Vec<Held> {
-        let mut st = lock(&self.state);
-        let len = st.held.len();
-        let n = n.min(len);
-        if newest_first {
-            st.held.drain(len - n..).rev().collect()
-        } else {
-            st.held.drain(..n).collect()
-        }
-    }
-
-    /// Takes out the held records of `engine` that match `which`.
-    pub(super) fn take_held_of(
+    /// Drops the connection of `only` (`None`: of every producer): the
+    /// requests in flight on it lose their answers (written first, if
+    /// `written` and their verdict writes them) and go back to their
+    /// queues as after a lost socket (`Engine::retry_or_fail`, counted as
+    /// an attempt; reported `Timeout` once `retries` or
+    /// `delivery.timeout.ms` are used up); each producer's broker actor
+    /// then notices and reconnects (`network.rs`). Returns how many
+    /// requests were lost.
+    pub(crate) fn drop_connections(
         &self,
-        engine: &Arc<Engine>,
-        which: impl Fn(&Held) -> bool,
-    ) -> Vec<Held> {
-        let mut st = lock(&self.state);
-        let target = Arc::downgrade(engine);
-        let (mine, rest): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut st.held)
-            .into_iter()
-            .partition(|h| h.engine.ptr_eq(&target) && which(h));
-        st.held = rest;
-        mine.into_iter().collect()
-    }
-
-    /// Answers the oldest `n` held records with `verdict` (`Hold` holds
-    /// them again, at the back); returns how many there were.
-    pub(crate) fn release(&self, n: usize, verdict: Verdict, newest_first: bool) -> usize {
-        let held = self.take_held(n, newest_first);
-        let count = held.len();
-        let now = Instant::now();
-        for h in held {
-            match h.engine.upgrade() {
-                Some(engine) => {
-                    self.apply(&engine, h.batch, h.arrivals, verdict, now);
-                    // A retried batch, or a split's parts, wait in their
-                    // queue: drain again.
-                    engine.wake_all();
-                }
-                // The producer is gone: dropping the batch pays its
-                // reports Cancelled (`SealedBatch`'s drop, each record
-                // read back from the batch).
-                None => drop(h),
+        only: Option<&Arc<Engine>>,
+        written: bool,
+        why: &str,
+    ) -> usize {
+        let (engines, lost) = {
+            let mut st = lock(&self.state);
+            let engines: Vec<Arc<Engine>> = match only {
+                Some(e) => vec![e.clone()],
+                None => st.engines.iter().filter_map(Weak::upgrade).collect(),
+            };
+            for e in &engines {
+                st.network.cut(e);
             }
+            let targets: Vec<Weak<Engine>> = engines.iter().map(Arc::downgrade).collect();
+            let (lost, kept): (VecDeque<Held>, VecDeque<Held>) = std::mem::take(&mut st.held)
+                .into_iter()
+                .partition(|h| targets.iter().any(|t| t.ptr_eq(&h.engine)));
+            st.held = kept;
+            (engines, lost)
+        };
+        let now = Instant::now();
+        let count = lost.len();
+        for h in lost {
+            let Some(engine) = h.engine.upgrade() else {
+                continue;
+            };
+            let writes = matches!(
+                h.due,
+                None | Some((_, Verdict::Deliver | Verdict::LoseAnswer))
+            );
+            {
+                let mut st = lock(&self.state);
+                let txn_id = engine.txn().map(|t| t.id.as_str());
+                if !(written && writes)
+                    || Self::write(&mut st, &h.batch, h.arrivals.clone(), txn_id).is_err()
+                {
+                    for a in h.arrivals.clone() {
+                        st.history[a].answer = Answer::NoAnswer;
+                    }
+                }
+            }
+            engine.retry_or_fail(h.batch, now, ErrorKind::Timeout, why, true);
+        }
+        for e in engines {
+            e.wake_all();
         }
         count
-    }
-}
-
-impl Script {
-    /// Fails `engine`'s held requests `Cancelled`, as a connection actor's
-    /// in-flight batches are when `close_timeout` runs out or the last
-    /// handle is dropped.
-    pub(super) fn cancel_held(&self, engine: &Arc<Engine>) {
-        for h in self.take_held_of(engine, |_| true) {
-            self.mark(h.arrivals, Answer::NoAnswer);
-            engine.land_and_settle(
-                h.batch,
-                Outcome::Failed {
-                    kind: ErrorKind::Cancelled,
-                    message: "producer closed or dropped before the broker answered; the record may or may not have been written".into(),
-                },
-            );
-        }
-    }
-
-    pub(super) fn mark(&self, arrivals: Range<usize>, answer: Answer) {
-        let mut st = lock(&self.state);
-        for a in arrivals {
-            st.history[a].answer = answer;
-        }
     }
 }
 

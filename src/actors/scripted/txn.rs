@@ -27,7 +27,8 @@
 //! in place of its result, changing nothing, as a coordinator that is
 //! loading, moving or busy does.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::add_partitions_to_txn_response::{
@@ -45,6 +46,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
+use crate::clock::Instant;
 use crate::kafka_error::ResponseError;
 use crate::protocol::ApiKey;
 use crate::record::Topic;
@@ -72,6 +74,11 @@ struct Entry {
     open: Option<BTreeSet<(Topic, i32)>>,
     /// How the last transaction ended (`true`: committed).
     last_end: Option<bool>,
+    /// The producer's `transaction.timeout.ms` (its InitProducerId's).
+    timeout: Duration,
+    /// When the open transaction began at the coordinator (its first
+    /// partition added), as Kafka's `txnStartTimestamp`.
+    started: Option<Instant>,
 }
 
 /// The coordinator's state (inside the script's lock).
@@ -79,7 +86,10 @@ struct Entry {
 pub(crate) struct TxnCoordinator {
     /// Error codes the test scripted for the next requests, one each
     /// (`MockBroker::script_coordinator`).
-    pub(crate) faults: std::collections::VecDeque<i16>,
+    pub(crate) faults: VecDeque<i16>,
+    /// Error codes the test scripted for the next requests of one kind
+    /// (`MockBroker::script_request`), taken before `faults`.
+    pub(crate) faults_for: HashMap<ApiKey, VecDeque<i16>>,
     ids: HashMap<String, Entry>,
     /// History indexes of records written in each producer id's open
     /// transaction.
@@ -106,8 +116,13 @@ impl TxnCoordinator {
         mut request: Bytes,
     ) -> Result<Bytes, String> {
         let r = &mut request;
+        // Transactions open longer than their timeout are aborted first,
+        // as Kafka's coordinator aborts them on its own.
+        self.expire(broker, Instant::now(), false);
         // A scripted error answers the request instead, changing nothing.
-        let fault = self.faults.pop_front();
+        let own = self.faults_for.get_mut(&api).and_then(VecDeque::pop_front);
+        let general = own.is_none();
+        let fault = own.or_else(|| self.faults.pop_front());
         match api {
             ApiKey::FindCoordinator => self.find_coordinator(broker, r, version, fault),
             ApiKey::InitProducerId => self.init_producer_id(broker, r, version, fault),
@@ -119,8 +134,10 @@ impl TxnCoordinator {
             ApiKey::TxnOffsetCommit => self.txn_offset_commit(r, version, fault),
             // Not a coordinator request: a scripted error waits for one.
             api => {
-                if let Some(f) = fault {
-                    self.faults.push_front(f);
+                match fault {
+                    Some(f) if general => self.faults.push_front(f),
+                    Some(f) => self.faults_for.entry(api).or_default().push_front(f),
+                    None => {}
                 }
                 Err(format!(
                     "courier_kafka::testing::MockBroker does not answer {api:?} (version {version})"
@@ -179,7 +196,12 @@ impl TxnCoordinator {
                 let id = broker.fresh_producer_id();
                 InitProducerIdResponse::default().with_producer_id(ProducerId(id))
             }
-            Some(t) => match self.init(broker, t.0.as_str(), q.producer_id.0, q.producer_epoch) {
+            Some(t) => match self.init(
+                broker,
+                t.0.as_str(),
+                (q.producer_id.0, q.producer_epoch),
+                q.transaction_timeout_ms,
+            ) {
                 Ok((id, epoch)) => InitProducerIdResponse::default()
                     .with_producer_id(ProducerId(id))
                     .with_producer_epoch(epoch),
@@ -215,6 +237,9 @@ impl TxnCoordinator {
                     .ids
                     .get_mut(q.v3_and_below_transactional_id.0.as_str())
                     .expect("checked");
+                if e.open.is_none() {
+                    e.started = Some(Instant::now());
+                }
                 let open = e.open.get_or_insert_with(BTreeSet::new);
                 open.extend(t.partitions.iter().map(|p| (topic, *p)));
             }
@@ -332,10 +357,11 @@ impl TxnCoordinator {
         &mut self,
         broker: &mut impl Broker,
         t: &str,
-        producer_id: i64,
-        epoch: i16,
+        (producer_id, epoch): (i64, i16),
+        timeout_ms: i32,
     ) -> Result<(i64, i16), ResponseError> {
-        let Some(e) = self.ids.get(t) else {
+        let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+        let Some(e) = self.ids.get_mut(t) else {
             let id = broker.fresh_producer_id();
             self.ids.insert(
                 t.to_string(),
@@ -344,10 +370,13 @@ impl TxnCoordinator {
                     epoch: 0,
                     open: None,
                     last_end: None,
+                    timeout,
+                    started: None,
                 },
             );
             return Ok((id, 0));
         };
+        e.timeout = timeout;
         if producer_id >= 0 && (producer_id, epoch) != (e.producer_id, e.epoch) {
             return Err(if producer_id == e.producer_id && epoch < e.epoch {
                 ResponseError::ProducerFenced
@@ -402,10 +431,43 @@ impl TxnCoordinator {
         Ok(())
     }
 
+    /// Aborts every open transaction begun longer than its producer's
+    /// `transaction.timeout.ms` ago (`all`: every open one, whatever its
+    /// age: `MockBroker::expire_transactions`), as Kafka's coordinator
+    /// does: the abort bumps the epoch, so that the producer that left it
+    /// is fenced (its next EndTxn or AddPartitionsToTxn is answered
+    /// PRODUCER_FENCED, its next batch INVALID_PRODUCER_EPOCH). Returns
+    /// how many it aborted.
+    pub(crate) fn expire(&mut self, broker: &mut impl Broker, now: Instant, all: bool) -> usize {
+        let due: Vec<String> = self
+            .ids
+            .iter()
+            .filter(|(_, e)| {
+                e.open.is_some()
+                    && (all
+                        || e.started
+                            .is_some_and(|s| now.duration_since(s) >= e.timeout))
+            })
+            .map(|(t, _)| t.clone())
+            .collect();
+        for t in &due {
+            self.finish(broker, t, false);
+            let e = self.ids.get_mut(t).expect("known");
+            if e.epoch >= i16::MAX - 1 {
+                e.producer_id = broker.fresh_producer_id();
+                e.epoch = 0;
+            } else {
+                e.epoch += 1;
+            }
+        }
+        due.len()
+    }
+
     /// Ends `t`'s open transaction: its records committed or aborted.
     fn finish(&mut self, broker: &mut impl Broker, t: &str, commit: bool) {
         let e = self.ids.get_mut(t).expect("known");
         e.open = None;
+        e.started = None;
         e.last_end = Some(commit);
         let state = if commit {
             TxnState::Committed
@@ -421,17 +483,24 @@ impl TxnCoordinator {
         }
     }
 
-    /// Whether transactional id `t`'s producer `producer_id` may write
-    /// to `partition` of `topic` now: the partition is in its open
-    /// transaction.
+    /// Whether transactional id `t`'s producer `producer_id` at `epoch`
+    /// may write to `partition` of `topic` now: the partition is in its
+    /// open transaction. An older epoch (fenced by a newer producer, or
+    /// by the abort of a transaction that timed out) is
+    /// INVALID_PRODUCER_EPOCH, as Kafka's verification answers a Produce.
     pub(crate) fn admit(
         &mut self,
+        broker: &mut impl Broker,
         t: &str,
-        producer_id: i64,
+        (producer_id, epoch): (i64, i16),
         topic: Topic,
         partition: i32,
     ) -> Result<(), ResponseError> {
+        self.expire(broker, Instant::now(), false);
         match self.ids.get(t) {
+            Some(e) if e.producer_id == producer_id && epoch < e.epoch => {
+                Err(ResponseError::InvalidProducerEpoch)
+            }
             Some(e)
                 if e.producer_id == producer_id
                     && e.open

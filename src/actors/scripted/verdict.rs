@@ -3,6 +3,7 @@
 
 use super::txn::TxnState;
 use crate::kafka_error::BrokerError;
+use crate::protocol::ApiKey;
 use crate::record::Record;
 
 /// The scripted broker's id: it leads every partition.
@@ -41,6 +42,49 @@ pub enum Verdict {
     /// duplicate the broker recognises (`Answer::Duplicate`), any other's
     /// is written again.
     LoseAnswer,
+    /// The connection drops as the request arrives, as when a socket is
+    /// lost (a broker restarting, a load balancer's idle cut, a network
+    /// blip): the record is not written, and every other request of the
+    /// producer in flight loses its answer with it (held records too;
+    /// see `MockBroker::disconnect`). The producer takes its
+    /// lost-connection path: the requests go back to their queues (each
+    /// counted as an attempt), it reconnects after `reconnect.backoff.ms`
+    /// and sends them again, or reports `ErrorKind::Timeout` once
+    /// `retries` or `delivery.timeout.ms` are used up.
+    Disconnect,
+}
+
+/// A request other than Produce that the double answers, for scripting
+/// its errors ([`MockBroker::script_request`](crate::testing::MockBroker::script_request)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Request {
+    /// FindCoordinator: where a transactional producer's coordinator is.
+    FindCoordinator,
+    /// InitProducerId: an idempotent producer's id and epoch (and each
+    /// epoch bump), or a transactional producer's from its coordinator.
+    InitProducerId,
+    /// AddPartitionsToTxn: partitions join the open transaction.
+    AddPartitionsToTxn,
+    /// EndTxn: the transaction's commit or abort.
+    EndTxn,
+    /// AddOffsetsToTxn: a consumer group's offsets join the transaction.
+    AddOffsetsToTxn,
+    /// TxnOffsetCommit: the group's offsets, at its coordinator.
+    TxnOffsetCommit,
+}
+
+impl Request {
+    pub(crate) fn api(self) -> ApiKey {
+        match self {
+            Request::FindCoordinator => ApiKey::FindCoordinator,
+            Request::InitProducerId => ApiKey::InitProducerId,
+            Request::AddPartitionsToTxn => ApiKey::AddPartitionsToTxn,
+            Request::EndTxn => ApiKey::EndTxn,
+            Request::AddOffsetsToTxn => ApiKey::AddOffsetsToTxn,
+            Request::TxnOffsetCommit => ApiKey::TxnOffsetCommit,
+        }
+    }
 }
 
 /// What became of one arrival.

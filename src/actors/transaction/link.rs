@@ -151,6 +151,18 @@ impl Link {
         R::Response: Send + 'static,
     {
         if let Some(script) = &self.scripted {
+            // A slow double (`MockBroker::set_latency`) answers after its
+            // latency, or not before `request.timeout.ms`, as a broker.
+            let latency = script.latency();
+            if !latency.is_zero() {
+                let timeout = self.engine.config().request_timeout;
+                tokio::time::sleep(latency.min(timeout)).await;
+                if latency >= timeout {
+                    return Err(Step::Recoordinate(format!(
+                        "broker {node}: {api:?} request timed out"
+                    )));
+                }
+            }
             return script
                 .ask(api, max, build)
                 .map_err(|e| Step::Recoordinate(format!("broker {node}: {e}")));
