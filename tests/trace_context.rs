@@ -361,7 +361,7 @@ async fn a_refused_batch_ends_its_spans_with_the_error() {
             errors += 1;
             assert!(!description.is_empty());
             let kind = attr(s, "error.type").expect("error.type").as_str();
-            assert!(kind.contains("InvalidRecord"), "{kind}");
+            assert!(kind.contains("INVALID_RECORD"), "{kind}");
             assert_eq!(attr(s, "messaging.kafka.offset"), None);
         } else {
             assert!(attr(s, "messaging.kafka.offset").is_some());

@@ -87,6 +87,10 @@ pub(crate) enum FirstTry<'a> {
 }
 
 /// What a produce call carries from one try to the next.
+/// How many times a record waits for its topic's metadata, found each
+/// time and gone by its next try, before it fails `UnknownTopic`.
+const METADATA_ROUNDS: u8 = 3;
+
 #[derive(Default)]
 pub(crate) struct Resume {
     /// `buffer.memory` and `queue.buffering.max.messages` room reserved
@@ -94,8 +98,11 @@ pub(crate) struct Resume {
     pub reserved: Reserved,
     /// When the record was first accepted (its latency and create time).
     pub accepted: Option<Mono>,
-    /// The topic's metadata was waited for: missing now means unknown.
-    pub metadata_awaited: bool,
+    /// How often the topic's metadata was waited for and found. Missing
+    /// after that is a topic forgotten (idle for `metadata.max.idle.ms`)
+    /// between the wake and this record's try, on a loaded machine: it
+    /// waits again, and only after `METADATA_ROUNDS` waits is it unknown.
+    pub metadata_awaited: u8,
 }
 
 impl Resume {
@@ -334,7 +341,7 @@ impl Engine {
             }
         };
         let Some((tm, queues)) = tm else {
-            if resume.metadata_awaited {
+            if resume.metadata_awaited >= METADATA_ROUNDS {
                 let msg = format!("topic {:?} has no metadata", record.topic.as_str());
                 self.reject(record, reply, ErrorKind::UnknownTopic, msg, None);
                 return Enqueued::Reported;

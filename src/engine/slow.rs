@@ -68,7 +68,7 @@ impl Engine {
     ) -> Waited<'a> {
         match self.actors.ensure_topic(record.topic).await {
             Some(Ok(())) => {
-                resume.metadata_awaited = true;
+                resume.metadata_awaited += 1;
                 ControlFlow::Continue((record, reply))
             }
             Some(Err((kind, why))) => {

@@ -1396,12 +1396,22 @@ impl KafkaCluster {
             .set("log_level", "3")
             .create()
             .expect("create rdkafka client");
+        // A leader that just moved answers OFFSET_NOT_AVAILABLE until its
+        // high watermark catches up: asked again, for up to 60 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
         (0..partitions)
-            .map(|p| {
-                client
-                    .fetch_watermarks(topic, p, Duration::from_secs(30))
-                    .unwrap_or_else(|e| panic!("watermarks of {topic}/{p}: {e}"))
-                    .1
+            .map(|p| loop {
+                match client.fetch_watermarks(topic, p, Duration::from_secs(30)) {
+                    Ok((_, high)) => break high,
+                    Err(e)
+                        if e.rdkafka_error_code()
+                            == Some(rdkafka::types::RDKafkaErrorCode::OffsetNotAvailable)
+                            && std::time::Instant::now() < deadline =>
+                    {
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    Err(e) => panic!("watermarks of {topic}/{p}: {e}"),
+                }
             })
             .collect()
     }
