@@ -229,9 +229,9 @@ mod tests {
     /// and the code, also for a code Courier has no variant of.
     #[test]
     fn a_broker_error_prints_kafkas_name() {
-        let kind = ErrorKind::Broker(crate::BrokerError::MessageTooLarge);
+        let kind = ErrorKind::Broker(BrokerError::MessageTooLarge);
         assert_eq!(kind.to_string(), "broker error MESSAGE_TOO_LARGE (10)");
-        let other = ErrorKind::Broker(crate::BrokerError::Other(70));
+        let other = ErrorKind::Broker(BrokerError::Other(70));
         assert_eq!(
             other.to_string(),
             "broker error FETCH_SESSION_ID_NOT_FOUND (70)"
