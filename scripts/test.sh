@@ -27,7 +27,7 @@ fi
 # behaviour-changing `fault-injection` hooks and of the optional features
 # are the targets Cargo.toml gives `required-features`: a second build,
 # with these features, runs them (and the library's unit tests again).
-hooks="fault-injection,metrics,opentelemetry"
+hooks="fault-injection,metrics,opentelemetry,avro,protobuf"
 # Each stage's heading says how long the run has taken so far.
 stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
 mapfile -t hook_names < <(python3 - <<'PY'

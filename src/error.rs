@@ -12,6 +12,7 @@ use crate::producer::BlockingSendError;
 use crate::record::Record;
 use crate::report::{DeliveryError, ErrorKind};
 use crate::transaction::TransactionError;
+use crate::typed::{SerializeError, TypedError};
 
 /// Any error of a Courier call.
 ///
@@ -52,6 +53,20 @@ pub enum Error {
     /// A bounded flush or close ran out of time.
     #[error(transparent)]
     TimedOut(#[from] TimedOut),
+    /// A typed record's key or value could not be serialized
+    /// ([`typed`](crate::typed)); nothing was produced.
+    #[error(transparent)]
+    Serialize(#[from] SerializeError),
+}
+
+impl From<TypedError> for Error {
+    fn from(e: TypedError) -> Error {
+        match e {
+            TypedError::Serialize(e) => Error::Serialize(e),
+            TypedError::Produce(e) => Error::Produce(e),
+            TypedError::Delivery(e) => Error::Delivery(e),
+        }
+    }
 }
 
 impl Error {

@@ -41,3 +41,6 @@ pub mod migrating_from_rdkafka {}
 
 #[doc = include_str!("../docs/guide/contributing.md")]
 pub mod contributing {}
+
+#[doc = include_str!("../docs/guide/typed-records.md")]
+pub mod typed_records {}

@@ -110,6 +110,7 @@ pub mod stats;
 mod sync;
 pub mod testing;
 mod transaction;
+pub mod typed;
 
 pub use actors::msgs::Produce;
 pub use config::{Acks, ConfigError, ProducerConfig};

@@ -45,6 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("engine", &["engine/"]),
     ("actors", &["actors/"]),
     ("face", &["producer/", "bench_internals.rs"]),
+    ("typed", &["typed/"]),
     ("retry", &["retry/"]),
     ("testing", &["testing.rs"]),
     ("errors", &["error.rs"]),

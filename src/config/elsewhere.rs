@@ -324,7 +324,9 @@ pub(super) const LIBRDKAFKA: &[&str] = &[
 ];
 
 /// The schema registry serializers' settings, which Confluent Cloud's and
-/// other providers' `client.properties` carry beside the client's.
+/// other providers' `client.properties` carry beside the client's. The
+/// producer ignores them; `typed::SchemaRegistry::from_properties` (the
+/// `schema-registry` feature) reads them from the same properties.
 pub(super) const SERIALIZERS: &[&str] = &[
     "schema.registry.url",
     "basic.auth.credentials.source",
@@ -390,7 +392,13 @@ pub(super) fn hint(name: &str) -> Option<&'static str> {
             "delivery.report.only.error: subscribe with ReportMode::ErrorsOnly"
         }
         "key.serializer" | "value.serializer" => {
-            "key.serializer, value.serializer: records carry bytes (Record::key, Record::value)"
+            "key.serializer, value.serializer: records carry bytes (Record::key, Record::value); \
+             courier_kafka::typed serializes typed keys and values"
+        }
+        "schema.registry.url" => {
+            "schema.registry.url and the other schema registry settings: \
+             courier_kafka::typed::SchemaRegistry::from_properties reads them from the same \
+             properties (the schema-registry feature)"
         }
         _ => return None,
     })

@@ -9,6 +9,7 @@
 pub mod idp;
 pub mod kafka;
 pub mod paths;
+pub mod registry;
 
 use std::net::TcpListener;
 use std::path::PathBuf;
