@@ -1669,7 +1669,7 @@ async fn cli_topic_describe_delete_and_cluster_agree_with_kafkas_tools() {
     let again = courier_cli(&args);
     assert_eq!(again.status.code(), Some(1));
     assert!(
-        String::from_utf8_lossy(&again.stderr).contains("UnknownTopicOrPartition"),
+        String::from_utf8_lossy(&again.stderr).contains("UNKNOWN_TOPIC_OR_PARTITION"),
         "{}",
         String::from_utf8_lossy(&again.stderr)
     );
@@ -1677,7 +1677,7 @@ async fn cli_topic_describe_delete_and_cluster_agree_with_kafkas_tools() {
     loop {
         let missing = courier_cli(&["topic", "describe", "-b", &b, &topic]);
         let stderr = String::from_utf8_lossy(&missing.stderr);
-        if missing.status.code() == Some(1) && stderr.contains("UnknownTopicOrPartition") {
+        if missing.status.code() == Some(1) && stderr.contains("UNKNOWN_TOPIC_OR_PARTITION") {
             break;
         }
         assert!(

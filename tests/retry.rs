@@ -206,7 +206,7 @@ async fn errors_cleared_part_way_end_delivered_or_dead_lettered_once() {
         assert_eq!(h["courier.original.topic"], "payments");
         assert!(h.contains_key("courier.original.partition"));
         assert!(
-            h["courier.error"].contains("TopicAuthorizationFailed"),
+            h["courier.error"].contains("TOPIC_AUTHORIZATION_FAILED"),
             "{}",
             h["courier.error"]
         );

@@ -13,12 +13,12 @@
 //!   a subscription, an actor); `send` and `produce` are the short forms.
 //!   Serialization, registry look-ups included, happens before the record
 //!   reaches the producer: its produce path is the same as for bytes.
-//! - With the `schema-registry` feature, [`SchemaRegistry`] is a Confluent
+//! - With the `schema-registry` feature, `SchemaRegistry` is a Confluent
 //!   Schema Registry client (subject name strategies,
 //!   `auto.register.schemas` or `use.latest.version`, a cache), and
-//!   [`wire`] writes the framing (magic byte 0, the schema id, and for
-//!   Protobuf the message indexes). `avro` adds [`AvroSerializer`]
-//!   (apache-avro), `protobuf` adds [`ProtobufSerializer`] (prost).
+//!   `wire` writes the framing (magic byte 0, the schema id, and for
+//!   Protobuf the message indexes). `avro` adds `AvroSerializer`
+//!   (apache-avro), `protobuf` adds `ProtobufSerializer` (prost).
 //!
 //! The guide's page: [`crate::guide::typed_records`].
 //!
