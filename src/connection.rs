@@ -822,5 +822,6 @@ fn placeholder_versions() -> ApiVersions {
         offset_delete: None,
         delete_groups: None,
         delete_records: None,
+        transaction_feature: (-1, 0),
     }
 }

@@ -224,6 +224,23 @@ impl Idempotence {
         }
     }
 
+    /// Transaction version 2: EndTxn moved the producer from `from` to
+    /// `to` (a bumped epoch, or a new id once the epoch is used up).
+    /// Batches stamped from now on carry `to`, each partition's sequences
+    /// from 0 (`Accumulator::stamp`). Only from the current id and epoch.
+    pub fn advanced(&self, from: (i64, i16), to: (i64, i16)) {
+        let mut s = lock(&self.state);
+        if s.phase == Phase::Ready && (s.producer_id, s.epoch) == from {
+            tracing::debug!(
+                producer_id = to.0,
+                epoch = to.1,
+                "EndTxn bumped the producer epoch"
+            );
+            s.producer_id = to.0;
+            s.epoch = to.1;
+        }
+    }
+
     /// The broker lost our sequence state: stop sending and bump the epoch.
     pub fn needs_bump(&self, stamped_with: (i64, i16)) {
         let mut s = lock(&self.state);
@@ -285,6 +302,24 @@ mod tests {
             Some((7, 1)),
             "an error about the old epoch is stale"
         );
+    }
+
+    #[test]
+    fn an_end_txn_bump_moves_only_the_current_epoch() {
+        let i = idem();
+        let now = Instant::now();
+        let _ = i.begin_fetch(0, now);
+        i.fetched(Ok((7, 4)), now);
+        i.advanced((7, 3), (7, 9));
+        assert_eq!(i.ready(), Some((7, 4)), "from an older epoch: ignored");
+        i.advanced((7, 4), (7, 5));
+        assert_eq!(i.ready(), Some((7, 5)));
+        // The epoch used up: the coordinator gives a new id, epoch 0.
+        i.advanced((7, 5), (8, 0));
+        assert_eq!(i.ready(), Some((8, 0)));
+        i.needs_bump((8, 0));
+        i.advanced((8, 0), (8, 1));
+        assert_eq!(i.ready(), None, "not while a bump is due");
     }
 
     #[test]

@@ -277,6 +277,12 @@ pub fn classify(code: i16) -> Option<ErrorClass> {
         // Recoverable for an idempotent producer once it bumps its epoch
         // (KIP-360); the batch is then retried with fresh sequences.
         E::OutOfOrderSequenceNumber | E::UnknownProducerId => true,
+        // A Produce v12 (transaction version 2) that adds its partition to
+        // a transaction while the coordinator still completes the
+        // previous one: retriable in the Java client since 3.4, though not
+        // in the protocol's table (older versions get NOT_ENOUGH_REPLICAS
+        // in its place).
+        E::ConcurrentTransactions => true,
         e => e.is_retriable(),
     };
     Some(ErrorClass {

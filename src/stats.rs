@@ -93,6 +93,12 @@ pub struct StatsSnapshot {
     /// Delivery latency histogram: `(upper bound, count)` per bucket, for
     /// every record with a report.
     pub delivery_latency: Vec<(Duration, u64)>,
+    /// A transactional producer's transaction protocol (KIP-890): `Some(2)`
+    /// when the cluster has finalized `transaction.version` 2 (partitions
+    /// join implicitly, every EndTxn bumps the epoch), `Some(1)` otherwise;
+    /// `None` for a producer without `transactional.id`, or before it has
+    /// its producer id.
+    pub transaction_version: Option<u8>,
 }
 
 impl StatsSnapshot {
@@ -151,6 +157,7 @@ impl Stats {
                 .enumerate()
                 .map(|(i, n)| (Duration::from_micros(1u64 << i), n.load(Ordering::Relaxed)))
                 .collect(),
+            transaction_version: None,
         }
     }
 

@@ -31,18 +31,30 @@
 //!
 //! Records are taken only while a transaction is open: the `gate` flag is
 //! checked under each partition lock (as `closed` is), so no record slips
-//! into a batch after `commit` or `abort` closed it. A partition's batches
-//! are sent only once the coordinator has added the partition to the
-//! transaction (AddPartitionsToTxn): `QueueState::txn_added` holds the
-//! transaction `generation` it was added in.
+//! into a batch after `commit` or `abort` closed it. `QueueState::txn_added`
+//! holds the transaction `generation` a partition joined in.
 //!
-//! Courier speaks the first transaction protocol (KIP-98; "transaction
-//! version 1"): Produce up to v11, AddPartitionsToTxn up to v3, EndTxn up to
-//! v4, as the Java client does when a cluster has not enabled version 2
-//! (KIP-890).
+//! Two transaction protocols (`TransactionVersion`), chosen as the Java
+//! client chooses, from the cluster's finalized `transaction.version`
+//! (`features_seen`, from every connection's ApiVersions answer): when the
+//! producer gets its id, and again at the end of every transaction
+//! (`refresh_version`; a switch from version 1 to 2 bumps the epoch once,
+//! so no partition added under the old protocol counts as added under the
+//! new one).
+//! - Version 1 (KIP-98): a partition's batches are sent only once the
+//!   coordinator has added the partition (AddPartitionsToTxn); Produce up
+//!   to v11, EndTxn up to v4, TxnOffsetCommit up to v3 after
+//!   AddOffsetsToTxn.
+//! - Version 2 (KIP-890): Produce v12 adds the partition itself (the
+//!   partition's leader asks the coordinator), so the first batch of a
+//!   partition goes at once and the transaction counts as started
+//!   (`joined`); TxnOffsetCommit v5 adds the group's offsets without
+//!   AddOffsetsToTxn; EndTxn v5 bumps the epoch and answers with the new
+//!   id and epoch, which the next transaction uses.
 //!
 //! # References
-//! - KIP-98 (transactions), KIP-447 (group metadata in TxnOffsetCommit)
+//! - KIP-98 (transactions), KIP-447 (group metadata in TxnOffsetCommit),
+//!   KIP-890 (transaction version 2)
 //! - Java: `TransactionManager`
 
 use std::collections::BTreeSet;
@@ -50,6 +62,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::protocol::versions::TransactionVersion;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -201,6 +214,12 @@ struct Inner {
     /// `close` told transactional reports this transaction is aborted
     /// (`left_at_close`): its commit must never be sent now.
     declared_aborted: bool,
+    /// The cluster's finalized features, the newest any connection has
+    /// seen: their epoch and the `transaction.version` level.
+    cluster_feature: (i64, i16),
+    /// The protocol transactions use (`None` until the producer has its
+    /// id): fixed from the start of a transaction to its end.
+    version: Option<TransactionVersion>,
 }
 
 /// How an abort ends its transaction (Java's `beginAbort`).
@@ -279,6 +298,8 @@ impl Transactions {
                 skip_end_txn: false,
                 ids_lost: 0,
                 declared_aborted: false,
+                cluster_feature: (-1, 0),
+                version: None,
             }),
         }
     }
@@ -324,12 +345,65 @@ impl Transactions {
     /// The generation whose partitions may be sent: `None` when nothing
     /// may be sent at all (no transaction, or the producer is fenced).
     pub fn sendable(&self) -> Option<u64> {
+        self.sendable_as().map(|(generation, _)| generation)
+    }
+
+    /// [`sendable`](Self::sendable), with the protocol the transaction
+    /// speaks.
+    pub fn sendable_as(&self) -> Option<(u64, TransactionVersion)> {
         let i = lock(&self.inner);
         match i.phase {
             Phase::Open | Phase::Committing | Phase::Abortable | Phase::Aborting => {
-                Some(i.generation)
+                Some((i.generation, i.version.unwrap_or(TransactionVersion::V1)))
             }
             Phase::Idle | Phase::Fatal => None,
+        }
+    }
+
+    /// A connection's ApiVersions answer gave the cluster's finalized
+    /// features `(epoch, transaction.version level)`: kept when newer than
+    /// what another connection gave.
+    pub fn features_seen(&self, feature: (i64, i16)) {
+        let mut i = lock(&self.inner);
+        if feature.0 > i.cluster_feature.0 {
+            i.cluster_feature = feature;
+        }
+    }
+
+    /// Chooses the protocol from the newest finalized features seen (the
+    /// Java client's `maybeUpdateTransactionV2Enabled`): when the producer
+    /// gets its id (`on_init`), and at the end of every transaction.
+    /// Returns true when transactions move from version 1 to version 2
+    /// between two transactions: the epoch is then bumped once, so that
+    /// nothing of the old protocol's state carries over.
+    pub fn refresh_version(&self, on_init: bool) -> bool {
+        let mut i = lock(&self.inner);
+        let chosen = TransactionVersion::for_level(i.cluster_feature.1);
+        let before = i.version.replace(chosen);
+        if before != Some(chosen) {
+            tracing::debug!(
+                transactional_id = %self.id,
+                transaction_version = chosen.number(),
+                features_epoch = i.cluster_feature.0,
+                "transactions use transaction version {}",
+                chosen.number()
+            );
+        }
+        !on_init && before == Some(TransactionVersion::V1) && chosen == TransactionVersion::V2
+    }
+
+    /// The protocol transactions use, once the producer has its id.
+    pub fn version(&self) -> Option<TransactionVersion> {
+        lock(&self.inner).version
+    }
+
+    /// Transaction version 2: a batch of transaction `generation` was sent
+    /// under `id` to a partition that joins the transaction with it, so
+    /// the coordinator knows of the transaction (EndTxn is needed).
+    pub fn joined(&self, generation: u64, id: (i64, i16)) {
+        let mut i = lock(&self.inner);
+        if i.generation == generation {
+            i.started_under.get_or_insert(id);
         }
     }
 

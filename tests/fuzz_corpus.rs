@@ -49,6 +49,7 @@ const AGREED: ApiVersions = ApiVersions {
     offset_delete: None,
     delete_groups: None,
     delete_records: None,
+    transaction_feature: (-1, 0),
 };
 
 fn topic(name: &'static str) -> TopicName {

@@ -5,8 +5,15 @@
 //! `transaction.timeout.ms`; the transaction coordinator killed
 //! mid-transaction.
 //!
-//! The fault test kills a broker, so it takes the cluster for itself
-//! (`CLUSTER.write()`); the others share it (`CLUSTER.read()`).
+//! Two clusters: one formatted as Kafka 4.1 formats by default, with
+//! `transaction.version` 2 (KIP-890: Produce v12 adds partitions, EndTxn
+//! bumps the epoch), where every test runs; and one formatted with
+//! `transaction.version=1`, where commit and abort, fencing, the
+//! coordinator kill, the exactly-once example's kill loop and the epoch
+//! check run again (the `_v1` tests).
+//!
+//! A fault test kills a broker, so it takes its cluster for itself
+//! (`write()` on the cluster's lock); the others share it (`read()`).
 
 mod support;
 
@@ -19,9 +26,38 @@ use support::kafka::KafkaCluster;
 use support::{read_until_quiet, ReadRecord};
 
 static CLUSTER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+static CLUSTER_V1: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// One of the two clusters, with the lock its tests take.
+#[derive(Clone, Copy)]
+struct Cluster {
+    kafka: fn() -> &'static KafkaCluster,
+    lock: &'static tokio::sync::RwLock<()>,
+    /// The `transaction.version` it was formatted with.
+    version: u8,
+}
+
+/// Kafka 4.1's default format: transaction version 2.
+const V2: Cluster = Cluster {
+    kafka,
+    lock: &CLUSTER,
+    version: 2,
+};
+
+/// Formatted with `transaction.version=1`.
+const V1: Cluster = Cluster {
+    kafka: kafka_v1,
+    lock: &CLUSTER_V1,
+    version: 1,
+};
 
 fn kafka() -> &'static KafkaCluster {
     KafkaCluster::shared_with_controller(3)
+}
+
+fn kafka_v1() -> &'static KafkaCluster {
+    static ONE: std::sync::OnceLock<KafkaCluster> = std::sync::OnceLock::new();
+    ONE.get_or_init(|| KafkaCluster::start_with_controller_features(3, &["transaction.version=1"]))
 }
 
 fn unique(name: &str) -> String {
@@ -53,6 +89,96 @@ fn value_of(r: &DeliveryReport) -> String {
     support::tagged_value(r)
 }
 
+/// The producer epoch the transaction coordinator holds for `id`, as
+/// Kafka's own `kafka-transactions describe` prints it.
+fn coordinator_epoch(kafka: &KafkaCluster, id: &str) -> i32 {
+    let out = kafka.run(
+        "org.apache.kafka.tools.TransactionsCommand",
+        &[
+            "--bootstrap-server",
+            &kafka.bootstrap(),
+            "describe",
+            "--transactional-id",
+            id,
+        ],
+    );
+    let mut lines = out.lines().filter(|l| !l.trim().is_empty());
+    let header: Vec<&str> = lines
+        .find(|l| l.contains("ProducerEpoch"))
+        .unwrap_or_else(|| panic!("no header in:\n{out}"))
+        .split_whitespace()
+        .collect();
+    let row: Vec<&str> = lines.next().expect("a row").split_whitespace().collect();
+    let at = header.iter().position(|h| *h == "ProducerEpoch").unwrap();
+    row[at]
+        .parse()
+        .unwrap_or_else(|_| panic!("an epoch in:\n{out}"))
+}
+
+/// Transaction version 2 bumps the producer epoch at the end of every
+/// transaction (EndTxn v5), committed or aborted, and the next
+/// transaction's records go under the new epoch (or the broker would
+/// refuse them: a late write of a finished transaction is what the bump
+/// fences); version 1 keeps one epoch. Kafka's TransactionsCommand reads
+/// the coordinator's epoch before and after three transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_transaction_ends_with_an_epoch_bump_under_version_2() {
+    epoch_per_transaction(V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_epoch_serves_every_transaction_under_version_1() {
+    epoch_per_transaction(V1).await
+}
+
+async fn epoch_per_transaction(cluster: Cluster) {
+    let _shared = cluster.lock.read().await;
+    let kafka = (cluster.kafka)();
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("txn-epochs");
+    kafka.create_topic(&topic, 3, 3, &[]).await;
+    let id = unique("txn-epochs");
+    let p = transactional(kafka, &id).build().unwrap();
+    // The first transaction waits for the producer id; the epoch is read
+    // once the coordinator has a transaction of this id.
+    p.begin_transaction().unwrap();
+    p.send(Record::to(topic.as_str()).value("t0"))
+        .await
+        .unwrap();
+    let before = coordinator_epoch(kafka, &id);
+    p.commit_transaction().await.unwrap();
+    for (n, commit) in [(1, false), (2, true)] {
+        p.begin_transaction().unwrap();
+        for i in 0..30 {
+            p.send(Record::to(topic.as_str()).value(format!("t{n}-{i}")))
+                .await
+                .unwrap();
+        }
+        if commit {
+            p.commit_transaction().await.unwrap();
+        } else {
+            p.abort_transaction().await.unwrap();
+        }
+    }
+    assert_eq!(p.stats().transaction_version, Some(cluster.version));
+    p.close().await;
+    let after = coordinator_epoch(kafka, &id);
+    let bumps = if cluster.version == 2 { 3 } else { 0 };
+    assert_eq!(
+        after - before,
+        bumps,
+        "epoch bumps over three transactions under transaction version {}",
+        cluster.version
+    );
+    let mut got = values(kafka, &topic, 3, "read_committed");
+    got.sort();
+    let mut want: Vec<String> = std::iter::once("t0".to_string())
+        .chain((0..30).map(|i| format!("t2-{i}")))
+        .collect();
+    want.sort();
+    assert_eq!(got, want, "the committed transactions, once");
+}
+
 /// Three transactions, the middle one aborted, interleaved with a plain
 /// producer's records on the same topic, through `send`, a subscription
 /// and fire-and-forget. A read_committed reader sees the committed
@@ -62,8 +188,17 @@ fn value_of(r: &DeliveryReport) -> String {
 /// `Aborted`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn committed_records_are_seen_once_and_aborted_ones_never() {
-    let _shared = CLUSTER.read().await;
-    let kafka = kafka();
+    committed_and_aborted(V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_records_are_seen_once_and_aborted_ones_never_v1() {
+    committed_and_aborted(V1).await
+}
+
+async fn committed_and_aborted(cluster: Cluster) {
+    let _shared = cluster.lock.read().await;
+    let kafka = (cluster.kafka)();
     let _logs = kafka.logs_on_panic();
     let topic = unique("txn-commit-abort");
     kafka.create_topic(&topic, 3, 3, &[]).await;
@@ -114,6 +249,12 @@ async fn committed_records_are_seen_once_and_aborted_ones_never() {
     assert_eq!(e.kind, ErrorKind::Aborted, "{e}");
     assert!(e.message.contains("begin_transaction"), "{e}");
 
+    assert_eq!(
+        txn.stats().transaction_version,
+        Some(cluster.version),
+        "the transaction protocol the cluster runs"
+    );
+
     // 3: fire and forget, committed; more plain records meanwhile.
     txn.begin_transaction().unwrap();
     for i in 0..100 {
@@ -156,8 +297,17 @@ async fn committed_records_are_seen_once_and_aborted_ones_never() {
 /// EndTxn is answered PRODUCER_FENCED, which is fatal. The second commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_producer_with_the_same_id_fences_the_older() {
-    let _shared = CLUSTER.read().await;
-    let kafka = kafka();
+    fencing(V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_newer_producer_with_the_same_id_fences_the_older_v1() {
+    fencing(V1).await
+}
+
+async fn fencing(cluster: Cluster) {
+    let _shared = cluster.lock.read().await;
+    let kafka = (cluster.kafka)();
     let _logs = kafka.logs_on_panic();
     let topic = unique("txn-fence");
     kafka.create_topic(&topic, 3, 3, &[]).await;
@@ -240,8 +390,17 @@ async fn a_transaction_past_its_timeout_is_aborted_and_says_so() {
 /// none of it. Then the broker comes back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_coordinator_killed_mid_transaction_leaves_all_or_nothing() {
-    let _alone = CLUSTER.write().await;
-    let kafka = kafka();
+    coordinator_killed(V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_coordinator_killed_mid_transaction_leaves_all_or_nothing_v1() {
+    coordinator_killed(V1).await
+}
+
+async fn coordinator_killed(cluster: Cluster) {
+    let _alone = cluster.lock.write().await;
+    let kafka = (cluster.kafka)();
     let _logs = kafka.logs_on_panic();
     let topic = unique("txn-coordinator");
     kafka.create_topic(&topic, 3, 3, &[]).await;
@@ -312,10 +471,19 @@ fn example(name: &str) -> std::path::PathBuf {
 /// record's transform exactly once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn consume_transform_produce_survives_kills_exactly_once() {
+    exactly_once_kill_loop(V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consume_transform_produce_survives_kills_exactly_once_v1() {
+    exactly_once_kill_loop(V1).await
+}
+
+async fn exactly_once_kill_loop(cluster: Cluster) {
     use std::process::{Command, Stdio};
     const N: usize = 5000;
-    let _shared = CLUSTER.read().await;
-    let kafka = kafka();
+    let _shared = cluster.lock.read().await;
+    let kafka = (cluster.kafka)();
     let _logs = kafka.logs_on_panic();
     let (input, output) = (unique("eos-in"), unique("eos-out"));
     kafka.create_topic(&input, 3, 3, &[]).await;

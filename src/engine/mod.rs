@@ -626,6 +626,8 @@ impl Engine {
     pub(crate) fn stats_snapshot(&self) -> StatsSnapshot {
         let buffered = self.config.buffer_memory - self.acc.pool.available_permits();
         let produced = self.rejected.load(Ordering::Relaxed) + self.acc.appended();
-        self.stats.snapshot(produced, buffered)
+        let mut snapshot = self.stats.snapshot(produced, buffered);
+        snapshot.transaction_version = self.txn().and_then(|t| t.version()).map(|v| v.number());
+        snapshot
     }
 }

@@ -68,11 +68,13 @@ pub const SUPPORTED: &[Supported] = &[
         min: 0,
         max: 2,
     },
-    // Transactions, in the first transaction protocol (KIP-98; Kafka's
-    // "transaction version 1"): FindCoordinator v4 looks up a list of
-    // keys; AddPartitionsToTxn stops at v3 (v4 and later are for brokers),
-    // EndTxn at v4 and TxnOffsetCommit at v3 (the next versions belong to
-    // transaction version 2, KIP-890); AddOffsetsToTxn at v3.
+    // Transactions: FindCoordinator v4 looks up a list of keys;
+    // AddPartitionsToTxn stops at v3 (v4 and later are for brokers),
+    // AddOffsetsToTxn at v3. EndTxn v5 and TxnOffsetCommit v5 (and Produce
+    // v12) belong to transaction version 2 (KIP-890): they are used only
+    // when the cluster has finalized `transaction.version` 2, and capped
+    // at EndTxn v4, TxnOffsetCommit v3 and Produce v11 otherwise
+    // (`TransactionVersion::caps`).
     Supported {
         api: ApiKey::FindCoordinator,
         min: 1,
@@ -91,12 +93,12 @@ pub const SUPPORTED: &[Supported] = &[
     Supported {
         api: ApiKey::EndTxn,
         min: 0,
-        max: 4,
+        max: 5,
     },
     Supported {
         api: ApiKey::TxnOffsetCommit,
         min: 0,
-        max: 3,
+        max: 5,
     },
     // Admin (`admin.rs`), the ranges kafka-protocol implements: DeleteTopics
     // v6 names topics in `topics` (by name or id), v1 to v5 in
@@ -188,10 +190,108 @@ pub const SUPPORTED: &[Supported] = &[
     },
 ];
 
-/// The newest Produce version a transactional producer sends: v12 and
-/// later tell the broker to use transaction version 2 (KIP-890), in which
-/// partitions join a transaction implicitly; Courier adds them explicitly.
-pub const TRANSACTIONAL_PRODUCE_MAX: i16 = 11;
+/// The transaction protocol a transactional producer speaks (KIP-890).
+///
+/// Version 1 is KIP-98's: each partition joins a transaction through
+/// AddPartitionsToTxn, a group's offsets through AddOffsetsToTxn, and the
+/// epoch stays the same from one transaction to the next. Version 2 (the
+/// default of clusters formatted by Kafka 4.0 and later) lets Produce v12
+/// add a partition implicitly and TxnOffsetCommit v5 add a group's offsets,
+/// and EndTxn v5 bumps the producer epoch at the end of every transaction
+/// (its answer carries the new id and epoch), so a late write of a
+/// finished transaction is refused. The cluster says which it runs in
+/// ApiVersions' finalized features (`transaction.version`).
+///
+/// # References
+/// - KIP-890: <https://cwiki.apache.org/confluence/display/KAFKA/KIP-890%3A+Transactions+Server-Side+Defense>
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransactionVersion {
+    /// KIP-98's protocol: explicit AddPartitionsToTxn, one epoch for many
+    /// transactions.
+    V1,
+    /// KIP-890 part 2: implicit adds, an epoch bump at every EndTxn.
+    V2,
+}
+
+/// The newest versions of the transactional requests under one
+/// transaction protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransactionCaps {
+    /// Produce (a transactional producer's).
+    pub produce: i16,
+    /// EndTxn.
+    pub end_txn: i16,
+    /// TxnOffsetCommit.
+    pub txn_offset_commit: i16,
+}
+
+impl TransactionVersion {
+    /// The protocol for a cluster whose finalized `transaction.version`
+    /// is `level` (0 when the cluster does not list the feature).
+    pub fn for_level(level: i16) -> TransactionVersion {
+        if level >= 2 {
+            TransactionVersion::V2
+        } else {
+            TransactionVersion::V1
+        }
+    }
+
+    /// The version number, as Kafka's `transaction.version` feature names it.
+    pub fn number(self) -> u8 {
+        match self {
+            TransactionVersion::V1 => 1,
+            TransactionVersion::V2 => 2,
+        }
+    }
+
+    /// The request versions this protocol caps at: Produce v12, EndTxn v5
+    /// and TxnOffsetCommit v5 ask the broker for version 2 (partitions
+    /// join implicitly, EndTxn bumps the epoch); version 1 stays below
+    /// them, as the Java client does when the cluster has not enabled
+    /// version 2.
+    pub fn caps(self) -> TransactionCaps {
+        match self {
+            TransactionVersion::V1 => TransactionCaps {
+                produce: 11,
+                end_txn: 4,
+                txn_offset_commit: 3,
+            },
+            TransactionVersion::V2 => TransactionCaps {
+                produce: 12,
+                end_txn: 5,
+                txn_offset_commit: 5,
+            },
+        }
+    }
+}
+
+/// The cluster's finalized features as one broker's ApiVersions answer
+/// gives them (v3 and later, KIP-584): the features' epoch (newer answers
+/// have higher epochs; -1 when the answer has none) and the
+/// `transaction.version` level (0 when not listed).
+///
+/// ```
+/// use courier_kafka::protocol::messages::ApiVersionsResponse;
+/// use courier_kafka::protocol::messages::api_versions_response::FinalizedFeatureKey;
+/// use courier_kafka::protocol::versions::finalized_transaction_version;
+///
+/// let mut resp = ApiVersionsResponse::default();
+/// assert_eq!(finalized_transaction_version(&resp), (-1, 0));
+/// let mut f = FinalizedFeatureKey::default();
+/// f.name = "transaction.version".into();
+/// f.max_version_level = 2;
+/// resp.finalized_features.push(f);
+/// resp.finalized_features_epoch = 7;
+/// assert_eq!(finalized_transaction_version(&resp), (7, 2));
+/// ```
+pub fn finalized_transaction_version(resp: &ApiVersionsResponse) -> (i64, i16) {
+    let level = resp
+        .finalized_features
+        .iter()
+        .find(|f| f.name.as_str() == "transaction.version")
+        .map_or(0, |f| f.max_version_level);
+    (resp.finalized_features_epoch, level)
+}
 
 /// The range Courier implements for `api`, if it uses that API at all.
 pub fn supported(api: ApiKey) -> Option<Supported> {
@@ -257,6 +357,10 @@ pub struct ApiVersions {
     pub delete_groups: Option<i16>,
     /// DeleteRecords version (`None`: not offered).
     pub delete_records: Option<i16>,
+    /// The cluster's finalized features as this broker last knew them:
+    /// their epoch and the `transaction.version` level
+    /// ([`finalized_transaction_version`]).
+    pub transaction_feature: (i64, i16),
 }
 
 impl ApiVersions {
@@ -358,6 +462,7 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         offset_delete: pick(resp, ApiKey::OffsetDelete).ok().flatten(),
         delete_groups: pick(resp, ApiKey::DeleteGroups).ok().flatten(),
         delete_records: pick(resp, ApiKey::DeleteRecords).ok().flatten(),
+        transaction_feature: finalized_transaction_version(resp),
     })
 }
 

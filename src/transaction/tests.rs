@@ -239,3 +239,47 @@ fn partitions_are_added_once_per_generation() {
     txn.added(g, &parts, (7, 0));
     assert_eq!(txn.wanted().1, vec![p]);
 }
+
+#[test]
+fn the_protocol_follows_the_newest_finalized_features() {
+    let txn = t();
+    assert_eq!(txn.version(), None, "chosen when the producer has its id");
+    // A broker without the feature, then one with version 2 at a newer
+    // features epoch, then a stale answer (an older epoch) saying 1.
+    txn.features_seen((-1, 0));
+    assert!(!txn.refresh_version(true));
+    assert_eq!(txn.version(), Some(TransactionVersion::V1));
+    txn.features_seen((12, 2));
+    txn.features_seen((11, 1));
+    txn.begin(0, 0).unwrap();
+    assert_eq!(
+        txn.sendable_as(),
+        Some((1, TransactionVersion::V1)),
+        "a transaction keeps the protocol it began with"
+    );
+    // The end of the transaction moves to version 2, with an epoch bump.
+    assert!(
+        txn.refresh_version(false),
+        "1 to 2 between transactions bumps"
+    );
+    txn.finish(1, true);
+    txn.begin(0, 0).unwrap();
+    assert_eq!(txn.sendable_as(), Some((2, TransactionVersion::V2)));
+    assert!(!txn.refresh_version(false), "staying on 2: no bump");
+    // A downgrade (an older level at a newer epoch) goes back without one.
+    txn.features_seen((13, 1));
+    assert!(!txn.refresh_version(false));
+    assert_eq!(txn.version(), Some(TransactionVersion::V1));
+}
+
+#[test]
+fn under_version_2_a_sent_batch_starts_the_transaction() {
+    let txn = t();
+    txn.begin(0, 0).unwrap();
+    assert_eq!(txn.started_under(), None);
+    txn.joined(7, (3, 0));
+    assert_eq!(txn.started_under(), None, "another transaction's batch");
+    txn.joined(1, (3, 0));
+    txn.joined(1, (3, 1));
+    assert_eq!(txn.started_under(), Some((3, 0)), "the first batch's stamp");
+}

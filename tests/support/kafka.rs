@@ -537,11 +537,30 @@ impl KafkaCluster {
         advertised: Option<u16>,
         secured: bool,
     ) -> KafkaCluster {
+        Self::start_formatted(n, dedicated_controller, advertised, secured, &[])
+    }
+
+    /// [`start_with_controller`](Self::start_with_controller)`(n)` with
+    /// the storage formatted with these feature levels
+    /// (`kafka-storage format --feature name=level`), say
+    /// `transaction.version=1` for a cluster that runs the first
+    /// transaction protocol (Kafka 4.x formats with 2).
+    pub fn start_with_controller_features(n: usize, features: &[&str]) -> KafkaCluster {
+        Self::start_formatted(n, true, None, false, features)
+    }
+
+    fn start_formatted(
+        n: usize,
+        dedicated_controller: bool,
+        advertised: Option<u16>,
+        secured: bool,
+        features: &[&str],
+    ) -> KafkaCluster {
         assert!(n == 1 || n == 3, "KafkaCluster::start({n}): 1 or 3 brokers");
         libs_dir(); // fails early, naming the install script
         for attempt in 1..=3 {
             let started = Instant::now();
-            let cluster = Self::create(n, dedicated_controller, advertised, secured);
+            let cluster = Self::create(n, dedicated_controller, advertised, secured, features);
             let all = cluster.broker_ids();
             match cluster.wait_until(|c| c.registered_brokers() == all) {
                 Ok(()) => {
@@ -594,6 +613,7 @@ impl KafkaCluster {
         dedicated_controller: bool,
         advertised: Option<u16>,
         secured: bool,
+        features: &[&str],
     ) -> KafkaCluster {
         let dir = new_cluster_dir();
         let secured = secured.then(|| {
@@ -694,7 +714,7 @@ impl KafkaCluster {
             controller,
             secured,
         };
-        cluster.format_storage();
+        cluster.format_storage(features);
         for b in cluster.nodes() {
             b.spawn(&cluster.dir.join("log4j2.xml"));
         }
@@ -707,8 +727,9 @@ impl KafkaCluster {
     }
 
     /// `kafka-storage format` for every broker, in parallel, with one new
-    /// cluster id.
-    fn format_storage(&self) {
+    /// cluster id and these feature levels (`--feature`) beside the
+    /// release's defaults.
+    fn format_storage(&self, features: &[&str]) {
         let cluster_id = new_cluster_id();
         let tools = self.dir.join("tools-log4j2.xml");
         let children: Vec<Child> = self
@@ -717,6 +738,9 @@ impl KafkaCluster {
                 let mut cmd = java(TOOL_JVM, &tools, "kafka.tools.StorageTool");
                 cmd.args(["format", "--cluster-id", &cluster_id, "--config"])
                     .arg(b.config_path());
+                for f in features {
+                    cmd.arg("--feature").arg(f);
+                }
                 if self.secured.is_some() {
                     for (user, password) in [SASL_USER, LIMITED_USER, UNTRUSTED_USER, ADMIN_USER] {
                         for mechanism in ["SCRAM-SHA-256", "SCRAM-SHA-512"] {

@@ -108,6 +108,11 @@ impl BrokerConnection {
         };
         let reader = ctx.spawn(read.into_actor(self));
         tracing::debug!(broker = self.node_id, addr = %self.addr, ?versions, "connected");
+        // The cluster's finalized `transaction.version`, which decides the
+        // transaction protocol (`Transactions::refresh_version`).
+        if let Some(t) = self.engine.txn() {
+            t.features_seen(versions.transaction_feature);
+        }
         self.state = ConnState::Connected {
             tx,
             reader,

@@ -20,7 +20,7 @@ use crate::batching::queue::PartitionQueue;
 use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
-use crate::protocol::versions::{ApiVersions, TRANSACTIONAL_PRODUCE_MAX};
+use crate::protocol::versions::{ApiVersions, TransactionVersion};
 use crate::record::Topic;
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -35,6 +35,8 @@ struct DrainGates {
     idem: Option<(i64, i16)>,
     /// The open transaction (transactional).
     txn_generation: Option<u64>,
+    /// The transaction protocol it speaks (transactional).
+    txn_version: TransactionVersion,
     /// Linger is over for every batch.
     flushing: bool,
     /// `max.in.flight.requests.per.connection` is 1.
@@ -46,6 +48,9 @@ struct DrainGates {
 struct DrainNotes {
     /// Partitions with batches that the open transaction lacks.
     wanted: Vec<(Topic, i32)>,
+    /// Transaction version 2: a partition joined the transaction with a
+    /// batch of this drain (Produce v12 adds it).
+    joined: bool,
     /// When the first batch not due yet is (a backoff, a linger).
     next_wake: Option<Instant>,
 }
@@ -133,10 +138,18 @@ impl BrokerConnection {
                 break;
             }
             let version = match gates.txn_generation {
-                Some(_) => gates.versions.produce.min(TRANSACTIONAL_PRODUCE_MAX),
+                Some(_) => gates.versions.produce.min(gates.txn_version.caps().produce),
                 None => gates.versions.produce,
             };
             self.send_produce(batches, &gates.tx, version);
+        }
+        if let (Some(t), Some(g), Some(id), true) = (
+            &engine.txn(),
+            gates.txn_generation,
+            gates.idem,
+            notes.joined,
+        ) {
+            t.joined(g, id);
         }
         if let (Some(t), false) = (&engine.txn(), notes.wanted.is_empty()) {
             if t.want(notes.wanted) {
@@ -197,9 +210,12 @@ impl BrokerConnection {
         // Transactional: nothing is sent outside a transaction (or once
         // fenced), and only partitions the coordinator has added to the
         // current one (`take_batch`).
-        let txn_generation = match &engine.txn() {
-            None => None,
-            Some(t) => Some(t.sendable()?),
+        let (txn_generation, txn_version) = match &engine.txn() {
+            None => (None, TransactionVersion::V1),
+            Some(t) => {
+                let (generation, version) = t.sendable_as()?;
+                (Some(generation), version)
+            }
         };
         let cfg = engine.config();
         Some(DrainGates {
@@ -207,6 +223,7 @@ impl BrokerConnection {
             versions,
             idem,
             txn_generation,
+            txn_version,
             flushing: engine.linger_over(self.in_flight_len() == 0),
             // With one request in flight, order must hold across
             // connections too: a partition with a batch in flight anywhere
@@ -263,7 +280,8 @@ impl BrokerConnection {
         if gates.idem.is_some_and(|id| qi.awaits_confirmation(id)) {
             return None;
         }
-        if gates.txn_generation.is_some_and(|g| qi.txn_added != g) {
+        let joins = gates.txn_generation.filter(|g| qi.txn_added != *g);
+        if joins.is_some() && gates.txn_version == TransactionVersion::V1 {
             if !qi.ready.is_empty() || qi.open.is_some() {
                 notes.wanted.push((q.topic, q.partition));
             }
@@ -308,6 +326,12 @@ impl BrokerConnection {
         if let Some(id) = gates.idem {
             let transactional = gates.txn_generation.is_some();
             engine.acc().stamp(&mut qi, &mut b, id, transactional);
+        }
+        // Transaction version 2: this batch's Produce v12 adds its
+        // partition to the transaction.
+        if let Some(g) = joins {
+            qi.txn_added = g;
+            notes.joined = true;
         }
         qi.take_off(&mut b);
         Some(b)

@@ -25,6 +25,7 @@ use crate::clock::backoff;
 use crate::engine::Engine;
 use crate::idempotence::FetchError;
 use crate::kafka_error::{classify, BrokerError, ResponseError};
+use crate::protocol::versions::TransactionVersion;
 use crate::protocol::ApiKey;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -364,7 +365,14 @@ impl Link {
             // while the bump is pending), so it stays whole. (A bump that
             // found a transaction open would abort it there; `end_txn`
             // still checks the epoch it began under.)
-            Ok(()) => Ok((resp.producer_id.0, resp.producer_epoch)),
+            Ok(()) => {
+                // A fresh id (not a bump): choose the transaction protocol
+                // from the cluster's features, as Java's initTransactions.
+                if bump_from.is_none() {
+                    self.txn().refresh_version(true);
+                }
+                Ok((resp.producer_id.0, resp.producer_epoch))
+            }
             // Fenced (a newer instance holds the id) or refused: the
             // producer is done, and must not ask for a fresh id, which
             // would fence its successor.
@@ -560,8 +568,22 @@ impl Link {
         let result = match if plan.end_txn {
             self.end_txn(commit).await
         } else {
-            Ok(())
+            Ok(None)
         } {
+            // Transaction version 2: EndTxn bumped the epoch (or, with the
+            // epoch used up, gave a new id). The next transaction is
+            // stamped with it, every partition's sequences from 0; no
+            // InitProducerId bump is needed after an abort.
+            Ok(Some(next)) => {
+                if let (Some(idem), Some(started)) =
+                    (self.engine.idem(), self.txn().started_under())
+                {
+                    idem.advanced(started, next);
+                }
+                plan.bump = false;
+                Ok(())
+            }
+            Ok(None) => Ok(()),
             // EndTxn(abort) answered that the coordinator no longer knows
             // the producer id: there is no transaction of it to abort
             // there; the bump gets the producer going again.
@@ -578,9 +600,15 @@ impl Link {
                 self.txn().commit_refused(generation);
                 Err(e)
             }
-            other => other,
+            Err(e) => Err(e),
         };
         if result.is_ok() {
+            // The cluster moved to transaction version 2: the next
+            // transaction speaks it, under a new epoch (Java's
+            // `clientSideEpochBumpRequired` on the upgrade).
+            if self.txn().refresh_version(false) {
+                plan.bump = true;
+            }
             // The bump goes after EndTxn and before the transaction counts
             // as ended, so no record of the next one is stamped with the
             // old epoch; the supervisor drives it (`drive_idempotence`).
@@ -595,9 +623,11 @@ impl Link {
     }
 
     /// EndTxn for the open transaction, when the coordinator knows of it.
-    async fn end_txn(&self, commit: bool) -> Result<(), TransactionError> {
+    /// Under transaction version 2 (EndTxn v5), the id and epoch the
+    /// coordinator bumped to.
+    async fn end_txn(&self, commit: bool) -> Result<Option<(i64, i16)>, TransactionError> {
         let Some(started) = self.txn().started_under() else {
-            return Ok(()); // nothing was added: nothing to end
+            return Ok(None); // nothing was added: nothing to end
         };
         let current = self.engine.idem().and_then(|i| i.ready());
         if current != Some(started) {
@@ -613,9 +643,10 @@ impl Link {
                     message,
                 })
             } else {
-                Ok(())
+                Ok(None)
             };
         }
+        let cap = self.version().caps().end_txn;
         let what = if commit {
             "EndTxn(commit)"
         } else {
@@ -624,8 +655,8 @@ impl Link {
         self.retrying(what, || async {
             let coordinator = self.txn_coordinator().await?;
             let txn_id = TransactionalId(StrBytes::from_string(self.txn().id.clone()));
-            let (_, resp) = self
-                .ask(coordinator, ApiKey::EndTxn, 4, move |_| {
+            let (version, resp) = self
+                .ask(coordinator, ApiKey::EndTxn, cap, move |_| {
                     EndTxnRequest::default()
                         .with_transactional_id(txn_id)
                         .with_producer_id(ProducerId(started.0))
@@ -633,13 +664,25 @@ impl Link {
                         .with_committed(commit)
                 })
                 .await?;
-            step_for(resp.error_code, what)
+            step_for(resp.error_code, what)?;
+            // v5 and later (transaction version 2): the epoch the
+            // coordinator bumped to; -1 from an older coordinator.
+            Ok((version >= 5 && resp.producer_id.0 >= 0)
+                .then_some((resp.producer_id.0, resp.producer_epoch)))
         })
         .await
     }
 
+    /// The transaction protocol in use (version 1 until the producer has
+    /// its id).
+    fn version(&self) -> TransactionVersion {
+        self.txn().version().unwrap_or(TransactionVersion::V1)
+    }
+
     /// AddOffsetsToTxn at the transaction coordinator, then TxnOffsetCommit
-    /// at the group's coordinator.
+    /// at the group's coordinator; under transaction version 2,
+    /// TxnOffsetCommit v5 alone (the group's coordinator adds the offsets
+    /// to the transaction).
     pub(super) async fn send_offsets(
         &self,
         offsets: Vec<(Topic, i32, i64)>,
@@ -652,9 +695,13 @@ impl Link {
                 "the transaction is no longer open".into(),
             ));
         }
-        self.add_offsets_to_txn(id, &group).await?;
+        let version = self.version();
+        if version == TransactionVersion::V1 {
+            self.add_offsets_to_txn(id, &group).await?;
+        }
         self.txn().offsets_added(id);
-        self.commit_offsets(id, offsets, &group).await
+        self.commit_offsets(id, offsets, &group, version.caps().txn_offset_commit)
+            .await
     }
 
     /// AddOffsetsToTxn: the group's offsets join the transaction, at the
@@ -689,6 +736,7 @@ impl Link {
         id: (i64, i16),
         offsets: Vec<(Topic, i32, i64)>,
         group: &GroupMetadata,
+        cap: i16,
     ) -> Result<(), TransactionError> {
         let txn_id = self.txn().id.clone();
         let found: std::cell::Cell<Option<i32>> = std::cell::Cell::new(None);
@@ -707,7 +755,7 @@ impl Link {
                     }
                 };
                 let result = self
-                    .ask(coordinator, ApiKey::TxnOffsetCommit, 3, move |_| {
+                    .ask(coordinator, ApiKey::TxnOffsetCommit, cap, move |_| {
                         TxnOffsetCommitRequest::default()
                             .with_transactional_id(TransactionalId(StrBytes::from_string(txn_id)))
                             .with_group_id(GroupId(StrBytes::from_string(group.group_id)))
