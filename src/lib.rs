@@ -90,6 +90,7 @@ mod engine;
 mod error;
 pub mod guide;
 mod idempotence;
+pub mod interceptor;
 // The producer's own table of error codes (classify) and the protocol
 // crate's ResponseError: internals. Users match on BrokerError.
 mod kafka_error;
@@ -117,6 +118,7 @@ pub use config::{Acks, ConfigError, ProducerConfig};
 pub use delivery::subscription::{ReportBatch, ReportStream};
 pub use engine::error::{BatchRejected, ProduceError, TimedOut};
 pub use error::Error;
+pub use interceptor::ProducerInterceptor;
 pub use kafka_error::BrokerError;
 pub use metric_handles::names as metric_names;
 pub use producer::{

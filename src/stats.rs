@@ -2,6 +2,7 @@
 //! batch (counts added in one step), never per record. The same places
 //! feed the `metrics` facade (`metric_handles`, the `metrics` feature).
 
+use crate::interceptor::Interceptors;
 use crate::metric_handles::Metrics;
 use crate::sync::lock;
 use std::collections::HashMap;
@@ -27,6 +28,10 @@ pub(crate) struct Stats {
     /// The same counts, published (a no-op without the `metrics` feature,
     /// or when made by `Default`).
     pub metrics: Metrics,
+    /// The producer's interceptors: `route` and `route_one` show them
+    /// every report (they travel with the counters because every report
+    /// path already carries these).
+    pub interceptors: Interceptors,
     /// A planted bug, for showing that the fault simulation's invariants
     /// catch one (`Producer::plant_lost_reports`): this many batches
     /// settled from now on each lose one owed report without a trace.

@@ -863,6 +863,143 @@ async fn every_report_path_on_kafka() {
         .await;
 }
 
+/// Where a report said its record went, or why it failed.
+type Outcome = Result<(i32, Option<i64>), ErrorKind>;
+
+/// Stamps each record with a `lineage` header naming its tag (replacing
+/// one already there), and keeps, by tag, every report `on_report` saw.
+#[derive(Default)]
+struct Lineage {
+    seen: std::sync::Mutex<HashMap<u64, Vec<Outcome>>>,
+}
+
+impl courier_kafka::ProducerInterceptor for Lineage {
+    fn on_send(&self, record: &Record) -> Option<Record> {
+        let mut r = record.clone();
+        r.headers.retain(|h| h.key != "lineage");
+        Some(r.header("lineage", record.opaque.to_string()))
+    }
+
+    fn on_report(&self, report: &DeliveryReport) {
+        let outcome = match report {
+            DeliveryReport::Delivered(d) => Ok((d.partition, d.offset)),
+            DeliveryReport::Failed(e) => Err(e.kind),
+        };
+        let mut seen = self.seen.lock().unwrap();
+        seen.entry(report.opaque()).or_default().push(outcome);
+    }
+}
+
+/// Panics in `on_send` for every 25th record (and marks the others with a
+/// `flaky` header), and in `on_report` for the record after each of those.
+struct Flaky;
+
+impl courier_kafka::ProducerInterceptor for Flaky {
+    fn on_send(&self, record: &Record) -> Option<Record> {
+        assert!(record.opaque % 25 != 0, "planted on_send panic");
+        Some(record.clone().header("flaky", "yes"))
+    }
+
+    fn on_report(&self, report: &DeliveryReport) {
+        assert!(report.opaque() % 25 != 1, "planted on_report panic");
+    }
+}
+
+/// Producer interceptors on Apache Kafka, through every report path
+/// (`support::paths::every_report_path`: `send`, a subscription, an actor,
+/// fire and forget) plus the blocking `send_blocking` and a record the
+/// broker refuses MESSAGE_TOO_LARGE, sent and fire-and-forget: the rdkafka
+/// consumer finds each record with the headers `on_send` added (none from
+/// an interceptor that panicked for it, and every path's checks still
+/// hold: nothing lost, nothing doubled), and `on_report` saw each record
+/// exactly once, at the partition and offset where the reader found it,
+/// or with the broker's error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interceptors_change_records_and_see_every_report_once_on_kafka() {
+    const PARTITIONS: i32 = 3;
+    const N: usize = 100;
+    let kafka = KafkaCluster::shared(1);
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("intercepted");
+    let small = unique("intercepted-small");
+    kafka.create_topic(&topic, PARTITIONS, 1, &[]).await;
+    kafka
+        .create_topic(&small, 1, 1, &[("max.message.bytes", "2000")])
+        .await;
+    let lineage = std::sync::Arc::new(Lineage::default());
+    let producer = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .set("linger.ms", "5")
+        .interceptor(Flaky)
+        .interceptor(lineage.clone())
+        .build()
+        .unwrap();
+    // Refused by the broker: one report each, the broker's error.
+    let big = |tag: u64| {
+        Record::to(small.as_str())
+            .value("x".repeat(5000))
+            .opaque(tag)
+    };
+    let e = producer.send(big(1 << 40)).await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Broker(BrokerError::MessageTooLarge));
+    producer.produce(big(2 << 40)).await.unwrap();
+    let blocking = producer.clone();
+    let small_topic = small.clone();
+    let d = tokio::task::spawn_blocking(move || {
+        let r = Record::to(small_topic.as_str())
+            .value("blocking")
+            .opaque(3 << 40);
+        blocking
+            .send_blocking(r, Duration::from_secs(60))
+            .map_err(|e| e.to_string())
+    })
+    .await
+    .unwrap()
+    .expect("delivered");
+    producer.flush().await;
+
+    let mut log = Vec::new();
+    support::paths::every_report_path(producer, &topic, N, || {
+        log = kafka.read_log(&topic, PARTITIONS);
+        log.clone()
+    })
+    .await;
+
+    let seen = lineage.seen.lock().unwrap().clone();
+    let failed = Err(ErrorKind::Broker(BrokerError::MessageTooLarge));
+    assert_eq!(seen[&(1 << 40)], [failed]);
+    assert_eq!(seen[&(2 << 40)], [failed]);
+    assert_eq!(seen[&(3 << 40)], [Ok((d.partition, d.offset))]);
+    let small_log = kafka.read_log(&small, 1);
+    assert_eq!(small_log.len(), 1, "only the blocking record");
+    let header = |r: &support::ReadRecord, key: &str| {
+        r.headers
+            .iter()
+            .find(|(k, _)| k == key)
+            .and_then(|(_, v)| v.clone())
+            .map(|v| String::from_utf8(v).unwrap())
+    };
+    assert_eq!(
+        header(&small_log[0], "lineage").as_deref(),
+        Some("3298534883328")
+    );
+    assert_eq!(log.len(), 4 * N);
+    for r in log.iter().chain(&small_log) {
+        let tag: u64 = header(r, "lineage")
+            .expect("on_send's header, read back by rdkafka")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            seen.get(&tag).map(Vec::as_slice),
+            Some(&[Ok((r.partition, Some(r.offset)))][..]),
+            "on_report saw {tag:#x} once, where the reader found it"
+        );
+        let flaky = header(r, "flaky");
+        assert_eq!(flaky.is_none(), tag % 25 == 0, "{tag:#x}: {flaky:?}");
+    }
+    assert_eq!(seen.len(), 4 * N + 3, "no report of anything else");
+}
+
 /// A topic deleted and re-created with fewer partitions (6, then 4) while
 /// records wait for it: those placed on partitions 4 and 5, which no
 /// longer exist, fail at once with `UnknownPartition` (the new topic id

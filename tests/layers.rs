@@ -34,6 +34,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "transaction.rs",
             "transaction/",
             "partitioner.rs",
+            "interceptor.rs",
         ],
     ),
     (

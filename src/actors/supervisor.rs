@@ -595,33 +595,38 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
 impl Handler<Produce> for ProducerSupervisor {
     type Result = ();
     fn handle(&mut self, msg: Produce, _: &mut Context<Self>) {
-        let Produce { record, reply_to } = msg;
+        let Produce {
+            mut record,
+            reply_to,
+        } = msg;
+        self.engine.on_send(&mut record);
         // A record refused here gets its failure report from here, and is
         // counted failed as every other failure is, so a transaction does
         // not commit past it (`Transactions::check_commit` reads the count;
         // Java's `send` makes the transaction abortable on such an error
         // too). Not `NoTransaction`: that record belongs to no transaction
         // (one arriving while a commit runs must not make it abortable).
-        let fail =
-            |e: ProduceError, to: &Recipient<DeliveryReport>, stats: &crate::stats::Stats| {
-                if !matches!(e, ProduceError::NoTransaction(_)) {
-                    stats.failed.fetch_add(1, Ordering::Relaxed);
-                }
-                let message = e.to_string();
-                let kind = match e {
-                    ProduceError::Closed(_) => ErrorKind::Cancelled,
-                    ProduceError::QueueFull(_) => ErrorKind::QueueFull,
-                    ProduceError::NoTransaction(_) => ErrorKind::Aborted,
-                    _ => ErrorKind::Timeout,
-                };
-                to.do_send(DeliveryReport::Failed(DeliveryError {
+        let fail = |e: ProduceError, to: &Recipient<DeliveryReport>, engine: &Engine| {
+            if !matches!(e, ProduceError::NoTransaction(_)) {
+                engine.stats().failed.fetch_add(1, Ordering::Relaxed);
+            }
+            let message = e.to_string();
+            let kind = match e {
+                ProduceError::Closed(_) => ErrorKind::Cancelled,
+                ProduceError::QueueFull(_) => ErrorKind::QueueFull,
+                ProduceError::NoTransaction(_) => ErrorKind::Aborted,
+                _ => ErrorKind::Timeout,
+            };
+            to.do_send(DeliveryReport::Failed(engine.refusal_report(
+                DeliveryError {
                     kind,
                     message,
                     partition: None,
                     attempts: 0,
                     record: Box::new(e.into_record()),
-                }));
-            };
+                },
+            )));
+        };
         // Most records are taken here at once, with no task.
         let slow = match self.engine.enqueue_now(
             record,
@@ -630,7 +635,7 @@ impl Handler<Produce> for ProducerSupervisor {
             &mut Resume::default(),
         ) {
             Enqueued::Appended(_) | Enqueued::Reported => return,
-            Enqueued::Refused(e) => return fail(e, &reply_to, self.engine.stats()),
+            Enqueued::Refused(e) => return fail(e, &reply_to, &self.engine),
             Enqueued::Wait(slow) => slow,
         };
         // It must wait (for metadata, buffer.memory or room under
@@ -658,7 +663,7 @@ impl Handler<Produce> for ProducerSupervisor {
             return fail(
                 ProduceError::QueueFull(Box::new(slow.into_record())),
                 &reply_to,
-                self.engine.stats(),
+                &self.engine,
             );
         }
         let engine = self.engine.clone();
@@ -671,7 +676,7 @@ impl Handler<Produce> for ProducerSupervisor {
             waiting.fetch_sub(bytes, Ordering::AcqRel);
             waiting_records.fetch_sub(1, Ordering::AcqRel);
             if let Err(e) = r {
-                fail(e, &reply_to, engine.stats());
+                fail(e, &reply_to, &engine);
             }
         });
     }

@@ -352,9 +352,13 @@ pub(super) fn known_elsewhere(name: &str) -> bool {
 pub(super) fn refusal(name: &str, value: &str) -> Option<String> {
     let v = value.trim();
     let reason = match name {
-        "interceptor.classes" | "interceptors" | "plugin.library.paths" if !v.is_empty() => {
-            "Java classes and C plug-ins cannot load into Courier; the producer's reports and \
-             tracing are the hooks it has"
+        "interceptor.classes" | "interceptors" if !v.is_empty() => {
+            "Java classes and C plug-ins cannot load into Courier; implement \
+             courier_kafka::ProducerInterceptor and add it with ProducerBuilder::interceptor"
+        }
+        "plugin.library.paths" if !v.is_empty() => {
+            "C plug-ins cannot load into Courier; the producer's reports, interceptors \
+             (ProducerBuilder::interceptor) and tracing are the hooks it has"
         }
         "partitioner.class"
             if !v.is_empty()

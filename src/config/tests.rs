@@ -297,7 +297,11 @@ fn other_clients_settings_are_ignored_refused_or_unknown() {
         ]
     );
     for (k, v, why) in [
-        ("interceptor.classes", "com.example.Audit", "cannot load"),
+        (
+            "interceptor.classes",
+            "com.example.Audit",
+            "ProducerBuilder::interceptor",
+        ),
         (
             "partitioner.class",
             "org.apache.kafka.clients.producer.RoundRobinPartitioner",

@@ -30,6 +30,9 @@ pub(crate) enum OwedTo {
     Subscription(u32),
     /// An actor (`Produce { reply_to }`, `produce_to`).
     Actor(Recipient<DeliveryReport>),
+    /// Nobody: a fire-and-forget record of a producer with interceptors,
+    /// owed only so that they see its report.
+    Nobody,
 }
 
 /// A record waiting for its report. Fire-and-forget records have none.

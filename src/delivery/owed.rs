@@ -32,6 +32,10 @@ pub(crate) enum ReplyTo<'s> {
     Subscription(&'s Arc<SubscriptionShared>, u32),
     /// An actor (`Produce { reply_to }`).
     Actor(Recipient<DeliveryReport>),
+    /// Nobody: a fire-and-forget record of a producer with interceptors,
+    /// which see its report (`Engine::intercept`); without interceptors a
+    /// fire-and-forget record has no `ReplyTo` at all.
+    Nobody,
     /// A record with a produce span (feature `opentelemetry`), and where
     /// its report goes (`None`: fire-and-forget).
     #[cfg(feature = "opentelemetry")]
@@ -57,6 +61,7 @@ impl ReplyTo<'_> {
             }
             ReplyTo::Actor(r) => r.do_send(report),
             ReplyTo::Subscription(s, weight) => s.deliver(vec![(report, weight)]),
+            ReplyTo::Nobody => {}
             #[cfg(feature = "opentelemetry")]
             ReplyTo::Traced(t) => {
                 let TracedReply { reply, span } = *t;
@@ -175,6 +180,7 @@ impl Owed {
                 }
                 OwedTo::Actor(r) => r.do_send(report),
                 OwedTo::Subscription(i) => per_sub[i as usize].push((report, weight)),
+                OwedTo::Nobody => {}
             }
         }
         for (s, reports) in self.subscribers.iter().zip(per_sub) {
@@ -244,6 +250,7 @@ impl Owed {
         let (to, sub, weight) = match reply {
             ReplyTo::Oneshot(tx) => (OwedTo::Oneshot(tx), None, 0),
             ReplyTo::Actor(r) => (OwedTo::Actor(r), None, 0),
+            ReplyTo::Nobody => (OwedTo::Nobody, None, 0),
             ReplyTo::Subscription(s, weight) => {
                 let i = match self.subscribers.iter().rposition(|x| Arc::ptr_eq(x, s)) {
                     Some(i) => i,

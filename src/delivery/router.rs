@@ -69,6 +69,11 @@ pub(crate) fn route(
     let mut shares: Vec<Share> = subscribers.iter().map(|_| Share::default()).collect();
     let takes = |i: usize| !delivered || subscribers[i].wants_successes();
     let permits = count_latencies_and_permits(&chunks, &settled, stats, topic);
+    // Interceptors see every report first (one check per batch when there
+    // are none), as Java calls `onAcknowledgement` before the callback.
+    if stats.interceptors.is_set() {
+        show_interceptors(&chunks, &settled, stats);
+    }
     for (chunk, permits) in chunks.into_iter().zip(permits) {
         if let Some(i) = chunk.sole {
             let i = i as usize;
@@ -161,6 +166,19 @@ fn count_latencies_and_permits(
     permits
 }
 
+/// Every report of a batch to the producer's interceptors, each once
+/// (fire-and-forget records too: with interceptors they owe a report to
+/// `OwedTo::Nobody`). The reports are built here for them and again for
+/// their targets, so only a producer with interceptors pays this.
+#[cold]
+#[inline(never)]
+fn show_interceptors(chunks: &[Chunk], settled: &Settlement, stats: &Stats) {
+    let mut last = None;
+    for p in chunks.iter().flat_map(|c| &c.entries) {
+        stats.interceptors.on_report(&settled.report(p, &mut last));
+    }
+}
+
 /// A chunk of mixed targets: `send` and actor targets are answered now;
 /// each of the `subscribers` gets its entries back, with their permits.
 fn answer_direct_and_split(
@@ -183,9 +201,11 @@ fn answer_direct_and_split(
                         let _ = tx.send(report);
                     }
                     OwedTo::Actor(r) => r.do_send(report),
-                    OwedTo::Subscription(_) => unreachable!("matched above"),
+                    OwedTo::Subscription(_) | OwedTo::Nobody => unreachable!("matched above"),
                 }
             }
+            // Owed only for the interceptors, which have seen it.
+            OwedTo::Nobody => {}
         }
     }
     split
@@ -215,6 +235,9 @@ fn lose_a_planted_report(owed: &mut Owed, stats: &Stats) {
 /// Reports for records that never reached a batch (rejected before
 /// appending): one report, straight to its target.
 pub(crate) fn route_one(report: DeliveryReport, reply: ReplyTo, stats: &Stats) {
+    if stats.interceptors.is_set() {
+        stats.interceptors.on_report(&report);
+    }
     if report.is_delivered() {
         stats.delivered.fetch_add(1, Ordering::Relaxed);
     } else {

@@ -215,6 +215,63 @@ impl<'s> Slow<'s> {
 }
 
 impl Engine {
+    /// What a produce call does first with a record it is given: the
+    /// interceptors' `on_send`, once, before anything else looks at it.
+    /// One branch when the producer has none (in place, so that the
+    /// record is not moved then).
+    #[inline(always)]
+    pub(crate) fn on_send(&self, record: &mut Record) {
+        if self.stats.interceptors.is_set() {
+            self.intercept(record);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn intercept(&self, record: &mut Record) {
+        let taken = std::mem::replace(record, Record::to(record.topic));
+        *record = self.stats.interceptors.on_send(taken);
+    }
+
+    /// [`on_send`](Self::on_send) for every record of a batch call.
+    pub(crate) fn on_send_all(&self, records: &mut [Record]) {
+        if self.stats.interceptors.is_set() {
+            records.iter_mut().for_each(|r| self.intercept(r));
+        }
+    }
+
+    /// Where a fire-and-forget record's report goes: nowhere (`None`: it
+    /// owes none), or, for a producer with interceptors, to
+    /// `ReplyTo::Nobody`, so that they see it.
+    #[inline(always)]
+    pub(crate) fn unanswered<'s>(&self) -> Option<ReplyTo<'s>> {
+        if self.stats.interceptors.is_set() {
+            Some(ReplyTo::Nobody)
+        } else {
+            None
+        }
+    }
+
+    /// Whether the producer has interceptors.
+    pub(crate) fn intercepts(&self) -> bool {
+        self.stats.interceptors.is_set()
+    }
+
+    /// A refusal that Courier hands to its caller as a failure report (the
+    /// `Err` of `send`, an actor's report for a refused `Produce`): the
+    /// interceptors see it first, as they see every report.
+    pub(crate) fn refusal_report(&self, error: DeliveryError) -> DeliveryError {
+        if !self.stats.interceptors.is_set() {
+            return error;
+        }
+        let report = DeliveryReport::Failed(error);
+        self.stats.interceptors.on_report(&report);
+        match report {
+            DeliveryReport::Failed(e) => e,
+            DeliveryReport::Delivered(_) => unreachable!("made failed above"),
+        }
+    }
+
     pub(super) fn reject(
         &self,
         record: Record,

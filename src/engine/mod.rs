@@ -298,12 +298,14 @@ impl Engine {
 
     /// The engine for a validated `config`, driving `actors` (whose
     /// actors are started after this, with the returned `Arc`).
-    /// `partitioner`: a custom one, or `None` for the default.
+    /// `partitioner`: a custom one, or `None` for the default;
+    /// `interceptors`: the builder's, in order.
     pub(crate) fn new(
         config: ProducerConfig,
         partitioner: Option<Box<dyn Partitioner>>,
         actors: Arc<dyn ActorTree>,
         security: Option<Arc<crate::security::Security>>,
+        interceptors: crate::interceptor::Interceptors,
     ) -> Arc<Engine> {
         let c = config;
         let client_id = StrBytes::from_string(c.client_id.clone());
@@ -337,7 +339,8 @@ impl Engine {
         if let Some(t) = &txn {
             acc.set_transaction_gate(t.gate.clone());
         }
-        let stats = Stats::new(&c.client_id);
+        let mut stats = Stats::new(&c.client_id);
+        stats.interceptors = interceptors;
         acc.set_metrics(stats.metrics.clone());
         Arc::new(Engine {
             acc,

@@ -9,6 +9,7 @@ use crate::actors::scripted::{Script, ScriptedTree};
 use crate::actors::supervisor::ProducerSupervisor;
 use crate::config::{Acks, ConfigError, ProducerConfig};
 use crate::engine::Engine;
+use crate::interceptor::{Interceptors, ProducerInterceptor};
 use crate::partitioner::Partitioner;
 use crate::producer::handle::Producer;
 use crate::protocol::record_batch::Compression;
@@ -21,6 +22,7 @@ impl Producer {
             error: None,
             partitioner: None,
             tokens: None,
+            interceptors: Vec::new(),
             #[cfg(feature = "fault-injection")]
             tick: None,
         }
@@ -47,6 +49,7 @@ pub struct ProducerBuilder {
     error: Option<ConfigError>,
     partitioner: Option<Box<dyn Partitioner>>,
     tokens: Option<Arc<dyn crate::security::TokenProvider>>,
+    interceptors: Vec<Arc<dyn ProducerInterceptor>>,
     #[cfg(feature = "fault-injection")]
     tick: Option<Duration>,
 }
@@ -118,6 +121,40 @@ impl ProducerBuilder {
         self
     }
 
+    /// Adds a [`ProducerInterceptor`] (Java's `interceptor.classes`): its
+    /// `on_send` sees each record as a produce call takes it and may
+    /// replace it; its `on_report` sees every report, fire-and-forget
+    /// records' included. Several run in the order they were added. An
+    /// `Arc` of an interceptor is one too, so the application can keep a
+    /// handle on it. See [`crate::interceptor`] for where each runs and how
+    /// this differs from Java.
+    ///
+    /// ```
+    /// use std::sync::atomic::{AtomicU64, Ordering};
+    /// use std::sync::Arc;
+    /// use courier_kafka::{DeliveryReport, Producer, ProducerInterceptor};
+    ///
+    /// #[derive(Default)]
+    /// struct Failures(AtomicU64);
+    /// impl ProducerInterceptor for Failures {
+    ///     fn on_report(&self, report: &DeliveryReport) {
+    ///         if !report.is_delivered() {
+    ///             self.0.fetch_add(1, Ordering::Relaxed);
+    ///         }
+    ///     }
+    /// }
+    ///
+    /// let failures = Arc::new(Failures::default());
+    /// let builder = Producer::builder()
+    ///     .bootstrap("127.0.0.1:9092")
+    ///     .interceptor(failures.clone());
+    /// # drop(builder);
+    /// ```
+    pub fn interceptor(mut self, interceptor: impl ProducerInterceptor) -> Self {
+        self.interceptors.push(Arc::new(interceptor));
+        self
+    }
+
     /// OAUTHBEARER's tokens (`sasl.mechanism=OAUTHBEARER`): asked on every
     /// new connection.
     pub fn token_provider(mut self, p: impl crate::security::TokenProvider) -> Self {
@@ -148,7 +185,13 @@ impl ProducerBuilder {
         self.config.warn_ignored();
         let addresses = Arc::new(Addresses::default());
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
-        let engine = Engine::new(self.config, self.partitioner, addresses.clone(), security);
+        let engine = Engine::new(
+            self.config,
+            self.partitioner,
+            addresses.clone(),
+            security,
+            Interceptors::new(self.interceptors),
+        );
         #[cfg(feature = "fault-injection")]
         if let Some(t) = self.tick {
             engine.set_supervisor_tick(t);
@@ -205,7 +248,13 @@ impl ProducerBuilder {
             self.config.enable_idempotence = Some(false);
         }
         let tree = Arc::new(ScriptedTree::new(script));
-        let engine = Engine::new(self.config, self.partitioner, tree.clone(), None);
+        let engine = Engine::new(
+            self.config,
+            self.partitioner,
+            tree.clone(),
+            None,
+            Interceptors::new(self.interceptors),
+        );
         tree.attach(&engine);
         let addresses = Arc::new(Addresses::default());
         let launch = move |engine, addresses, owns_system| {

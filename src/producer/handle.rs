@@ -122,9 +122,10 @@ impl Producer {
     /// (seen under load in `tests/report_isolation.rs`).
     pub async fn produce_to(
         &self,
-        record: Record,
+        mut record: Record,
         reply_to: actix::Recipient<DeliveryReport>,
     ) -> Result<(), ProduceError> {
+        self.engine.on_send(&mut record);
         self.engine
             .enqueue(record, Some(ReplyTo::Actor(reply_to)), true)
             .await
@@ -136,15 +137,18 @@ impl Producer {
         // The waiting part of enqueue is boxed (`enqueue_slow`), so a `send`
         // future waiting for its report stays small, which matters to
         // callers holding many of them at once.
-        let cancelled = |e: ProduceError| DeliveryError {
-            kind: match e {
-                ProduceError::NoTransaction(_) => ErrorKind::Aborted,
-                _ => ErrorKind::Cancelled,
-            },
-            message: e.to_string(),
-            partition: None,
-            attempts: 0,
-            record: Box::new(e.into_record()),
+        // A refusal is this call's report: the interceptors see it too.
+        let cancelled = |e: ProduceError| {
+            self.engine.refusal_report(DeliveryError {
+                kind: match e {
+                    ProduceError::NoTransaction(_) => ErrorKind::Aborted,
+                    _ => ErrorKind::Cancelled,
+                },
+                message: e.to_string(),
+                partition: None,
+                attempts: 0,
+                record: Box::new(e.into_record()),
+            })
         };
         // Only a 16-byte box is held across the await, not the first try's
         // result (which holds a record).
@@ -177,9 +181,10 @@ impl Producer {
     /// memory), boxed so that a caller's future stays small.
     fn take_reporting_to(
         &self,
-        record: Record,
+        mut record: Record,
         tx: oneshot::Sender<DeliveryReport>,
     ) -> Result<Option<crate::engine::enqueue::SlowProduce<'_>>, ProduceError> {
+        self.engine.on_send(&mut record);
         match self.engine.enqueue_now(
             record,
             Some(ReplyTo::Oneshot(tx)),
@@ -195,10 +200,12 @@ impl Producer {
     /// Produces `record` with no report at all (fire and forget). Waits
     /// for metadata and for room in `buffer.memory` and under
     /// `queue.buffering.max.messages` (up to `max.block.ms`).
-    pub async fn produce(&self, record: Record) -> Result<(), ProduceError> {
+    pub async fn produce(&self, mut record: Record) -> Result<(), ProduceError> {
+        self.engine.on_send(&mut record);
+        let reply = self.engine.unanswered();
         let slow = match self
             .engine
-            .enqueue_now(record, None, true, &mut Resume::default())
+            .enqueue_now(record, reply, true, &mut Resume::default())
         {
             Enqueued::Appended(_) | Enqueued::Reported => return Ok(()),
             Enqueued::Refused(e) => return Err(e),
@@ -214,6 +221,9 @@ impl Producer {
     /// for metadata and memory as `produce` does.
     pub async fn produce_batch(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
         let engine = &self.engine;
+        if engine.intercepts() {
+            return self.produce_each(records).await;
+        }
         let mut rest = records.into_iter();
         let mut taken = 0;
         loop {
@@ -230,11 +240,27 @@ impl Producer {
         }
     }
 
+    /// `produce_batch` for a producer with interceptors: one record at a
+    /// time, each owing a report (to nobody) so that they see it; the
+    /// batch path's runs owe none.
+    async fn produce_each(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
+        let mut rest = records.into_iter();
+        let mut taken = 0;
+        while let Some(record) = rest.next() {
+            if let Err(reason) = self.produce(record).await {
+                return Err(BatchRejected::new(taken, reason, rest));
+            }
+            taken += 1;
+        }
+        Ok(())
+    }
+
     /// Like [`produce`](Self::produce), but never waits: a full buffer is
     /// `QueueFull`, unknown metadata is `MetadataNotReady`; the record is
     /// handed back either way.
-    pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
-        self.engine.try_enqueue(record, None)
+    pub fn try_produce(&self, mut record: Record) -> Result<(), ProduceError> {
+        self.engine.on_send(&mut record);
+        self.engine.try_enqueue(record, self.engine.unanswered())
     }
 
     /// Where to send [`Produce`](crate::Produce) messages (`Produce {

@@ -139,8 +139,9 @@ impl Subscriber {
     /// is the rest, for when it must wait for an outstanding-report
     /// permit, metadata or memory.
     #[inline(always)]
-    fn produce_first(&self, record: Record) -> FirstTry<'_> {
+    fn produce_first(&self, mut record: Record) -> FirstTry<'_> {
         use tokio::sync::TryAcquireError;
+        self.producer.engine.on_send(&mut record);
         let weight = self.shared.weigh.of(&record);
         match self.shared.outstanding.try_acquire_many(weight as u32) {
             // Kept taken: `Permits` below gives them back if the record is
@@ -225,8 +226,9 @@ impl Subscriber {
     /// }
     /// # }
     /// ```
-    pub async fn produce_batch(&self, records: Vec<Record>) -> Result<(), BatchRejected> {
+    pub async fn produce_batch(&self, mut records: Vec<Record>) -> Result<(), BatchRejected> {
         let engine = &self.producer.engine;
+        engine.on_send_all(&mut records);
         let shared = &*self.shared;
         let outstanding = &shared.outstanding;
         let weigh = shared.weigh;
@@ -310,7 +312,8 @@ impl Subscriber {
     /// Like [`produce`](Self::produce) but never waits; `QueueFull` when
     /// the subscription's bound, `buffer.memory` or
     /// `queue.buffering.max.messages` is reached.
-    pub fn try_produce(&self, record: Record) -> Result<(), ProduceError> {
+    pub fn try_produce(&self, mut record: Record) -> Result<(), ProduceError> {
+        self.producer.engine.on_send(&mut record);
         let weight = self.shared.weigh.of(&record);
         let Ok(permit) = self.shared.outstanding.try_acquire_many(weight as u32) else {
             return Err(ProduceError::QueueFull(Box::new(record)));
