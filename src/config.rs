@@ -182,6 +182,15 @@ pub struct ProducerConfig {
     pub metadata_max_idle: Duration,
     /// `socket.connection.setup.timeout.ms` (default 10 s).
     pub connection_setup_timeout: Duration,
+    /// `metadata.recovery.strategy` (default `rebootstrap`, as the Java
+    /// client 4.x and librdkafka): what to do when no broker the producer
+    /// knows answers metadata requests.
+    pub metadata_recovery: MetadataRecovery,
+    /// `metadata.recovery.rebootstrap.trigger.ms` (default 5 min, KIP-1102):
+    /// with `rebootstrap`, go back to `bootstrap.servers` after this long
+    /// without a metadata answer, even while some known broker still
+    /// accepts connections.
+    pub rebootstrap_trigger: Duration,
     /// `enable.idempotence`: `None` means the Java default (on, unless
     /// `acks` or `max.in.flight.requests.per.connection` rule it out).
     pub enable_idempotence: Option<bool>,
@@ -233,6 +242,20 @@ pub struct ProducerConfig {
     /// bounded by what is left of its records' time), not Java's
     /// (`delivery.timeout.ms` at least `linger.ms` + `request.timeout.ms`).
     librdkafka_timeout: bool,
+}
+
+/// `metadata.recovery.strategy`: what the producer does when no broker it
+/// knows answers metadata requests (KIP-899).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum MetadataRecovery {
+    /// `rebootstrap` (the default): connect to `bootstrap.servers` again,
+    /// resolving their names afresh, and take the brokers their answer
+    /// names (a cluster replaced behind the same names is found).
+    #[default]
+    Rebootstrap,
+    /// `none`: keep asking the brokers last known.
+    None,
 }
 
 /// `broker.address.family`: which addresses of a broker's host name to
@@ -288,6 +311,8 @@ impl Default for ProducerConfig {
             metadata_max_age: Duration::from_secs(300),
             metadata_max_idle: Duration::from_secs(300),
             connection_setup_timeout: Duration::from_secs(10),
+            metadata_recovery: MetadataRecovery::Rebootstrap,
+            rebootstrap_trigger: Duration::from_secs(300),
             enable_idempotence: None,
             allow_auto_create_topics: true,
             transactional_id: None,
@@ -359,6 +384,11 @@ properties! {
     ["metadata.max.age.ms"] => |c, v| c.metadata_max_age = v.ms(1)?;
     ["metadata.max.idle.ms"] => |c, v| c.metadata_max_idle = v.ms(5_000)?;
     ["socket.connection.setup.timeout.ms"] => |c, v| c.connection_setup_timeout = v.ms(1)?;
+    ["metadata.recovery.strategy"] => |c, v| c.metadata_recovery = v.one_of(
+        &[("rebootstrap", MetadataRecovery::Rebootstrap), ("none", MetadataRecovery::None)],
+        "expected rebootstrap or none",
+    )?;
+    ["metadata.recovery.rebootstrap.trigger.ms"] => |c, v| c.rebootstrap_trigger = v.ms(0)?;
     ["enable.idempotence"] => |c, v| c.enable_idempotence = Some(v.boolean()?);
     ["allow.auto.create.topics"] => |c, v| c.allow_auto_create_topics = v.boolean()?;
     ["transactional.id"] => |c, v| c.transactional_id = (!v.0.is_empty()).then(|| v.text());

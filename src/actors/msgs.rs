@@ -218,6 +218,17 @@ impl Message for RefreshMetadata {
     type Result = ();
 }
 
+/// No broker the producer knows answers metadata requests any more
+/// (`metadata.recovery.strategy=rebootstrap`, KIP-899 and KIP-1102): the
+/// supervisor connects to `bootstrap.servers` again, resolving their names
+/// afresh, so that a cluster replaced behind the same names is found.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rebootstrap;
+
+impl Message for Rebootstrap {
+    type Result = ();
+}
+
 /// The broker set from the latest metadata.
 #[derive(Debug, Clone)]
 pub(crate) struct BrokersChanged {

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 
 use crate::actors::addresses::Addresses;
 use crate::actors::msgs::*;
+use crate::config::MetadataRecovery;
 use crate::engine::Engine;
 use crate::kafka_error::{BrokerError, ResponseError};
 use crate::metadata::MetadataSnapshot;
@@ -35,6 +36,13 @@ pub(crate) struct PartitionerActor {
     addresses: Arc<Addresses>,
     /// The supervisor, told of every change in the broker set.
     brokers_changed: Recipient<BrokersChanged>,
+    /// The supervisor, asked to connect to `bootstrap.servers` again.
+    rebootstrap: Recipient<Rebootstrap>,
+    /// The last metadata answer (or this actor's start).
+    last_answer: Instant,
+    /// Rebootstrap asked for and no answer since: metadata requests go
+    /// to the bootstrap connections first.
+    rebootstrapping: bool,
     topics: HashSet<Topic>,
     waiters: HashMap<Topic, Vec<Waiter>>,
     fetching: bool,
@@ -64,11 +72,15 @@ impl PartitionerActor {
         engine: Arc<Engine>,
         addresses: Arc<Addresses>,
         brokers_changed: Recipient<BrokersChanged>,
+        rebootstrap: Recipient<Rebootstrap>,
     ) -> Self {
         PartitionerActor {
             engine,
             addresses,
             brokers_changed,
+            rebootstrap,
+            last_answer: Instant::now(),
+            rebootstrapping: false,
             topics: HashSet::new(),
             waiters: HashMap::new(),
             fetching: false,
@@ -100,9 +112,11 @@ impl PartitionerActor {
         candidates.sort_by_key(|(id, _)| (*id < 0, *id));
         // Brokers the last answer listed first; then any known broker (one
         // left out of the answers is kept a while, `BrokersChanged`); then
-        // the bootstrap connections.
+        // the bootstrap connections (first while rebootstrapping).
         let listed = &self.engine.metadata().load().brokers;
+        let rebootstrapping = self.rebootstrapping;
         let rank = |id: i32| match id {
+            _ if id < 0 && rebootstrapping => 0,
             _ if id < 0 => 2,
             _ if listed.contains_key(&id) => 0,
             _ => 1,
@@ -125,6 +139,8 @@ impl PartitionerActor {
                 Ok(resp) => {
                     act.failures = 0;
                     act.fetch_errors.clear();
+                    act.last_answer = Instant::now();
+                    act.rebootstrapping = false;
                     act.refused = None;
                     let previous = act.engine.metadata().load();
                     let mut snapshot = MetadataSnapshot::from_response(&resp, &previous);
@@ -147,6 +163,7 @@ impl PartitionerActor {
                     act.failures = act.failures.saturating_add(1);
                     act.fetch_errors.insert(broker, error);
                     act.again = true;
+                    act.maybe_rebootstrap();
                 }
             }
             if act.again || act.has_unresolved() {
@@ -154,6 +171,42 @@ impl PartitionerActor {
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
         }));
+    }
+
+    /// `metadata.recovery.strategy=rebootstrap` (the default, as the Java
+    /// client 4.x): when every broker the producer knows has failed a
+    /// metadata request since the last answer (KIP-899: a cluster replaced
+    /// behind the same names, a rollout that moved every pod), or no
+    /// answer has come for `metadata.recovery.rebootstrap.trigger.ms`
+    /// (KIP-1102), the supervisor connects to `bootstrap.servers` again
+    /// and the next requests go there. Once per episode: an answer ends
+    /// it.
+    fn maybe_rebootstrap(&mut self) {
+        let cfg = self.engine.config();
+        if cfg.metadata_recovery != MetadataRecovery::Rebootstrap || self.rebootstrapping {
+            return;
+        }
+        let known: Vec<i32> = self
+            .addresses
+            .connections
+            .iter()
+            .map(|e| *e.key())
+            .filter(|id| *id >= 0)
+            .collect();
+        let all_failed =
+            !known.is_empty() && known.iter().all(|id| self.fetch_errors.contains_key(id));
+        let silent = self.last_answer.elapsed() >= cfg.rebootstrap_trigger;
+        if !all_failed && !(silent && !known.is_empty()) {
+            return;
+        }
+        tracing::debug!(
+            known = ?known,
+            silent_for = ?self.last_answer.elapsed(),
+            errors = ?self.fetch_errors,
+            "rebootstrap"
+        );
+        self.rebootstrapping = true;
+        self.rebootstrap.do_send(Rebootstrap);
     }
 
     /// `metadata.max.idle.ms`, as the Java producer's `ProducerMetadata`:

@@ -123,9 +123,13 @@ impl ProducerSupervisor {
             // The partitioner actor first: connection actors report stale
             // metadata to it. (Actors run their `started` only once this
             // closure has returned, so it sees the bootstrap connections.)
-            let partitioner =
-                PartitionerActor::new(engine.clone(), addresses.clone(), ctx.address().recipient())
-                    .start();
+            let partitioner = PartitionerActor::new(
+                engine.clone(),
+                addresses.clone(),
+                ctx.address().recipient(),
+                ctx.address().recipient(),
+            )
+            .start();
             addresses.topic_waits.set(partitioner.clone().recipient());
             let mut sup = ProducerSupervisor {
                 engine: engine.clone(),
@@ -411,6 +415,7 @@ impl ProducerSupervisor {
             self.engine.clone(),
             self.addresses.clone(),
             ctx.address().recipient(),
+            ctx.address().recipient(),
         )
         .start();
         self.addresses
@@ -589,6 +594,27 @@ impl Handler<BrokersChanged> for ProducerSupervisor {
         // The first brokers known: ask for the producer id now, not at the
         // next tick (a new producer's first record waits for it).
         self.drive_idempotence(ctx);
+    }
+}
+
+impl Handler<Rebootstrap> for ProducerSupervisor {
+    type Result = ();
+    /// Connections to `bootstrap.servers` again (negative ids, metadata
+    /// only), as at the start, for those not connected still; the next
+    /// metadata answer through one of them names the brokers, and retires
+    /// them (`BrokersChanged`).
+    fn handle(&mut self, _: Rebootstrap, ctx: &mut Context<Self>) {
+        if self.engine.is_closed() && self.engine.has_stopped() {
+            return;
+        }
+        let servers = self.engine.config().bootstrap_servers.clone();
+        tracing::warn!(bootstrap_servers = ?servers, "no known broker answers metadata requests: connecting to bootstrap.servers again (metadata.recovery.strategy=rebootstrap)");
+        for (i, addr) in servers.into_iter().enumerate() {
+            let id = -(i as i32) - 1;
+            if !self.addresses.connections.contains_key(&id) {
+                self.start_broker(id, addr, ctx);
+            }
+        }
     }
 }
 
