@@ -195,8 +195,8 @@ impl PartitionerActor {
             .collect();
         let all_failed =
             !known.is_empty() && known.iter().all(|id| self.fetch_errors.contains_key(id));
-        let silent = self.last_answer.elapsed() >= cfg.rebootstrap_trigger;
-        if !all_failed && !(silent && !known.is_empty()) {
+        let silent = !known.is_empty() && self.last_answer.elapsed() >= cfg.rebootstrap_trigger;
+        if !all_failed && !silent {
             return;
         }
         tracing::debug!(
