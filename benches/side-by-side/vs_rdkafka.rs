@@ -103,7 +103,20 @@ fn warms_up(client: &str) -> bool {
 /// Clients of the transactional workloads: a Courier subscription whose
 /// reports are all read, and a `BaseProducer` with a counting callback,
 /// each committing a transaction every `Workload::txn` records.
-const TXN_CLIENTS: &[&str] = &["courier-txn", "rdkafka-txn"];
+/// `courier-txn` runs with the broker's `transaction.version` at 2 (Kafka
+/// 4.x's default, KIP-890), `courier-txn-v1` on the same broker with it
+/// set to 1 for its run (`Target::set_transaction_version`); rdkafka
+/// speaks version 1 either way and runs at 2.
+const TXN_CLIENTS: &[&str] = &["courier-txn", "courier-txn-v1", "rdkafka-txn"];
+
+/// The `transaction.version` the broker runs while `client` runs.
+fn transaction_version_for(client: &str) -> i16 {
+    if client == "courier-txn-v1" {
+        1
+    } else {
+        2
+    }
+}
 
 /// Clients of the open-loop latency runs.
 const LATENCY_CLIENTS: &[&str] = &[
@@ -362,6 +375,9 @@ fn main() {
             for client in clients(w) {
                 let topic = format!("bench-{wi}-{client}-{round}");
                 target.create_topic(&topic, w.partitions);
+                if w.txn > 0 {
+                    target.set_transaction_version(transaction_version_for(client));
+                }
                 let broker_cpu_before = target.cpu();
                 let mut s = run_child(&target, &topic, client, w, 0.0);
                 s.broker_cpu = target.cpu() - broker_cpu_before;
@@ -598,7 +614,8 @@ fn write_results(
          `courier-send` keeps one `send().await` future per record; `rdkafka-base` is a `BaseProducer` with a counting delivery callback, \
          polled; `rdkafka-future` keeps one `FutureProducer::send` future per record; \
          in the `kafka txn` workloads, `courier-txn` (a subscription, every report read) and `rdkafka-txn` (a `BaseProducer`, counting callback) \
-         each commit a transaction every N records (the commit flushes and waits for the coordinator). \
+         each commit a transaction every N records (the commit flushes and waits for the coordinator); the broker runs `transaction.version` 2 (Kafka 4.x's default, KIP-890), which Courier speaks and librdkafka does not (it speaks version 1 to it), \
+         except for `courier-txn-v1`'s runs, for which it is set to 1 (`kafka-features downgrade`, and `upgrade` after): Courier on the first transaction protocol, on the same broker. \
          `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the most one connection moves \
          (its median bounds the medians of these clients, each of which sends a broker its requests on one connection): every Produce request is encoded before its clock starts \
          (each partition's batch an equal share of 1 MiB, no producer id, so the broker checks no sequence), then written \
@@ -692,6 +709,26 @@ fn write_results(
         md.push_str("\n## Transactions: courier-txn ÷ rdkafka-txn (median / median)\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n");
         for row in txn_rows {
             md.push_str(&row);
+        }
+        // Transaction version 2 against 1, Courier on both, same broker.
+        let v_rows: Vec<String> = seen
+            .iter()
+            .filter_map(|w| {
+                let (v2, v1) = (find(w, "courier-txn")?, find(w, "courier-txn-v1")?);
+                Some(format!(
+                    "| {} | {:.2} | {:.2} | {:.2} |\n",
+                    w.split(':').next().unwrap_or(w),
+                    v2.rate.0 / v1.rate.0,
+                    v2.cpu_us.0 / v1.cpu_us.0,
+                    v2.rss_mib.0 / v1.rss_mib.0
+                ))
+            })
+            .collect();
+        if !v_rows.is_empty() {
+            md.push_str("\n## Transaction version 2 ÷ version 1: courier-txn ÷ courier-txn-v1 (median / median)\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n");
+            for row in v_rows {
+                md.push_str(&row);
+            }
         }
     }
     if !latency.is_empty() {
@@ -1268,7 +1305,14 @@ async fn courier_client(job: &Job) -> Outcome {
                 n - failed
             }
         }
-        "courier-txn" => {
+        "courier-txn" | "courier-txn-v1" => {
+            // The protocol the broker was set to for this client's run.
+            assert_eq!(
+                producer.stats().transaction_version,
+                Some(transaction_version_for(&job.client) as u8),
+                "{}: the transaction protocol in use",
+                job.client
+            );
             // As courier-stream, with a commit every `job.txn` records
             // (each commit flushes and waits for the coordinator).
             let (sub, mut stream) = subscribe(&producer, ReportMode::All);

@@ -117,6 +117,46 @@ impl Target {
         }
     }
 
+    /// Sets the Kafka broker's finalized `transaction.version` (Kafka's
+    /// `FeatureCommand`, as `kafka-features upgrade|downgrade`), and waits
+    /// until the broker's own ApiVersions answers say it (what
+    /// `describe` reads): the next producer started speaks that
+    /// transaction protocol.
+    pub fn set_transaction_version(&self, level: i16) {
+        let Some(kafka) = self.kafka else {
+            return;
+        };
+        let main = "org.apache.kafka.tools.FeatureCommand";
+        let bootstrap = self.admin.as_str();
+        let finalized = || -> i16 {
+            let out = kafka.run(main, &["--bootstrap-server", bootstrap, "describe"]);
+            out.lines()
+                .find(|l| l.contains("Feature: transaction.version"))
+                .and_then(|l| l.split("FinalizedVersionLevel:").nth(1))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let now = finalized();
+        if now == level {
+            return;
+        }
+        let verb = if level > now { "upgrade" } else { "downgrade" };
+        let feature = format!("transaction.version={level}");
+        kafka.run(
+            main,
+            &["--bootstrap-server", bootstrap, verb, "--feature", &feature],
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while finalized() != level {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "transaction.version did not become {level}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    }
+
     /// The broker's CPU seconds so far.
     pub fn cpu(&self) -> f64 {
         cpu_of(self.pid)
