@@ -822,6 +822,8 @@ fn placeholder_versions() -> ApiVersions {
         offset_delete: None,
         delete_groups: None,
         delete_records: None,
+        get_telemetry_subscriptions: None,
+        push_telemetry: None,
         transaction_feature: (-1, 0),
     }
 }

@@ -49,6 +49,8 @@ const AGREED: ApiVersions = ApiVersions {
     offset_delete: None,
     delete_groups: None,
     delete_records: None,
+    get_telemetry_subscriptions: None,
+    push_telemetry: None,
     transaction_feature: (-1, 0),
 };
 

@@ -28,6 +28,7 @@
 
 pub mod frame;
 pub mod message;
+pub mod otlp;
 pub mod produce;
 pub mod record_batch;
 pub mod sasl;

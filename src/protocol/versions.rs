@@ -188,6 +188,17 @@ pub const SUPPORTED: &[Supported] = &[
         min: 0,
         max: 2,
     },
+    // Client metrics pushed to the broker (KIP-714, Kafka 3.7 and later).
+    Supported {
+        api: ApiKey::GetTelemetrySubscriptions,
+        min: 0,
+        max: 0,
+    },
+    Supported {
+        api: ApiKey::PushTelemetry,
+        min: 0,
+        max: 0,
+    },
 ];
 
 /// The transaction protocol a transactional producer speaks (KIP-890).
@@ -357,6 +368,11 @@ pub struct ApiVersions {
     pub delete_groups: Option<i16>,
     /// DeleteRecords version (`None`: not offered).
     pub delete_records: Option<i16>,
+    /// GetTelemetrySubscriptions version (`None`: not offered; no client
+    /// metrics are pushed to this broker).
+    pub get_telemetry_subscriptions: Option<i16>,
+    /// PushTelemetry version (`None`: not offered).
+    pub push_telemetry: Option<i16>,
     /// The cluster's finalized features as this broker last knew them:
     /// their epoch and the `transaction.version` level
     /// ([`finalized_transaction_version`]).
@@ -394,6 +410,8 @@ impl ApiVersions {
             ApiKey::OffsetDelete => self.offset_delete,
             ApiKey::DeleteGroups => self.delete_groups,
             ApiKey::DeleteRecords => self.delete_records,
+            ApiKey::GetTelemetrySubscriptions => self.get_telemetry_subscriptions,
+            ApiKey::PushTelemetry => self.push_telemetry,
             _ => None,
         }
     }
@@ -462,6 +480,8 @@ pub fn negotiate(resp: &ApiVersionsResponse) -> Result<ApiVersions, ProtocolErro
         offset_delete: pick(resp, ApiKey::OffsetDelete).ok().flatten(),
         delete_groups: pick(resp, ApiKey::DeleteGroups).ok().flatten(),
         delete_records: pick(resp, ApiKey::DeleteRecords).ok().flatten(),
+        get_telemetry_subscriptions: pick(resp, ApiKey::GetTelemetrySubscriptions).ok().flatten(),
+        push_telemetry: pick(resp, ApiKey::PushTelemetry).ok().flatten(),
         transaction_feature: finalized_transaction_version(resp),
     })
 }
