@@ -269,3 +269,16 @@ fn read_arrived(s: &mut ReportStream, batched: bool) -> usize {
     }
     read
 }
+
+/// How `producer` learnt where partitions are: Metadata requests its
+/// partitioner actor sent, and partitions it moved to a leader a Produce
+/// answer named (KIP-951), with no Metadata round trip. For the tests that
+/// check a leader move took none.
+pub fn metadata_counts(producer: &crate::producer::Producer) -> (u64, u64) {
+    use std::sync::atomic::Ordering;
+    let stats = producer.engine.stats();
+    (
+        stats.metadata_requests.load(Ordering::Relaxed),
+        stats.leader_hints.load(Ordering::Relaxed),
+    )
+}

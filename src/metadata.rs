@@ -192,6 +192,134 @@ impl MetadataSnapshot {
     }
 }
 
+/// A partition's leader as a Produce answer named it (KIP-951): the
+/// broker `from` refused a batch of it, naming `leader` at `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaderHint {
+    /// The partition's topic.
+    pub topic: Topic,
+    /// The partition.
+    pub partition: i32,
+    /// The broker that refused the batch (it no longer leads).
+    pub from: i32,
+    /// The leader it named.
+    pub leader: i32,
+    /// That leader's epoch.
+    pub epoch: i32,
+}
+
+/// What [`MetadataSnapshot::with_leader_hints`] made of a set of hints.
+#[derive(Debug, Clone, Default)]
+pub struct HintsApplied {
+    /// The snapshot with the hints in it; `None` when no hint changed
+    /// anything (the current snapshot stands).
+    pub snapshot: Option<MetadataSnapshot>,
+    /// Partitions whose leader the hints moved.
+    pub moved: Vec<(Topic, i32)>,
+    /// Partitions whose refused batches may be retried at once: those
+    /// moved, and those the metadata had moved away from the refusing
+    /// broker already (a batch sent before the move; Java skips the
+    /// backoff of a batch whose leader changed since its last attempt).
+    pub retry_now: Vec<(Topic, i32)>,
+    /// Some hint could not be used and only a Metadata answer can mend
+    /// that: it named a broker whose address nobody gave, a partition the
+    /// metadata does not hold, the refusing broker itself, or the epoch
+    /// the metadata holds with the refusing broker as its leader.
+    pub refresh: bool,
+}
+
+impl MetadataSnapshot {
+    /// This snapshot with leaders learnt from Produce answers (KIP-951),
+    /// as the Java client's `Metadata.updatePartitionLeadership`: a hint
+    /// moves its partition only if its epoch is newer than the one held
+    /// (or none is held), the partition is one the snapshot describes,
+    /// and the leader's address is known (from the snapshot, or from
+    /// `endpoints`, the answer's `NodeEndpoints`). Endpoints add brokers
+    /// the snapshot lacks; a broker it knows keeps its Metadata address.
+    /// Everything else (other partitions, topic ids, when it was fetched)
+    /// stays as it is.
+    pub fn with_leader_hints(
+        &self,
+        hints: &[LeaderHint],
+        endpoints: &[(i32, String)],
+    ) -> HintsApplied {
+        let mut brokers = self.brokers.clone();
+        let mut topics = self.topics.clone();
+        let mut moved = Vec::new();
+        let mut retry_now = Vec::new();
+        let mut refresh = false;
+        for h in hints {
+            let Some(t) = topics.get(&h.topic) else {
+                refresh = true;
+                continue;
+            };
+            let Some(p) = usize::try_from(h.partition)
+                .ok()
+                .filter(|p| *p < t.leaders.len())
+            else {
+                refresh = true;
+                continue;
+            };
+            // A broker naming itself leader while refusing as not leader
+            // says nothing usable.
+            if h.leader == h.from {
+                refresh = true;
+                continue;
+            }
+            let held = t.leader_epochs.get(p).copied().unwrap_or(-1);
+            if held >= 0 && h.epoch <= held {
+                tracing::debug!(topic = %h.topic, partition = h.partition, held, hinted = h.epoch, "leader hint no newer than the metadata; ignored");
+                // The metadata names the refusing broker at the very epoch
+                // it says someone else leads: only a Metadata answer can
+                // settle that. At a newer epoch than its hint, the broker
+                // has not caught up with its own promotion (a hint from the
+                // old leader got here first): the retry goes to it again,
+                // after the backoff, and a Metadata answer would say no more.
+                refresh |= t.leaders[p] == h.from && h.epoch == held;
+                if t.leaders[p] >= 0 && t.leaders[p] != h.from {
+                    retry_now.push((h.topic, h.partition));
+                }
+                continue;
+            }
+            if !brokers.contains_key(&h.leader) {
+                match endpoints.iter().find(|(id, _)| *id == h.leader) {
+                    Some((id, addr)) => {
+                        brokers.insert(*id, addr.clone());
+                    }
+                    None => {
+                        tracing::debug!(topic = %h.topic, partition = h.partition, leader = h.leader, "leader hint names a broker with no known address; ignored");
+                        refresh = true;
+                        continue;
+                    }
+                }
+            }
+            let mut entry = TopicMetadata::clone(t);
+            entry.leaders[p] = h.leader;
+            if let Some(e) = entry.leader_epochs.get_mut(p) {
+                *e = h.epoch;
+            }
+            entry.available = (0..entry.partition_count)
+                .filter(|i| entry.leaders[*i as usize] >= 0)
+                .collect();
+            topics.insert(h.topic, std::sync::Arc::new(entry));
+            moved.push((h.topic, h.partition));
+            retry_now.push((h.topic, h.partition));
+        }
+        let snapshot = (!moved.is_empty()).then(|| MetadataSnapshot {
+            brokers,
+            topics,
+            missing: self.missing.clone(),
+            fetched_at: self.fetched_at,
+        });
+        HintsApplied {
+            snapshot,
+            moved,
+            retry_now,
+            refresh,
+        }
+    }
+}
+
 /// KIP-320, as the Java client's `Metadata.updateLatestMetadata`: a
 /// partition whose new leader epoch is older than the one `old` holds is
 /// described by an answer from a broker that has not caught up (answers
@@ -370,6 +498,141 @@ mod tests {
             .insert(Topic::from("t"), std::sync::Arc::new(t0));
         let taken = MetadataSnapshot::from_response(&no_id, &held);
         assert_eq!(t(&taken), (vec![1, 2], vec![0, 0]));
+    }
+
+    /// A snapshot of topic "t" (id 5) with `(partition, leader, epoch)`,
+    /// brokers 1 to 3 known.
+    fn held(partitions: &[(i32, i32, i32)]) -> MetadataSnapshot {
+        let mut r = response(
+            &partitions
+                .iter()
+                .map(|(p, l, _)| (*p, *l))
+                .collect::<Vec<_>>(),
+        );
+        for (entry, (_, _, epoch)) in r.topics[0].partitions.iter_mut().zip(partitions) {
+            entry.leader_epoch = *epoch;
+        }
+        r.topics[0].topic_id = uuid_of(5);
+        let mut s = MetadataSnapshot::from_response(&r, &MetadataSnapshot::default());
+        for id in 1..=3 {
+            s.brokers.insert(id, format!("b{id}:9092"));
+        }
+        s
+    }
+
+    fn hint(partition: i32, from: i32, leader: i32, epoch: i32) -> LeaderHint {
+        LeaderHint {
+            topic: Topic::from("t"),
+            partition,
+            from,
+            leader,
+            epoch,
+        }
+    }
+
+    fn leaders(s: &MetadataSnapshot) -> (Vec<i32>, Vec<i32>) {
+        let m = &s.topics[&Topic::from("t")];
+        (m.leaders.clone(), m.leader_epochs.clone())
+    }
+
+    /// KIP-951: a hint newer than the epoch held moves its partition (and
+    /// nothing else); the topic keeps its sticky slot and queue cache, the
+    /// snapshot its fetch time; no Metadata request is needed.
+    #[test]
+    fn a_newer_leader_hint_moves_its_partition() {
+        let before = held(&[(0, 1, 4), (1, 2, 7), (2, -1, 3)]);
+        let t = before.topics[&Topic::from("t")].clone();
+        let done = before.with_leader_hints(&[hint(0, 1, 3, 5), hint(2, 1, 2, 4)], &[]);
+        assert_eq!(
+            done.moved,
+            vec![(Topic::from("t"), 0), (Topic::from("t"), 2)]
+        );
+        assert_eq!(done.retry_now, done.moved);
+        assert!(!done.refresh);
+        let after = done.snapshot.expect("a new snapshot");
+        assert_eq!(leaders(&after), (vec![3, 2, 2], vec![5, 7, 4]));
+        let moved = &after.topics[&Topic::from("t")];
+        assert_eq!(
+            moved.available,
+            vec![0, 1, 2],
+            "a leaderless partition has one now"
+        );
+        assert!(std::sync::Arc::ptr_eq(&t.sticky.0, &moved.sticky.0));
+        assert!(std::sync::Arc::ptr_eq(&t.cache.0, &moved.cache.0));
+        assert_eq!(after.fetched_at, before.fetched_at);
+        assert_eq!(after.brokers, before.brokers);
+    }
+
+    /// A hint no newer than the epoch held is ignored (Java's rule). A
+    /// refresh is asked for only when the metadata names the refusing
+    /// broker at the hint's own epoch (the two disagree about that epoch);
+    /// a broker refusing at an older epoch than the metadata's has not
+    /// caught up with its promotion, and a metadata that names another
+    /// broker has moved on already.
+    #[test]
+    fn an_older_or_equal_leader_hint_is_ignored() {
+        let before = held(&[(0, 1, 6), (1, 2, 7)]);
+        let same = before.with_leader_hints(&[hint(0, 1, 3, 6)], &[]);
+        assert!(same.snapshot.is_none());
+        assert!(same.moved.is_empty());
+        assert!(same.refresh, "broker 1 disowns epoch 6, which names it");
+        let behind = before.with_leader_hints(&[hint(0, 1, 3, 5)], &[]);
+        assert!(behind.snapshot.is_none());
+        assert!(!behind.refresh, "broker 1 has not caught up with epoch 6");
+        let elsewhere = before.with_leader_hints(&[hint(1, 3, 1, 6)], &[]);
+        assert!(elsewhere.snapshot.is_none());
+        assert!(
+            !elsewhere.refresh,
+            "the metadata has moved on from broker 3"
+        );
+        assert!(same.retry_now.is_empty() && behind.retry_now.is_empty());
+        assert_eq!(
+            elsewhere.retry_now,
+            vec![(Topic::from("t"), 1)],
+            "a batch sent to broker 3 before the move goes to broker 2 at once"
+        );
+    }
+
+    /// A hint naming a broker the metadata does not know moves the
+    /// partition only with that broker's address from `NodeEndpoints`
+    /// (then the broker is added); without it, the hint is ignored and a
+    /// refresh asked for. A known broker keeps its Metadata address.
+    #[test]
+    fn an_unknown_leader_needs_its_endpoint() {
+        let before = held(&[(0, 1, 4), (1, 2, 7)]);
+        let done = before.with_leader_hints(&[hint(0, 1, 9, 5)], &[(8, "b8:9092".into())]);
+        assert!(done.snapshot.is_none());
+        assert!(done.refresh);
+
+        let done = before.with_leader_hints(
+            &[hint(0, 1, 9, 5), hint(1, 2, 3, 8)],
+            &[(9, "b9:9093".into()), (3, "elsewhere:1".into())],
+        );
+        assert!(!done.refresh);
+        let after = done.snapshot.expect("a new snapshot");
+        assert_eq!(leaders(&after), (vec![9, 3], vec![5, 8]));
+        assert_eq!(after.brokers.get(&9).map(String::as_str), Some("b9:9093"));
+        assert_eq!(after.brokers.get(&3).map(String::as_str), Some("b3:9092"));
+    }
+
+    /// Hints for a topic or partition the snapshot does not hold, or naming
+    /// the refusing broker itself, change nothing and ask for a refresh;
+    /// the other hints of the same answer still apply.
+    #[test]
+    fn hints_the_metadata_cannot_place_ask_for_a_refresh() {
+        let before = held(&[(0, 1, 4), (1, 2, 7)]);
+        let other = LeaderHint {
+            topic: Topic::from("other"),
+            ..hint(0, 1, 2, 9)
+        };
+        for h in [other, hint(2, 1, 2, 9), hint(-1, 1, 2, 9), hint(0, 1, 1, 9)] {
+            let done = before.with_leader_hints(&[h], &[]);
+            assert!(done.snapshot.is_none(), "{h:?}");
+            assert!(done.refresh, "{h:?}");
+        }
+        let done = before.with_leader_hints(&[other, hint(1, 2, 1, 8)], &[]);
+        assert!(done.refresh);
+        assert_eq!(leaders(&done.snapshot.unwrap()), (vec![1, 1], vec![4, 8]));
     }
 
     fn uuid_of(v: u128) -> uuid::Uuid {

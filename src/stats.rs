@@ -25,6 +25,11 @@ pub(crate) struct Stats {
     pub actor_restarts: AtomicU64,
     pub latency_us: [AtomicU64; LATENCY_BUCKETS],
     pub brokers: Mutex<HashMap<i32, BrokerStats>>,
+    /// Metadata requests the partitioner actor sent.
+    pub metadata_requests: AtomicU64,
+    /// Partitions moved to a new leader named by a Produce answer
+    /// (KIP-951), without a Metadata request.
+    pub leader_hints: AtomicU64,
     /// The same counts, published (a no-op without the `metrics` feature,
     /// or when made by `Default`).
     pub metrics: Metrics,

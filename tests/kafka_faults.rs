@@ -151,6 +151,10 @@ struct Tally {
     failed_but_written: usize,
     /// The longest time without a success after the fault began.
     recovery: Duration,
+    /// The same for each partition on its own: the longest time between
+    /// two successes of one partition (or from the fault to its first),
+    /// after the fault began.
+    partition_recovery: Duration,
     /// Records produced after the cluster was whole again that failed.
     failed_after_heal: usize,
     /// Records produced more than 2 s after the cluster was whole again.
@@ -291,6 +295,7 @@ async fn stream_through_via(
         let mut slots = vec![Slot::default(); records];
         let mut tally = Tally::default();
         let mut last_success: Option<Instant> = None;
+        let mut last_in_partition: HashMap<i32, Instant> = HashMap::new();
         while let Some(batch) = reports.next_batch().await {
             let now = Instant::now();
             let fault = *fault_at.lock().unwrap();
@@ -308,6 +313,12 @@ async fn stream_through_via(
                             let since = last_success.map_or(f, |l| l.max(f));
                             tally.recovery = tally.recovery.max(now.duration_since(since));
                             last_success = Some(now);
+                            let since = last_in_partition
+                                .get(&d.partition)
+                                .map_or(f, |l| (*l).max(f));
+                            tally.partition_recovery =
+                                tally.partition_recovery.max(now.duration_since(since));
+                            last_in_partition.insert(d.partition, now);
                         }
                     }
                     DeliveryReport::Failed(e) => {
@@ -487,6 +498,11 @@ fn report(scenario: &str, t: &Tally) {
         }
     };
     eprintln!("{}", t.row(scenario));
+    eprintln!(
+        "{scenario}: longest time with no success {} ms; on one partition {} ms",
+        t.recovery.as_millis(),
+        t.partition_recovery.as_millis()
+    );
     for (cause, message) in &t.examples {
         eprintln!("{scenario}: {cause}, e.g. {message:?}");
     }
@@ -624,6 +640,111 @@ async fn leaders_move_by_reassignment_and_preferred_election() {
     report("leaders moved (reassignment + preferred election)", &t);
     t.assert_exactly_once_in_order("leader move");
     assert_eq!(t.failed, 0, "nothing may be lost: {:?}", t.causes);
+}
+
+/// KIP-951: when leaders move under a stream, the old leader's refusal
+/// names each partition's new leader, and the producer moves the partition
+/// there at once: the refused batches are written by the new leaders with
+/// no Metadata request at all (`metadata.max.age.ms` is ten minutes, so
+/// nothing else asks for one meanwhile). Each record gets one report, every
+/// one a success, and the log holds each record once. Before leader hints
+/// every refusal asked for metadata, and this failed on the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_move_is_followed_from_the_produce_answers_without_metadata() {
+    use courier_kafka::bench_internals::metadata_counts;
+    let _serial = SERIAL.lock().await;
+    let _logs = cluster().logs_on_panic();
+    let topic = new_topic("hinted-move").await;
+    let producer = Producer::builder()
+        .bootstrap(&cluster().bootstrap())
+        .set("acks", "all")
+        .set("linger.ms", "5")
+        .set("metadata.max.age.ms", "600000")
+        .build()
+        .expect("producer");
+    let (sub, mut reports) = producer.subscribe_with_capacity(ReportMode::All, 50_000);
+    let produce = |from: usize, to: usize| {
+        let sub = sub.clone();
+        let topic = topic.clone();
+        async move {
+            for i in from..to {
+                let r = Record::to(topic.as_str())
+                    .key(format!("k{:02}", i % KEYS))
+                    .value(i.to_string())
+                    .opaque(i as u64);
+                sub.produce(r).await.expect("produce");
+                if i % 50 == 0 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    };
+    // Every partition written to, so the producer holds all six leaders.
+    produce(0, 2_000).await;
+    producer.flush().await;
+    let (requests_before, hinted_before) = metadata_counts(&producer);
+    let before = cluster().leaders(&topic);
+
+    // The stream goes on while the leaders move, and for a while after.
+    let moving = topic.clone();
+    let mover = tokio::task::spawn_blocking(move || {
+        cluster().rotate_replicas(&moving);
+        cluster().elect_preferred_leaders(&moving);
+    });
+    let mut next = 2_000;
+    while !mover.is_finished() {
+        produce(next, next + 500).await;
+        next += 500;
+    }
+    mover.await.expect("leaders moved");
+    produce(next, next + 5_000).await;
+    let records = next + 5_000;
+    let flushed = tokio::time::timeout(Duration::from_secs(60), producer.flush()).await;
+    assert!(flushed.is_ok(), "flush hung");
+    let after = cluster().leaders(&topic);
+    let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    assert!(moved > 0, "leaders did not move: {before:?}");
+    let (requests_after, hinted_after) = metadata_counts(&producer);
+    drop(sub);
+    producer.close().await;
+
+    let mut counts = vec![0u8; records];
+    let mut failures = Vec::new();
+    while let Some(batch) = reports.next_batch().await {
+        for r in batch {
+            counts[r.opaque() as usize] += 1;
+            if let DeliveryReport::Failed(e) = r {
+                failures.push(e.message.clone());
+            }
+        }
+    }
+    let not_once: Vec<_> = (0..records).filter(|i| counts[*i] != 1).collect();
+    assert!(
+        not_once.is_empty(),
+        "records without exactly one report: {:?}",
+        &not_once[..not_once.len().min(10)]
+    );
+    assert!(
+        failures.is_empty(),
+        "failures: {:?}",
+        &failures[..failures.len().min(5)]
+    );
+    let in_log: i64 = cluster().end_offsets(&topic, PARTITIONS).iter().sum();
+    assert_eq!(in_log, records as i64, "the log holds each record once");
+    eprintln!(
+        "leader hints: {moved} partition(s) moved by the cluster, {} moved by produce answers, {} metadata request(s) after the move",
+        hinted_after - hinted_before,
+        requests_after - requests_before
+    );
+    assert!(
+        hinted_after - hinted_before >= moved as u64,
+        "every moved partition's new leader came from a produce answer ({} hints for {moved} moves)",
+        hinted_after - hinted_before
+    );
+    assert_eq!(
+        requests_after, requests_before,
+        "no Metadata request between the refusals and the batches' resending"
+    );
 }
 
 /// (Once, before each partition sent one batch at a time until a first

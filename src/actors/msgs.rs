@@ -229,6 +229,21 @@ impl Message for Rebootstrap {
     type Result = ();
 }
 
+/// Produce answers named the new leaders of partitions a broker refused
+/// (KIP-951): the partitioner actor moves them in the metadata if the
+/// hints are newer than what it holds, and asks for metadata only if some
+/// hint could not be used.
+#[derive(Debug, Clone)]
+pub(crate) struct LeaderHints {
+    pub hints: Vec<crate::metadata::LeaderHint>,
+    /// The answer's `NodeEndpoints`: (broker id, `host:port`).
+    pub endpoints: Vec<(i32, String)>,
+}
+
+impl Message for LeaderHints {
+    type Result = ();
+}
+
 /// The broker set from the latest metadata.
 #[derive(Debug, Clone)]
 pub(crate) struct BrokersChanged {

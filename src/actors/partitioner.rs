@@ -131,6 +131,10 @@ impl PartitionerActor {
         self.fetching = true;
         self.again = false;
         let topics: Vec<Topic> = self.topics.iter().cloned().collect();
+        self.engine
+            .stats()
+            .metadata_requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let req = addr.send(FetchMetadata { topics });
         ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
             act.fetching = false;
@@ -473,6 +477,46 @@ impl Handler<RefreshMetadata> for PartitionerActor {
     type Result = ();
     fn handle(&mut self, _: RefreshMetadata, ctx: &mut Context<Self>) {
         self.fetch(ctx);
+    }
+}
+
+/// Produce answers named partitions' new leaders (KIP-951). Hints newer
+/// than what the metadata holds move their partitions in a new snapshot at
+/// once (`MetadataSnapshot::with_leader_hints`), so the connection actors'
+/// queues change hands exactly as after a Metadata answer; a broker known
+/// only from the answer's endpoints gets a connection actor
+/// (`BrokersChanged`). A moved partition's batches waiting out a retry
+/// backoff go at once, to the new leader, as do those of a partition the
+/// metadata had moved away from the refusing broker already (the Java
+/// client skips the backoff when the leader changed since a batch's last
+/// attempt). Metadata
+/// is asked for only when some hint could not be used.
+impl Handler<LeaderHints> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, msg: LeaderHints, ctx: &mut Context<Self>) {
+        let previous = self.engine.metadata().load_full();
+        let done = previous.with_leader_hints(&msg.hints, &msg.endpoints);
+        if let Some(snapshot) = done.snapshot {
+            tracing::debug!(moved = ?done.moved, "leaders moved by produce answers");
+            let brokers = (snapshot.brokers != previous.brokers).then(|| snapshot.brokers.clone());
+            self.engine.metadata().store(Arc::new(snapshot));
+            if let Some(brokers) = brokers {
+                self.brokers_changed.do_send(BrokersChanged { brokers });
+            }
+            self.engine.stats().leader_hints.fetch_add(
+                done.moved.len() as u64,
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        for (topic, partition) in &done.retry_now {
+            self.engine.acc().retry_now(topic, *partition);
+        }
+        if !done.retry_now.is_empty() {
+            self.engine.wake_all();
+        }
+        if done.refresh {
+            self.fetch(ctx);
+        }
     }
 }
 

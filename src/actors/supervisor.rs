@@ -183,6 +183,7 @@ impl ProducerSupervisor {
         let upstream = Upstream {
             // Through the supervisor, which knows the current partitioner.
             refresh_metadata: ctx.address().recipient(),
+            leader_hints: ctx.address().recipient(),
             ensure_producer_id: ctx.address().recipient(),
             security_failed: ctx.address().recipient(),
             add_partitions: ctx.address().recipient(),
@@ -777,6 +778,16 @@ impl Handler<AddPartitionsWanted> for ProducerSupervisor {
     fn handle(&mut self, msg: AddPartitionsWanted, _: &mut Context<Self>) {
         if let Some(t) = &self.transactions {
             t.do_send(msg);
+        }
+    }
+}
+
+/// Leaders named by Produce answers, passed to the current partitioner.
+impl Handler<LeaderHints> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, msg: LeaderHints, _: &mut Context<Self>) {
+        if let Some(p) = &self.partitioner {
+            p.do_send(msg);
         }
     }
 }

@@ -261,6 +261,21 @@ impl Accumulator {
         self.grow(topic, p + 1)
     }
 
+    /// The batches of `topic`/`partition` waiting out a retry backoff may
+    /// go at once (their partition has a new leader). Nothing if the
+    /// partition has no queue.
+    pub fn retry_now(&self, topic: &Topic, partition: i32) {
+        let Some(q) = usize::try_from(partition)
+            .ok()
+            .and_then(|p| self.topics.get(topic)?.partitions.get(p).cloned())
+        else {
+            return;
+        };
+        for b in lock(&q.state).ready.iter_mut() {
+            b.retry_at = None;
+        }
+    }
+
     /// An empty slot for each of `count` partitions of a topic, for a
     /// metadata snapshot's `TopicCache`: the produce path then finds a
     /// partition's queue by index (`cached_queue`), with no look-up once

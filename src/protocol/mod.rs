@@ -12,6 +12,8 @@
 //!   in, using the `kafka-protocol` crate's schema types.
 //! - [`produce`]: the Produce request written around the batches' own bytes
 //!   (no copy of a batch into a request buffer).
+//! - [`leader_hint`]: what a Produce answer says about a partition's new
+//!   leader (KIP-951: `CurrentLeader`, `NodeEndpoints`).
 //! - [`versions`]: the API versions we implement and the negotiation with a
 //!   broker's ApiVersions answer.
 //! - [`record_batch`]: the hand-written RecordBatch v2 encoder, the one piece of
@@ -27,6 +29,7 @@
 //! - KIP-482 (flexible versions and tagged fields)
 
 pub mod frame;
+pub mod leader_hint;
 pub mod message;
 pub mod otlp;
 pub mod produce;

@@ -57,6 +57,9 @@ pub(crate) struct Upstream {
     /// The partitioner actor: metadata looks stale (a leader error, a lost
     /// connection).
     pub refresh_metadata: Recipient<RefreshMetadata>,
+    /// The partitioner actor: Produce answers named partitions' new
+    /// leaders (KIP-951).
+    pub leader_hints: Recipient<LeaderHints>,
     /// The supervisor: the idempotent producer needs an id or an epoch
     /// bump before anything can be sent.
     pub ensure_producer_id: Recipient<EnsureProducerId>,

@@ -11,10 +11,12 @@ use kafka_protocol::messages::ProduceRequest;
 
 use crate::actors::broker::state::InFlight;
 use crate::actors::broker::BrokerConnection;
-use crate::actors::msgs::RefreshMetadata;
+use crate::actors::msgs::{LeaderHints, RefreshMetadata};
 use crate::batching::batch::SealedBatch;
 use crate::engine::answer::BatchAnswer;
+use crate::metadata::LeaderHint;
 use crate::protocol::frame::peek_correlation_id;
+use crate::protocol::leader_hint::{current_leader, node_endpoints};
 use crate::protocol::message::decode_response;
 use crate::report::ErrorKind;
 use crate::sync::lock;
@@ -130,6 +132,7 @@ impl BrokerConnection {
             .record_request(self.node_id, now - f.sent_at);
         self.on_throttle(resp.throttle_time_ms, f.version, now);
         let mut refresh = false;
+        let mut hints = Vec::new();
         for b in f.batches {
             let pr = resp
                 .responses
@@ -155,10 +158,32 @@ impl BrokerConnection {
                 log_append_time_ms: pr.log_append_time_ms,
                 error_message: pr.error_message.as_ref().map(|m| m.to_string()),
             };
-            refresh |= self
-                .engine
-                .answer(b, self.node_id, &answer, now)
-                .refresh_metadata;
+            // KIP-951: a refusal that names the new leader moves the
+            // partition through the partitioner actor (the metadata's
+            // owner) without waiting for a Metadata round trip.
+            let hint = current_leader(pr).map(|l| LeaderHint {
+                topic: b.topic,
+                partition: b.partition,
+                from: self.node_id,
+                leader: l.leader,
+                epoch: l.epoch,
+            });
+            let after = self.engine.answer(b, self.node_id, &answer, now);
+            match hint {
+                Some(h) => hints.push(h),
+                None => refresh |= after.refresh_metadata,
+            }
+        }
+        if !hints.is_empty() {
+            tracing::debug!(
+                broker = self.node_id,
+                partitions = hints.len(),
+                "produce answer names new leaders"
+            );
+            self.upstream.leader_hints.do_send(LeaderHints {
+                hints,
+                endpoints: node_endpoints(&resp),
+            });
         }
         if refresh {
             self.upstream.refresh_metadata.do_send(RefreshMetadata);
