@@ -180,8 +180,20 @@ pub struct ProducerConfig {
     /// keeps and asks for; the next record to it waits for its metadata
     /// again.
     pub metadata_max_idle: Duration,
-    /// `socket.connection.setup.timeout.ms` (default 10 s).
+    /// `socket.connection.setup.timeout.ms` (default 10 s): how long the
+    /// first attempt to connect to one address may take (TCP, TLS,
+    /// ApiVersions and SASL together). Each failed attempt doubles it for
+    /// the next, up to `socket.connection.setup.timeout.max.ms`, with
+    /// 20 % jitter, as in Java; a connection made resets it.
     pub connection_setup_timeout: Duration,
+    /// `socket.connection.setup.timeout.max.ms` (default 30 s, as Java):
+    /// the most `socket.connection.setup.timeout.ms` grows to. Below the
+    /// first timeout, it is the timeout (Java's `ExponentialBackoff` does
+    /// the same).
+    pub connection_setup_timeout_max: Duration,
+    /// `client.dns.lookup` (default `use_all_dns_ips`): how broker host
+    /// names become addresses (see [`DnsLookup`]).
+    pub client_dns_lookup: DnsLookup,
     /// `enable.idempotence`: `None` means the Java default (on, unless
     /// `acks` or `max.in.flight.requests.per.connection` rule it out).
     pub enable_idempotence: Option<bool>,
@@ -233,6 +245,24 @@ pub struct ProducerConfig {
     /// bounded by what is left of its records' time), not Java's
     /// (`delivery.timeout.ms` at least `linger.ms` + `request.timeout.ms`).
     librdkafka_timeout: bool,
+}
+
+/// `client.dns.lookup`: how a broker's host name becomes the addresses a
+/// connection tries. Either way the name is looked up again on every
+/// connect attempt, and every address of the answer (of
+/// `broker.address.family`) is tried in turn before the attempt fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DnsLookup {
+    /// `use_all_dns_ips` (the default, as in Java): the name's addresses.
+    #[default]
+    UseAllDnsIps,
+    /// `resolve_canonical_bootstrap_servers_only`: a bootstrap server's
+    /// name is first replaced by the canonical name (reverse lookup) of
+    /// each of its addresses, and those names are resolved and connected
+    /// to (and checked by TLS); brokers named by metadata are resolved as
+    /// under `use_all_dns_ips`.
+    ResolveCanonicalBootstrapServersOnly,
 }
 
 /// `broker.address.family`: which addresses of a broker's host name to
@@ -288,6 +318,8 @@ impl Default for ProducerConfig {
             metadata_max_age: Duration::from_secs(300),
             metadata_max_idle: Duration::from_secs(300),
             connection_setup_timeout: Duration::from_secs(10),
+            connection_setup_timeout_max: Duration::from_secs(30),
+            client_dns_lookup: DnsLookup::UseAllDnsIps,
             enable_idempotence: None,
             allow_auto_create_topics: true,
             transactional_id: None,
@@ -359,6 +391,14 @@ properties! {
     ["metadata.max.age.ms"] => |c, v| c.metadata_max_age = v.ms(1)?;
     ["metadata.max.idle.ms"] => |c, v| c.metadata_max_idle = v.ms(5_000)?;
     ["socket.connection.setup.timeout.ms"] => |c, v| c.connection_setup_timeout = v.ms(1)?;
+    ["socket.connection.setup.timeout.max.ms"] => |c, v| c.connection_setup_timeout_max = v.ms(1)?;
+    ["client.dns.lookup"] => |c, v| c.client_dns_lookup = v.one_of(
+        &[
+            ("use_all_dns_ips", DnsLookup::UseAllDnsIps),
+            ("resolve_canonical_bootstrap_servers_only", DnsLookup::ResolveCanonicalBootstrapServersOnly),
+        ],
+        "expected use_all_dns_ips or resolve_canonical_bootstrap_servers_only",
+    )?;
     ["enable.idempotence"] => |c, v| c.enable_idempotence = Some(v.boolean()?);
     ["allow.auto.create.topics"] => |c, v| c.allow_auto_create_topics = v.boolean()?;
     ["transactional.id"] => |c, v| c.transactional_id = (!v.0.is_empty()).then(|| v.text());

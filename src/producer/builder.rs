@@ -12,6 +12,7 @@ use crate::engine::Engine;
 use crate::partitioner::Partitioner;
 use crate::producer::handle::Producer;
 use crate::protocol::record_batch::Compression;
+use crate::resolve::Resolver;
 
 impl Producer {
     /// A builder with the Java client's defaults.
@@ -21,6 +22,7 @@ impl Producer {
             error: None,
             partitioner: None,
             tokens: None,
+            resolver: None,
             #[cfg(feature = "fault-injection")]
             tick: None,
         }
@@ -47,6 +49,7 @@ pub struct ProducerBuilder {
     error: Option<ConfigError>,
     partitioner: Option<Box<dyn Partitioner>>,
     tokens: Option<Arc<dyn crate::security::TokenProvider>>,
+    resolver: Option<Arc<dyn crate::resolve::Resolve>>,
     #[cfg(feature = "fault-injection")]
     tick: Option<Duration>,
 }
@@ -125,6 +128,14 @@ impl ProducerBuilder {
         self
     }
 
+    /// Who looks up broker host names, on every connect attempt, instead
+    /// of the system's resolver ([`SystemResolver`](crate::resolve::SystemResolver)):
+    /// an application's own discovery, or a test's fixed answers.
+    pub fn resolver(mut self, r: impl crate::resolve::Resolve) -> Self {
+        self.resolver = Some(Arc::new(r));
+        self
+    }
+
     /// Sets the supervisor's tick, so that a test can check a path needs
     /// no periodic work (say, a very long tick). Only with the
     /// `fault-injection` feature.
@@ -148,7 +159,14 @@ impl ProducerBuilder {
         self.config.warn_ignored();
         let addresses = Arc::new(Addresses::default());
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
-        let engine = Engine::new(self.config, self.partitioner, addresses.clone(), security);
+        let resolver = self.resolver.map_or_else(Resolver::default, Resolver);
+        let engine = Engine::new(
+            self.config,
+            self.partitioner,
+            addresses.clone(),
+            security,
+            resolver,
+        );
         #[cfg(feature = "fault-injection")]
         if let Some(t) = self.tick {
             engine.set_supervisor_tick(t);
@@ -205,7 +223,13 @@ impl ProducerBuilder {
             self.config.enable_idempotence = Some(false);
         }
         let tree = Arc::new(ScriptedTree::new(script));
-        let engine = Engine::new(self.config, self.partitioner, tree.clone(), None);
+        let engine = Engine::new(
+            self.config,
+            self.partitioner,
+            tree.clone(),
+            None,
+            Resolver::default(),
+        );
         tree.attach(&engine);
         let addresses = Arc::new(Addresses::default());
         let launch = move |engine, addresses, owns_system| {
