@@ -142,8 +142,14 @@ impl Pipeline {
             config.set(k, v).expect("a valid property");
         }
         config.validate().expect("valid settings");
-        let engine =
-            crate::engine::Engine::new(config, None, Arc::new(NoActors), None, Default::default());
+        let engine = crate::engine::Engine::new(
+            config,
+            None,
+            Arc::new(NoActors),
+            None,
+            Default::default(),
+            crate::resolve::Resolver::default(),
+        );
         let mut snapshot = crate::metadata::MetadataSnapshot::default();
         snapshot.brokers.insert(1, "bench:0".into());
         snapshot.topics.insert(

@@ -180,7 +180,11 @@ pub struct ProducerConfig {
     /// keeps and asks for; the next record to it waits for its metadata
     /// again.
     pub metadata_max_idle: Duration,
-    /// `socket.connection.setup.timeout.ms` (default 10 s).
+    /// `socket.connection.setup.timeout.ms` (default 10 s): how long the
+    /// first attempt to connect to one address may take (TCP, TLS,
+    /// ApiVersions and SASL together). Each failed attempt doubles it for
+    /// the next, up to `socket.connection.setup.timeout.max.ms`, with
+    /// 20 % jitter, as in Java; a connection made resets it.
     pub connection_setup_timeout: Duration,
     /// `metadata.recovery.strategy` (default `rebootstrap`, as the Java
     /// client 4.x and librdkafka): what to do when no broker the producer
@@ -191,6 +195,14 @@ pub struct ProducerConfig {
     /// without a metadata answer, even while some known broker still
     /// accepts connections.
     pub rebootstrap_trigger: Duration,
+    /// `socket.connection.setup.timeout.max.ms` (default 30 s, as Java):
+    /// the most `socket.connection.setup.timeout.ms` grows to. Below the
+    /// first timeout, it is the timeout (Java's `ExponentialBackoff` does
+    /// the same).
+    pub connection_setup_timeout_max: Duration,
+    /// `client.dns.lookup` (default `use_all_dns_ips`): how broker host
+    /// names become addresses (see [`DnsLookup`]).
+    pub client_dns_lookup: DnsLookup,
     /// `enable.idempotence`: `None` means the Java default (on, unless
     /// `acks` or `max.in.flight.requests.per.connection` rule it out).
     pub enable_idempotence: Option<bool>,
@@ -258,6 +270,24 @@ pub enum MetadataRecovery {
     None,
 }
 
+/// `client.dns.lookup`: how a broker's host name becomes the addresses a
+/// connection tries. Either way the name is looked up again on every
+/// connect attempt, and every address of the answer (of
+/// `broker.address.family`) is tried in turn before the attempt fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum DnsLookup {
+    /// `use_all_dns_ips` (the default, as in Java): the name's addresses.
+    #[default]
+    UseAllDnsIps,
+    /// `resolve_canonical_bootstrap_servers_only`: a bootstrap server's
+    /// name is first replaced by the canonical name (reverse lookup) of
+    /// each of its addresses, and those names are resolved and connected
+    /// to (and checked by TLS); brokers named by metadata are resolved as
+    /// under `use_all_dns_ips`.
+    ResolveCanonicalBootstrapServersOnly,
+}
+
 /// `broker.address.family`: which addresses of a broker's host name to
 /// connect to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -313,6 +343,8 @@ impl Default for ProducerConfig {
             connection_setup_timeout: Duration::from_secs(10),
             metadata_recovery: MetadataRecovery::Rebootstrap,
             rebootstrap_trigger: Duration::from_secs(300),
+            connection_setup_timeout_max: Duration::from_secs(30),
+            client_dns_lookup: DnsLookup::UseAllDnsIps,
             enable_idempotence: None,
             allow_auto_create_topics: true,
             transactional_id: None,
@@ -389,6 +421,14 @@ properties! {
         "expected rebootstrap or none",
     )?;
     ["metadata.recovery.rebootstrap.trigger.ms"] => |c, v| c.rebootstrap_trigger = v.ms(0)?;
+    ["socket.connection.setup.timeout.max.ms"] => |c, v| c.connection_setup_timeout_max = v.ms(1)?;
+    ["client.dns.lookup"] => |c, v| c.client_dns_lookup = v.one_of(
+        &[
+            ("use_all_dns_ips", DnsLookup::UseAllDnsIps),
+            ("resolve_canonical_bootstrap_servers_only", DnsLookup::ResolveCanonicalBootstrapServersOnly),
+        ],
+        "expected use_all_dns_ips or resolve_canonical_bootstrap_servers_only",
+    )?;
     ["enable.idempotence"] => |c, v| c.enable_idempotence = Some(v.boolean()?);
     ["allow.auto.create.topics"] => |c, v| c.allow_auto_create_topics = v.boolean()?;
     ["transactional.id"] => |c, v| c.transactional_id = (!v.0.is_empty()).then(|| v.text());

@@ -30,6 +30,7 @@ use tokio::net::TcpStream;
 
 use crate::kafka_error::ResponseError;
 use crate::protocol::sasl::{oauthbearer_message, plain_message, Mechanism, ScramClient};
+use crate::resolve::{targets, Resolver, Target};
 use crate::security::{SaslCredentials, Security};
 
 use crate::protocol::frame::{FrameDecoder, DEFAULT_MAX_FRAME};
@@ -42,8 +43,12 @@ use crate::protocol::{ApiKey, ProtocolError};
 pub struct ConnectionOptions {
     /// `client.id`, sent in every request header.
     pub client_id: Option<String>,
-    /// Time allowed for the TCP connect and the version negotiation.
+    /// Time allowed for the first address's connection setup (TCP, TLS,
+    /// ApiVersions, SASL): `socket.connection.setup.timeout.ms`. Each
+    /// failed address doubles it for the next, up to `connect_timeout_max`.
     pub connect_timeout: Duration,
+    /// `socket.connection.setup.timeout.max.ms`.
+    pub connect_timeout_max: Duration,
     /// Time allowed for each request's response.
     pub request_timeout: Duration,
     /// The largest response frame accepted.
@@ -57,6 +62,13 @@ pub struct ConnectionOptions {
     pub keepalive: bool,
     /// `broker.address.family`: which of a host name's addresses to use.
     pub family: crate::config::AddressFamily,
+    /// Whether the address is a bootstrap server whose name is replaced by
+    /// its addresses' canonical names first
+    /// (`client.dns.lookup=resolve_canonical_bootstrap_servers_only`).
+    pub canonical: bool,
+    /// Who looks names up (the system's resolver unless the application
+    /// gave its own).
+    pub(crate) resolver: Resolver,
 }
 
 impl Default for ConnectionOptions {
@@ -64,11 +76,14 @@ impl Default for ConnectionOptions {
         ConnectionOptions {
             client_id: Some("courier".into()),
             connect_timeout: Duration::from_secs(10),
+            connect_timeout_max: Duration::from_secs(30),
             request_timeout: Duration::from_secs(30),
             max_response_frame: DEFAULT_MAX_FRAME,
             security: None,
             keepalive: false,
             family: crate::config::AddressFamily::Any,
+            canonical: false,
+            resolver: Resolver::default(),
         }
     }
 }
@@ -293,58 +308,162 @@ async fn oauthbearer_token(addr: &str, sasl: &SaslCredentials) -> Result<String,
     })
 }
 
-/// A TCP connection to `addr` (`host:port`, every address of `family` it
-/// resolves to tried in turn, as `TcpStream::connect`), with SO_KEEPALIVE
-/// set before the connect when `keepalive`.
-async fn tcp_connect(
-    addr: &str,
-    keepalive: bool,
-    family: crate::config::AddressFamily,
-) -> std::io::Result<TcpStream> {
-    if !keepalive && family == crate::config::AddressFamily::Any {
-        return TcpStream::connect(addr).await;
-    }
-    let mut last = None;
-    for a in tokio::net::lookup_host(addr)
-        .await?
-        .filter(|a| family.admits(a))
-    {
-        let socket = if a.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
+/// A TCP connection to `target`, with SO_KEEPALIVE set before the
+/// connect when `keepalive`.
+async fn tcp_connect(target: &Target, keepalive: bool) -> std::io::Result<TcpStream> {
+    let socket = if target.addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    if keepalive {
         socket.set_keepalive(true)?;
-        match socket.connect(a).await {
-            Ok(s) => return Ok(s),
-            Err(e) => last = Some(e),
-        }
     }
-    Err(last.unwrap_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::NotFound,
-            format!("{addr} resolved to no address of broker.address.family {family:?}"),
-        )
-    }))
+    socket.connect(target.addr).await
+}
+
+/// The setup time-out of a connect attempt after `failed` failed ones:
+/// `socket.connection.setup.timeout.ms` doubled per failure up to
+/// `.max.ms`, with 20 % jitter (Java's `ExponentialBackoff(timeout, 2,
+/// max, 0.2)`). A maximum below the first time-out is the time-out.
+pub fn setup_timeout(first: Duration, max: Duration, failed: u32) -> Duration {
+    let first = first.min(max);
+    crate::clock::backoff(first, max, failed)
+}
+
+/// How one connect attempt to a broker ended: the connection (or the last
+/// error), and how many addresses failed on the way (each counts as a
+/// failed attempt for the next setup time-out, as each address is one
+/// attempt in Java).
+#[derive(Debug)]
+pub struct Attempt {
+    /// The connection, or why the last address tried failed.
+    pub result: Result<Connection, ConnectionError>,
+    /// Addresses that failed before the result (all of them, on an error).
+    pub failed: u32,
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) and negotiates API versions.
+    /// Connects to `addr` (`host:port`) and negotiates API versions:
+    /// [`connect_attempt`](Self::connect_attempt) with no failures before.
     pub async fn connect(addr: &str, opts: &ConnectionOptions) -> Result<Self, ConnectionError> {
-        let timeout = opts.connect_timeout;
+        Self::connect_attempt(addr, opts, 0).await.result
+    }
+
+    /// One connect attempt to `addr` (`host:port`): the name is looked up
+    /// now (nothing is kept from an earlier attempt), and each of its
+    /// addresses is tried in turn until one connects, each within its own
+    /// setup time-out ([`setup_timeout`] after `failed_before` failed
+    /// attempts and the ones of this attempt). A TLS or SASL refusal ends
+    /// the attempt at once: another address of the same cluster would say
+    /// the same.
+    pub async fn connect_attempt(
+        addr: &str,
+        opts: &ConnectionOptions,
+        failed_before: u32,
+    ) -> Attempt {
+        let timeout = |failed: u32| {
+            setup_timeout(
+                opts.connect_timeout,
+                opts.connect_timeout_max,
+                failed_before.saturating_add(failed),
+            )
+        };
         // OAUTHBEARER's token first, outside socket.connection.setup.timeout.ms:
         // an OIDC fetch has its own time-outs and retries (sasl.login.*).
         let token = match opts.security.as_deref().and_then(|s| s.sasl.as_ref()) {
             Some(sasl) if sasl.mechanism == Mechanism::OAuthBearer => {
-                Some(oauthbearer_token(addr, sasl).await?)
+                match oauthbearer_token(addr, sasl).await {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        return Attempt {
+                            result: Err(e),
+                            failed: 1,
+                        }
+                    }
+                }
             }
             _ => None,
         };
+        // The lookup counts against the first address's time-out: a
+        // resolver that hangs is a connection that does not set up.
+        let first = timeout(0);
+        let found = tokio::time::timeout(
+            first,
+            targets(addr, opts.family, opts.canonical, &*opts.resolver.0),
+        )
+        .await;
+        let found = match found {
+            Ok(Ok(found)) => found,
+            Ok(Err(source)) => {
+                return Attempt {
+                    result: Err(ConnectionError::Io {
+                        addr: addr.to_string(),
+                        source,
+                    }),
+                    failed: 1,
+                }
+            }
+            Err(_) => {
+                return Attempt {
+                    result: Err(ConnectionError::Timeout {
+                        addr: addr.to_string(),
+                        what: "its name to resolve",
+                        timeout: first,
+                    }),
+                    failed: 1,
+                }
+            }
+        };
+        let mut failed = 0;
+        let mut last = None;
+        for target in &found {
+            let limit = timeout(failed);
+            match Self::connect_to(addr, target, opts, token.clone(), limit).await {
+                Ok(conn) => {
+                    return Attempt {
+                        result: Ok(conn),
+                        failed,
+                    }
+                }
+                Err(e) => {
+                    failed += 1;
+                    tracing::debug!(%addr, address = %target.addr, error = %e, "address failed");
+                    let verdict = e.security_kind().is_some();
+                    last = Some(e);
+                    if verdict {
+                        break;
+                    }
+                }
+            }
+        }
+        Attempt {
+            result: Err(last.expect("targets returns at least one address")),
+            failed,
+        }
+    }
+
+    /// Connects to one address of `addr` and negotiates API versions (and
+    /// authenticates), within `timeout`.
+    async fn connect_to(
+        addr: &str,
+        target: &Target,
+        opts: &ConnectionOptions,
+        token: Option<String>,
+        timeout: Duration,
+    ) -> Result<Self, ConnectionError> {
+        // Errors name the address tried when it is not what was asked for.
+        let label = if addr.parse::<std::net::SocketAddr>().ok() == Some(target.addr) {
+            addr.to_string()
+        } else {
+            format!("{addr} ({})", target.addr)
+        };
+        let label = label.as_str();
         let connecting = async {
-            let stream = tcp_connect(addr, opts.keepalive, opts.family)
+            let stream = tcp_connect(target, opts.keepalive)
                 .await
                 .map_err(|source| ConnectionError::Io {
-                    addr: addr.to_string(),
+                    addr: label.to_string(),
                     source,
                 })?;
             let _ = stream.set_nodelay(true);
@@ -352,11 +471,10 @@ impl Connection {
             let stream =
                 match security.and_then(|s| s.tls.clone()) {
                     Some(tls) => {
-                        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-                        let host = host.trim_start_matches('[').trim_end_matches(']');
+                        let host = target.host.as_str();
                         let name = rustls::pki_types::ServerName::try_from(host.to_string())
                             .map_err(|e| ConnectionError::Tls {
-                                addr: addr.to_string(),
+                                addr: label.to_string(),
                                 reason: format!("{host:?} is not a valid server name: {e}"),
                             })?;
                         // Only a verdict of TLS itself (rustls' own error: a
@@ -372,10 +490,10 @@ impl Connection {
                             .await
                             .map_err(|source| {
                                 ConnectionError::Io {
-                                    addr: addr.to_string(),
+                                    addr: label.to_string(),
                                     source,
                                 }
-                                .tls_alert(addr)
+                                .tls_alert(label)
                             })?;
                         BrokerStream::Tls(Box::new(tls))
                     }
@@ -393,7 +511,7 @@ impl Connection {
                 versions: placeholder_versions(),
                 session_lifetime: None,
             };
-            conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(addr))?;
+            conn.versions = conn.negotiate().await.map_err(|e| e.tls_alert(label))?;
             if let Some(sasl) = security.and_then(|s| s.sasl.as_ref()) {
                 conn.authenticate(sasl, token).await?;
             }
@@ -402,7 +520,7 @@ impl Connection {
         tokio::time::timeout(timeout, connecting)
             .await
             .map_err(|_| ConnectionError::Timeout {
-                addr: addr.to_string(),
+                addr: label.to_string(),
                 what: "connect and ApiVersions",
                 timeout,
             })?

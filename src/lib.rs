@@ -105,6 +105,7 @@ pub mod protocol;
 mod protocol;
 pub mod record;
 pub mod report;
+pub mod resolve;
 pub mod retry;
 pub mod security;
 pub mod stats;

@@ -49,7 +49,6 @@ fn confluent_cloud_java_properties() {
     assert_eq!(
         c.ignored_properties(),
         [
-            "client.dns.lookup",
             "session.timeout.ms",
             "schema.registry.url",
             "basic.auth.credentials.source",

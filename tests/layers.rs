@@ -39,7 +39,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "io",
-        &["connection.rs", "admin/", "security.rs", "security/"],
+        &[
+            "resolve.rs",
+            "connection.rs",
+            "admin/",
+            "security.rs",
+            "security/",
+        ],
     ),
     ("delivery", &["delivery/"]),
     ("batching", &["batching/"]),

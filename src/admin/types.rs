@@ -34,6 +34,7 @@ impl AdminOptions {
                 security: Security::from_config(&config.security, None)?,
                 request_timeout: config.request_timeout,
                 connect_timeout: config.connection_setup_timeout,
+                connect_timeout_max: config.connection_setup_timeout_max,
                 keepalive: config.socket_keepalive,
                 family: config.broker_address_family,
                 ..ConnectionOptions::default()

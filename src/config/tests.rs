@@ -267,7 +267,6 @@ fn jaas_config_sets_the_sasl_credentials() {
 fn other_clients_settings_are_ignored_refused_or_unknown() {
     let mut c = ProducerConfig::default();
     for (k, v) in [
-        ("client.dns.lookup", "use_all_dns_ips"),
         ("session.timeout.ms", "45000"),
         (
             "key.serializer",
@@ -287,7 +286,6 @@ fn other_clients_settings_are_ignored_refused_or_unknown() {
     assert_eq!(
         c.ignored_properties(),
         [
-            "client.dns.lookup",
             "session.timeout.ms",
             "key.serializer",
             "schema.registry.url",
@@ -407,4 +405,39 @@ fn java_stores_are_read_as_pem_or_refused() {
     c.set("ssl.keystore.type", "pem").unwrap();
     c.validate().unwrap();
     assert_eq!(c.security.key_location, c.security.certificate_location);
+}
+
+/// `client.dns.lookup` and the setup time-out's maximum are real
+/// properties now: parsed, checked, and not listed as ignored.
+#[test]
+fn dns_lookup_and_the_setup_timeout_maximum_are_set() {
+    let mut c = ProducerConfig::default();
+    assert_eq!(c.client_dns_lookup, DnsLookup::UseAllDnsIps);
+    assert_eq!(c.connection_setup_timeout_max, Duration::from_secs(30));
+    c.set(
+        "client.dns.lookup",
+        "resolve_canonical_bootstrap_servers_only",
+    )
+    .unwrap();
+    c.set("socket.connection.setup.timeout.max.ms", "5000")
+        .unwrap();
+    assert_eq!(
+        c.client_dns_lookup,
+        DnsLookup::ResolveCanonicalBootstrapServersOnly
+    );
+    assert_eq!(c.connection_setup_timeout_max, Duration::from_secs(5));
+    assert!(
+        c.ignored_properties().is_empty(),
+        "{:?}",
+        c.ignored_properties()
+    );
+    // Java 2.x's `default` is gone since 3.0, as there.
+    let e = c
+        .set("client.dns.lookup", "default")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("use_all_dns_ips"), "{e}");
+    assert!(c
+        .set("socket.connection.setup.timeout.max.ms", "0")
+        .is_err());
 }

@@ -119,6 +119,8 @@ pub(crate) struct Engine {
     tick_ms: AtomicU64,
     /// TLS and SASL for every connection (`None`: plaintext).
     security: Option<Arc<crate::security::Security>>,
+    /// Looks up broker host names on every connect attempt.
+    resolver: crate::resolve::Resolver,
     /// Bytes of records from `Produce` messages waiting for metadata or
     /// memory (bounded by `buffer.memory`).
     actor_path_waiting: AtomicUsize,
@@ -280,6 +282,11 @@ impl Engine {
         self.security.clone()
     }
 
+    /// Who looks up broker host names.
+    pub(crate) fn resolver(&self) -> crate::resolve::Resolver {
+        self.resolver.clone()
+    }
+
     /// Sets the supervisor's tick (tests that check a path needs no
     /// periodic work set it very long).
     #[cfg(feature = "fault-injection")]
@@ -306,6 +313,7 @@ impl Engine {
         actors: Arc<dyn ActorTree>,
         security: Option<Arc<crate::security::Security>>,
         interceptors: crate::interceptor::Interceptors,
+        resolver: crate::resolve::Resolver,
     ) -> Arc<Engine> {
         let c = config;
         let client_id = StrBytes::from_string(c.client_id.clone());
@@ -372,6 +380,7 @@ impl Engine {
             #[cfg(feature = "fault-injection")]
             tick_ms: AtomicU64::new(SUPERVISOR_TICK.as_millis() as u64),
             security,
+            resolver,
             actor_path_waiting: AtomicUsize::new(0),
             actor_path_waiting_records: AtomicUsize::new(0),
             actors,

@@ -13,6 +13,7 @@ use crate::interceptor::{Interceptors, ProducerInterceptor};
 use crate::partitioner::Partitioner;
 use crate::producer::handle::Producer;
 use crate::protocol::record_batch::Compression;
+use crate::resolve::Resolver;
 
 impl Producer {
     /// A builder with the Java client's defaults.
@@ -23,6 +24,7 @@ impl Producer {
             partitioner: None,
             tokens: None,
             interceptors: Vec::new(),
+            resolver: None,
             #[cfg(feature = "fault-injection")]
             tick: None,
         }
@@ -50,6 +52,7 @@ pub struct ProducerBuilder {
     partitioner: Option<Box<dyn Partitioner>>,
     tokens: Option<Arc<dyn crate::security::TokenProvider>>,
     interceptors: Vec<Arc<dyn ProducerInterceptor>>,
+    resolver: Option<Arc<dyn crate::resolve::Resolve>>,
     #[cfg(feature = "fault-injection")]
     tick: Option<Duration>,
 }
@@ -162,6 +165,14 @@ impl ProducerBuilder {
         self
     }
 
+    /// Who looks up broker host names, on every connect attempt, instead
+    /// of the system's resolver ([`SystemResolver`](crate::resolve::SystemResolver)):
+    /// an application's own discovery, or a test's fixed answers.
+    pub fn resolver(mut self, r: impl crate::resolve::Resolve) -> Self {
+        self.resolver = Some(Arc::new(r));
+        self
+    }
+
     /// Sets the supervisor's tick, so that a test can check a path needs
     /// no periodic work (say, a very long tick). Only with the
     /// `fault-injection` feature.
@@ -185,12 +196,14 @@ impl ProducerBuilder {
         self.config.warn_ignored();
         let addresses = Arc::new(Addresses::default());
         let security = crate::security::Security::from_config(&self.config.security, self.tokens)?;
+        let resolver = self.resolver.map_or_else(Resolver::default, Resolver);
         let engine = Engine::new(
             self.config,
             self.partitioner,
             addresses.clone(),
             security,
             Interceptors::new(self.interceptors),
+            resolver,
         );
         #[cfg(feature = "fault-injection")]
         if let Some(t) = self.tick {
@@ -254,6 +267,7 @@ impl ProducerBuilder {
             tree.clone(),
             None,
             Interceptors::new(self.interceptors),
+            Resolver::default(),
         );
         tree.attach(&engine);
         let addresses = Arc::new(Addresses::default());

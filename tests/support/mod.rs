@@ -33,7 +33,8 @@ impl Tansu {
     }
 
     /// Starts Tansu advertising `advertised` (`host:port`) instead of its
-    /// own address, for a proxy in front of it.
+    /// own address, for a proxy in front of it; `{port}` in it is the
+    /// port Tansu listens on (`"kafka.test:{port}"`: a name for itself).
     pub fn start_advertising(advertised: &str) -> Tansu {
         Self::start_with(Some(advertised))
     }
@@ -117,7 +118,10 @@ impl Tansu {
             let port = free_port();
             let log = std::env::temp_dir().join(format!("courier-tansu-{port}.log"));
             let url = format!("tcp://127.0.0.1:{port}");
-            let advertised_url = advertised.map_or(url.clone(), |a| format!("tcp://{a}"));
+            // `{port}` in `advertised` stands for the port Tansu listens on.
+            let advertised_url = advertised.map_or(url.clone(), |a| {
+                format!("tcp://{}", a.replace("{port}", &port.to_string()))
+            });
             let child = spawn_tansu(&url, &advertised_url, &log);
             let mut broker = Tansu { child, port, log };
             if broker.wait_ready(Duration::from_secs(15)) {

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{ConnectionLost, RefreshMetadata, ResponseFrame, SecurityFailed};
 use crate::clock::{backoff, Instant};
+use crate::config::DnsLookup;
 use crate::connection::{Connection, ConnectionOptions};
 use crate::sync::lock;
 
@@ -26,20 +27,33 @@ impl BrokerConnection {
         let opts = ConnectionOptions {
             client_id: Some(cfg.client_id.clone()),
             connect_timeout: cfg.connection_setup_timeout,
+            connect_timeout_max: cfg.connection_setup_timeout_max,
             request_timeout: cfg.request_timeout,
             security: self.engine.security(),
             keepalive: cfg.socket_keepalive,
             family: cfg.broker_address_family,
+            // Bootstrap servers (negative ids) only, as the name says.
+            canonical: self.node_id < 0
+                && cfg.client_dns_lookup == DnsLookup::ResolveCanonicalBootstrapServersOnly,
+            resolver: self.engine.resolver(),
             ..ConnectionOptions::default()
         };
         let addr = self.addr.clone();
+        let failed_before = self.setup_failures;
         tracing::debug!(broker = self.node_id, %addr, "connecting");
-        let connecting = async move { Connection::connect(&addr, &opts).await };
-        ctx.spawn(connecting.into_actor(self).map(move |res, act, ctx| {
+        // The name is looked up inside the attempt, every attempt: no
+        // address outlives it.
+        let connecting =
+            async move { Connection::connect_attempt(&addr, &opts, failed_before).await };
+        ctx.spawn(connecting.into_actor(self).map(move |attempt, act, ctx| {
             if act.generation != generation {
                 return;
             }
-            match res {
+            act.setup_failures = match &attempt.result {
+                Ok(_) => 0,
+                Err(_) => act.setup_failures.saturating_add(attempt.failed),
+            };
+            match attempt.result {
                 Ok(conn) => act.on_connected(conn, ctx),
                 Err(e) => {
                     if let Some(kind) = e.security_kind() {

@@ -96,6 +96,10 @@ pub struct BrokerConnection {
     /// Requests other than Produce, answered through a oneshot.
     calls: HashMap<i32, (Instant, Call)>,
     reconnect_attempts: u32,
+    /// Addresses that failed to set up a connection since the last one
+    /// made (Java's `failedConnectAttempts`): doubles the next attempt's
+    /// `socket.connection.setup.timeout.ms`, up to `.max.ms`.
+    setup_failures: u32,
     /// Why the last connection attempt failed, until one succeeds (named
     /// in the errors of requests that find no connection).
     last_connect_error: Option<String>,
@@ -173,6 +177,7 @@ impl BrokerConnection {
             upstream,
             calls: HashMap::new(),
             reconnect_attempts: 0,
+            setup_failures: 0,
             last_connect_error: None,
             connect_waiters: Vec::new(),
             retired: false,
