@@ -190,6 +190,11 @@ pub struct ProducerConfig {
     /// client 4.x and librdkafka): what to do when no broker the producer
     /// knows answers metadata requests.
     pub metadata_recovery: MetadataRecovery,
+    /// `enable.metrics.push` (default true, as the Java client and
+    /// librdkafka): push the producer's metrics to a broker when the
+    /// cluster has a client metrics subscription that asks for them
+    /// (KIP-714).
+    pub enable_metrics_push: bool,
     /// `metadata.recovery.rebootstrap.trigger.ms` (default 5 min, KIP-1102):
     /// with `rebootstrap`, go back to `bootstrap.servers` after this long
     /// without a metadata answer, even while some known broker still
@@ -345,6 +350,7 @@ impl Default for ProducerConfig {
             rebootstrap_trigger: Duration::from_secs(300),
             connection_setup_timeout_max: Duration::from_secs(30),
             client_dns_lookup: DnsLookup::UseAllDnsIps,
+            enable_metrics_push: true,
             enable_idempotence: None,
             allow_auto_create_topics: true,
             transactional_id: None,
@@ -429,6 +435,7 @@ properties! {
         ],
         "expected use_all_dns_ips or resolve_canonical_bootstrap_servers_only",
     )?;
+    ["enable.metrics.push"] => |c, v| c.enable_metrics_push = v.boolean()?;
     ["enable.idempotence"] => |c, v| c.enable_idempotence = Some(v.boolean()?);
     ["allow.auto.create.topics"] => |c, v| c.allow_auto_create_topics = v.boolean()?;
     ["transactional.id"] => |c, v| c.transactional_id = (!v.0.is_empty()).then(|| v.text());

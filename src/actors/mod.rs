@@ -37,4 +37,5 @@ pub mod msgs;
 pub(crate) mod partitioner;
 pub(crate) mod scripted;
 pub mod supervisor;
+pub(crate) mod telemetry;
 pub(crate) mod transaction;

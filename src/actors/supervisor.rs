@@ -21,6 +21,7 @@ use crate::actors::broker::{BrokerConnection, Upstream};
 use crate::actors::msgs::*;
 use crate::actors::partitioner::PartitionerActor;
 use crate::actors::scripted::ScriptedTree;
+use crate::actors::telemetry::{TelemetryActor, TelemetryState};
 use crate::actors::transaction::TransactionActor;
 use crate::delivery::owed::ReplyTo;
 use crate::engine::enqueue::{Enqueued, Resume};
@@ -50,6 +51,9 @@ pub struct ProducerSupervisor {
     idem_retry: Option<SpawnHandle>,
     /// The transaction actor, for a transactional producer.
     transactions: Option<Addr<TransactionActor>>,
+    /// The telemetry actor (`enable.metrics.push`, not under the testing
+    /// double), and the state it leaves to its successor.
+    telemetry: Option<(Addr<TelemetryActor>, Arc<TelemetryState>)>,
     /// `Shutdown` arrived: the tree is being stopped, so a dead actor is
     /// not restarted. Until then (a `close` still flushing, or ending its
     /// transaction) dead actors are restarted as ever: the flush needs the
@@ -115,6 +119,7 @@ impl ProducerSupervisor {
                     absent_since: HashMap::new(),
                     idem_retry: None,
                     transactions: None,
+                    telemetry: None,
                     shutting_down: false,
                 };
                 sup.start_transaction_actor();
@@ -141,9 +146,11 @@ impl ProducerSupervisor {
                 absent_since: HashMap::new(),
                 idem_retry: None,
                 transactions: None,
+                telemetry: None,
                 shutting_down: false,
             };
             sup.start_transaction_actor();
+            sup.start_telemetry(None);
             for (i, addr) in engine
                 .config()
                 .bootstrap_servers
@@ -376,6 +383,36 @@ impl ProducerSupervisor {
         self.transactions = Some(actor);
     }
 
+    /// The telemetry actor (KIP-714), on `state` (a new one at the start;
+    /// its predecessor's when it is restarted).
+    fn start_telemetry(&mut self, state: Option<Arc<TelemetryState>>) {
+        if !self.engine.config().enable_metrics_push {
+            return;
+        }
+        let state = match state {
+            Some(state) => state,
+            // Not `Arc::default()`: `new` notes when the sums start.
+            None => TelemetryState::new(),
+        };
+        let actor =
+            TelemetryActor::new(self.engine.clone(), self.addresses.clone(), state.clone()).start();
+        self.telemetry = Some((actor, state));
+    }
+
+    /// A dead telemetry actor is started again on the same state.
+    fn restart_dead_telemetry(&mut self) {
+        let Some((actor, state)) = &self.telemetry else {
+            return;
+        };
+        if actor.connected() || self.shutting_down || self.engine.is_closed() {
+            return;
+        }
+        tracing::warn!("telemetry actor died; restarting it");
+        self.engine.stats().record_actor_restart();
+        let state = state.clone();
+        self.start_telemetry(Some(state));
+    }
+
     /// The transaction actor is supervised like the partitioner: its state
     /// is in `Engine::txn`, so a new one carries on.
     fn restart_dead_transaction_actor(&mut self) {
@@ -514,6 +551,9 @@ impl Actor for ProducerSupervisor {
             act.guarded("scripted broker", ctx, |act, _| act.restart_dead_scripted());
             act.guarded("transaction actor", ctx, |act, _| {
                 act.restart_dead_transaction_actor()
+            });
+            act.guarded("telemetry actor", ctx, |act, _| {
+                act.restart_dead_telemetry()
             });
             act.guarded("delivery timeouts", ctx, |act, _| {
                 #[cfg(feature = "fault-injection")]

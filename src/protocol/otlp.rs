@@ -6,9 +6,8 @@
 //! Written by hand: the four message types a push uses are a few dozen
 //! lines of protobuf, where the generated OTLP crates bring a gRPC stack
 //! along. Kafka's receivers decode it with the generated Java classes
-//! (`kafka-clients` ships them shaded).
-//!
-//! Groundwork: nothing pushes metrics yet (issue 32, item 7).
+//! (`kafka-clients` ships them shaded; `tests/kafka_telemetry.rs`'s
+//! receiver does).
 //!
 //! # References
 //! - KIP-714: <https://cwiki.apache.org/confluence/display/KAFKA/KIP-714%3A+Client+metrics+and+observability>

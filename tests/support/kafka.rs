@@ -100,15 +100,34 @@ pub fn libs_dir() -> PathBuf {
 }
 
 /// `java ... -cp <libs>/* <main>`, with `jvm` options and the log4j2 config.
+/// A broker plugin for every cluster this test binary starts once it is
+/// set ([`set_broker_plugin`]): a directory of compiled classes for the
+/// class path, and lines for each broker's server.properties.
+static BROKER_PLUGIN: OnceLock<(PathBuf, String)> = OnceLock::new();
+
+/// Puts `classes` on the class path of every JVM this binary starts from
+/// now on, and `config` into each broker's server.properties (say a
+/// `metric.reporters` class compiled by the test). Once per binary.
+#[allow(dead_code)]
+pub fn set_broker_plugin(classes: PathBuf, config: String) {
+    BROKER_PLUGIN
+        .set((classes, config))
+        .expect("one broker plugin per test binary");
+}
+
 fn java(jvm: &[&str], log_config: &Path, main: &str) -> Command {
     let mut cmd = Command::new("java");
+    let mut class_path = format!("{}/*", libs_dir().display());
+    if let Some((classes, _)) = BROKER_PLUGIN.get() {
+        class_path.push_str(&format!(":{}", classes.display()));
+    }
     cmd.args(jvm)
         .arg(format!(
             "-Dlog4j2.configurationFile={}",
             log_config.display()
         ))
         .arg("-cp")
-        .arg(format!("{}/*", libs_dir().display()))
+        .arg(class_path)
         .arg(main)
         .stdin(Stdio::null());
     cmd
@@ -675,6 +694,9 @@ impl KafkaCluster {
                 }
                 if let Some(s) = &secured {
                     config = secured_config(&config, s, i, &dir);
+                }
+                if let Some((_, plugin)) = BROKER_PLUGIN.get() {
+                    config.push_str(plugin);
                 }
                 std::fs::write(broker.config_path(), config).expect("write server.properties");
                 broker
