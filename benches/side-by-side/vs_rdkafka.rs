@@ -692,43 +692,43 @@ fn write_results(
             md.push_str(&row);
         }
     }
-    let txn_rows: Vec<String> = seen
-        .iter()
-        .filter_map(|w| {
-            let (c, r) = (find(w, "courier-txn")?, find(w, "rdkafka-txn")?);
-            Some(format!(
-                "| {} | {:.2} | {:.2} | {:.2} |\n",
-                w.split(':').next().unwrap_or(w),
-                c.rate.0 / r.rate.0,
-                c.cpu_us.0 / r.cpu_us.0,
-                c.rss_mib.0 / r.rss_mib.0
-            ))
-        })
-        .collect();
-    if !txn_rows.is_empty() {
-        md.push_str("\n## Transactions: courier-txn ÷ rdkafka-txn (median / median)\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n");
-        for row in txn_rows {
-            md.push_str(&row);
-        }
-        // Transaction version 2 against 1, Courier on both, same broker.
-        let v_rows: Vec<String> = seen
-            .iter()
+    // Courier's transactions against rdkafka's, and transaction version
+    // 2 against 1 (Courier on both, the same broker).
+    let ratio_rows = |a: &str, b: &str| -> Vec<String> {
+        seen.iter()
             .filter_map(|w| {
-                let (v2, v1) = (find(w, "courier-txn")?, find(w, "courier-txn-v1")?);
+                let (x, y) = (find(w, a)?, find(w, b)?);
                 Some(format!(
                     "| {} | {:.2} | {:.2} | {:.2} |\n",
                     w.split(':').next().unwrap_or(w),
-                    v2.rate.0 / v1.rate.0,
-                    v2.cpu_us.0 / v1.cpu_us.0,
-                    v2.rss_mib.0 / v1.rss_mib.0
+                    x.rate.0 / y.rate.0,
+                    x.cpu_us.0 / y.cpu_us.0,
+                    x.rss_mib.0 / y.rss_mib.0
                 ))
             })
-            .collect();
-        if !v_rows.is_empty() {
-            md.push_str("\n## Transaction version 2 ÷ version 1: courier-txn ÷ courier-txn-v1 (median / median)\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n");
-            for row in v_rows {
-                md.push_str(&row);
-            }
+            .collect()
+    };
+    for (a, b, heading) in [
+        (
+            "courier-txn",
+            "rdkafka-txn",
+            "Transactions: courier-txn ÷ rdkafka-txn",
+        ),
+        (
+            "courier-txn",
+            "courier-txn-v1",
+            "Transaction version 2 ÷ version 1: courier-txn ÷ courier-txn-v1",
+        ),
+    ] {
+        let rows = ratio_rows(a, b);
+        if rows.is_empty() {
+            continue;
+        }
+        md.push_str(&format!(
+            "\n## {heading} (median / median)\n\n| workload | msgs/s | CPU | RSS |\n|---|---|---|---|\n"
+        ));
+        for row in rows {
+            md.push_str(&row);
         }
     }
     if !latency.is_empty() {

@@ -76,6 +76,19 @@ pub(crate) struct Addresses {
 }
 
 impl Addresses {
+    /// The broker ids with a connection actor, bootstrap addresses left
+    /// out, in id order.
+    pub fn known_brokers(&self) -> Vec<i32> {
+        let mut ids: Vec<i32> = self
+            .connections
+            .iter()
+            .map(|e| *e.key())
+            .filter(|id| *id >= 0)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
     pub fn set_transactions(&self, to: TransactionAddrs) {
         *lock(&self.transactions) = Some(to);
     }

@@ -190,13 +190,7 @@ impl PartitionerActor {
         if cfg.metadata_recovery != MetadataRecovery::Rebootstrap || self.rebootstrapping {
             return;
         }
-        let known: Vec<i32> = self
-            .addresses
-            .connections
-            .iter()
-            .map(|e| *e.key())
-            .filter(|id| *id >= 0)
-            .collect();
+        let known = self.addresses.known_brokers();
         let all_failed =
             !known.is_empty() && known.iter().all(|id| self.fetch_errors.contains_key(id));
         let silent = !known.is_empty() && self.last_answer.elapsed() >= cfg.rebootstrap_trigger;

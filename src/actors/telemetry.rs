@@ -75,6 +75,10 @@ struct Inner {
     last_sums: HashMap<String, i64>,
     /// When the sums started counting, in ns since the Unix epoch.
     started_ns: u64,
+    /// Brokers that do not offer the telemetry APIs (before Kafka 3.7):
+    /// never asked again, so that asking does not open a connection
+    /// closed for being idle.
+    unsupported: std::collections::HashSet<i32>,
 }
 
 /// The telemetry state, outside the actor (see the module docs).
@@ -121,8 +125,17 @@ impl TelemetryActor {
             return;
         }
         let Some((broker, addr)) = self.broker() else {
-            // No broker known yet.
-            return self.next(Duration::from_secs(1), ctx);
+            // No broker known yet (look again soon), or none offers the
+            // APIs (look again in a while: the brokers may change).
+            let none_offers = !self.addresses.known_brokers().is_empty();
+            return self.next(
+                if none_offers {
+                    RETRY
+                } else {
+                    Duration::from_secs(1)
+                },
+                ctx,
+            );
         };
         let subscription = lock(&self.state.inner).subscription.clone();
         match subscription {
@@ -145,15 +158,9 @@ impl TelemetryActor {
                 return Some((id, a.value().clone()));
             }
         }
-        let mut ids: Vec<i32> = self
-            .addresses
-            .connections
-            .iter()
-            .map(|e| *e.key())
-            .filter(|id| *id >= 0)
-            .collect();
-        ids.sort_by_key(|_| fastrand::u32(..));
-        let id = *ids.first()?;
+        let mut ids = self.addresses.known_brokers();
+        ids.retain(|id| !inner.unsupported.contains(id));
+        let id = *ids.get(fastrand::usize(..ids.len().max(1)))?;
         inner.broker = Some(id);
         let addr = self.addresses.connections.get(&id)?.value().clone();
         Some((id, addr))
@@ -179,10 +186,18 @@ impl TelemetryActor {
             let resp = match answer {
                 Ok(Ok((_, r))) => r,
                 Ok(Err(e)) => {
-                    // Not offered (before Kafka 3.7), or the connection
-                    // failed: ask again later, maybe another broker.
+                    // Not offered (before Kafka 3.7): never this broker
+                    // again. Or the connection failed: ask again later,
+                    // maybe another broker.
                     tracing::debug!(broker, error = %e, "no telemetry subscription");
-                    lock(&act.state.inner).broker = None;
+                    let mut inner = lock(&act.state.inner);
+                    inner.broker = None;
+                    if e.contains("does not offer") {
+                        inner.unsupported.insert(broker);
+                        drop(inner);
+                        return act.next(Duration::ZERO, ctx);
+                    }
+                    drop(inner);
                     return act.next(RETRY, ctx);
                 }
                 Err(_) => {

@@ -467,15 +467,7 @@ impl Producer {
 
     /// Broker ids with a live connection actor.
     pub fn connected_brokers(&self) -> Vec<i32> {
-        let mut ids: Vec<i32> = self
-            .addresses
-            .connections
-            .iter()
-            .map(|e| *e.key())
-            .filter(|id| *id >= 0)
-            .collect();
-        ids.sort_unstable();
-        ids
+        self.addresses.known_brokers()
     }
 
     /// A snapshot of the producer's counters.

@@ -129,6 +129,8 @@ where
             Connected::Failed(e) => return Box::pin(async move { Err(e) }),
         };
         let Some(version) = versions.get(msg.api).map(|v| v.min(msg.max)) else {
+            // The telemetry actor reads "does not offer" as "never ask
+            // this broker again" (actors/telemetry.rs).
             let e = format!(
                 "broker {} at {} does not offer {:?} in a version Courier speaks",
                 self.node_id, self.addr, msg.api
