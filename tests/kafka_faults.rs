@@ -663,6 +663,22 @@ async fn a_leader_move_is_followed_from_the_produce_answers_without_metadata() {
         .build()
         .expect("producer");
     let (sub, mut reports) = producer.subscribe_with_capacity(ReportMode::All, 50_000);
+    // Reports are read while the stream runs: the subscription's bound
+    // (50,000 unread) would otherwise hold the producing loop up for good
+    // once a slow move lets that many records through (a CI run hung so).
+    let reader = tokio::spawn(async move {
+        let mut seen: Vec<(u64, Option<String>)> = Vec::new();
+        while let Some(batch) = reports.next_batch().await {
+            for r in batch {
+                let failure = match &r {
+                    DeliveryReport::Failed(e) => Some(e.message.clone()),
+                    DeliveryReport::Delivered(_) => None,
+                };
+                seen.push((r.opaque(), failure));
+            }
+        }
+        seen
+    });
     let produce = |from: usize, to: usize| {
         let sub = sub.clone();
         let topic = topic.clone();
@@ -710,13 +726,9 @@ async fn a_leader_move_is_followed_from_the_produce_answers_without_metadata() {
 
     let mut counts = vec![0u8; records];
     let mut failures = Vec::new();
-    while let Some(batch) = reports.next_batch().await {
-        for r in batch {
-            counts[r.opaque() as usize] += 1;
-            if let DeliveryReport::Failed(e) = r {
-                failures.push(e.message.clone());
-            }
-        }
+    for (opaque, failure) in reader.await.expect("the report reader") {
+        counts[opaque as usize] += 1;
+        failures.extend(failure);
     }
     let not_once: Vec<_> = (0..records).filter(|i| counts[*i] != 1).collect();
     assert!(
