@@ -451,19 +451,6 @@ mod tests {
     /// answer without epochs (before Metadata v7) is taken as it is.
     #[test]
     fn an_older_leader_epoch_does_not_move_a_partition_back() {
-        let with_epochs = |partitions: &[(i32, i32, i32)]| {
-            let mut r = response(
-                &partitions
-                    .iter()
-                    .map(|(p, l, _)| (*p, *l))
-                    .collect::<Vec<_>>(),
-            );
-            for (entry, (_, _, epoch)) in r.topics[0].partitions.iter_mut().zip(partitions) {
-                entry.leader_epoch = *epoch;
-            }
-            r.topics[0].topic_id = uuid_of(5);
-            r
-        };
         let t = |s: &MetadataSnapshot| {
             let m = &s.topics[&Topic::from("t")];
             (m.leaders.clone(), m.leader_epochs.clone())
@@ -500,9 +487,8 @@ mod tests {
         assert_eq!(t(&taken), (vec![1, 2], vec![0, 0]));
     }
 
-    /// A snapshot of topic "t" (id 5) with `(partition, leader, epoch)`,
-    /// brokers 1 to 3 known.
-    fn held(partitions: &[(i32, i32, i32)]) -> MetadataSnapshot {
+    /// An answer for topic "t" (id 5) with `(partition, leader, epoch)`.
+    fn with_epochs(partitions: &[(i32, i32, i32)]) -> MetadataResponse {
         let mut r = response(
             &partitions
                 .iter()
@@ -513,6 +499,13 @@ mod tests {
             entry.leader_epoch = *epoch;
         }
         r.topics[0].topic_id = uuid_of(5);
+        r
+    }
+
+    /// A snapshot of topic "t" (id 5) with `(partition, leader, epoch)`,
+    /// brokers 1 to 3 known.
+    fn held(partitions: &[(i32, i32, i32)]) -> MetadataSnapshot {
+        let r = with_epochs(partitions);
         let mut s = MetadataSnapshot::from_response(&r, &MetadataSnapshot::default());
         for id in 1..=3 {
             s.brokers.insert(id, format!("b{id}:9092"));
