@@ -40,9 +40,15 @@ fi
 echo "public-api: the public API matches $listing ($(wc -l <"$listing") lines)"
 
 # Every commit that changed the listing says so in CHANGELOG.md too (a
-# shallow clone checks the commits it has).
+# shallow clone checks the commits it has). Commits already on main that
+# broke the rule cannot be rewritten; each one is named here with why it
+# is harmless, and no other is let through.
+#   8e4abd6: the listing caught up with the interceptors and rebootstrap,
+#            whose entries CHANGELOG.md had from the commits before it.
+known=(8e4abd62076591d69052d2d20a2e0f0ae44db5b6)
 missing=()
 while read -r commit; do
+  [[ " ${known[*]} " == *" $commit "* ]] && continue
   git show --name-only --format= "$commit" | grep -qx "CHANGELOG.md" || missing+=("$commit")
 done < <(git log --format=%H -- "$listing")
 if (( ${#missing[@]} > 0 )); then
