@@ -246,6 +246,22 @@ pub struct ProducerConfig {
     /// rust-rdkafka producer put them. A partitioner given to
     /// `ProducerBuilder::partitioner` replaces it.
     pub partitioner: Partitioning,
+    /// `partitioner.adaptive.partitioning.enable` (the Java client's;
+    /// default true, KIP-794): when the built-in partitioner moves a
+    /// topic's keyless records to another partition, it draws the next
+    /// with weights from the partitions' queue lengths, so partitions
+    /// whose leader is slow get fewer. False: uniformly among the
+    /// partitions with a leader.
+    pub partitioner_adaptive: bool,
+    /// `partitioner.availability.timeout.ms` (the Java client's; default
+    /// 0, off): with the adaptive choice, the partitions of a broker that
+    /// has had a batch waiting this long without taking one are left out
+    /// of the next choices until it takes one.
+    pub partitioner_availability_timeout: Option<Duration>,
+    /// `partitioner.ignore.keys` (the Java client's; default false): keyed
+    /// records are placed as keyless ones are (sticky), not by their key.
+    /// Only the built-in partitioner reads it.
+    pub partitioner_ignore_keys: bool,
     /// `broker.address.family` (librdkafka's; default any): which of a
     /// broker host name's addresses connections use.
     pub broker_address_family: AddressFamily,
@@ -359,6 +375,9 @@ impl Default for ProducerConfig {
             socket_keepalive: false,
             connections_max_idle: Some(Duration::from_secs(540)),
             partitioner: Partitioning::default(),
+            partitioner_adaptive: true,
+            partitioner_availability_timeout: None,
+            partitioner_ignore_keys: false,
             broker_address_family: AddressFamily::Any,
             security: SecurityConfig::default(),
             ignored: Vec::new(),
@@ -447,6 +466,12 @@ properties! {
         (!idle.is_zero()).then_some(idle)
     };
     ["partitioner"] => |c, v| c.partitioner = v.0.parse()?;
+    ["partitioner.adaptive.partitioning.enable"] => |c, v| c.partitioner_adaptive = v.boolean()?;
+    ["partitioner.availability.timeout.ms"] => |c, v| c.partitioner_availability_timeout = {
+        let t = v.ms(0)?;
+        (!t.is_zero()).then_some(t)
+    };
+    ["partitioner.ignore.keys"] => |c, v| c.partitioner_ignore_keys = v.boolean()?;
     ["broker.address.family"] => |c, v| c.broker_address_family = v.one_of(
         &[("any", AddressFamily::Any), ("v4", AddressFamily::V4), ("v6", AddressFamily::V6)],
         "expected any, v4 or v6",

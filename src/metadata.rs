@@ -55,17 +55,11 @@ impl PartialEq for TopicCache {
 
 impl Eq for TopicCache {}
 
-/// A topic's sticky-partition slot: -1 until a partition is chosen. Shared
-/// by the snapshots that describe the topic; not part of the description
-/// (every slot compares equal).
-#[derive(Debug, Clone)]
-pub struct StickySlot(pub std::sync::Arc<std::sync::atomic::AtomicI32>);
-
-impl Default for StickySlot {
-    fn default() -> Self {
-        StickySlot(std::sync::Arc::new(std::sync::atomic::AtomicI32::new(-1)))
-    }
-}
+/// A topic's sticky-partition slot (`partitioner::StickyState`: no
+/// partition until one is chosen). Shared by the snapshots that describe
+/// the topic; not part of the description (every slot compares equal).
+#[derive(Debug, Clone, Default)]
+pub struct StickySlot(pub(crate) std::sync::Arc<crate::partitioner::StickyState>);
 
 impl PartialEq for StickySlot {
     fn eq(&self, _other: &StickySlot) -> bool {
@@ -438,7 +432,7 @@ mod tests {
             !Arc::ptr_eq(&a.sticky.0, &d.sticky.0),
             "a new topic id: a new slot"
         );
-        assert_eq!(d.sticky.0.load(std::sync::atomic::Ordering::Relaxed), -1);
+        assert_eq!(d.sticky.0.current().0, -1);
         assert!(
             d.cache.0.get().is_none(),
             "a new topic id, same count: a new cache"

@@ -6,16 +6,25 @@
 //!   `(murmur2(key) & 0x7fffffff) % partitions`. librdkafka's
 //!   `murmur2_random` partitioner agrees, so keyed data lands on the same
 //!   partition whichever of these clients wrote it.
-//! - A keyless record uses the sticky strategy of KIP-480: stay on one
-//!   partition until its batch is closed, then move to another, so keyless
-//!   traffic fills few, large batches instead of many small ones.
+//! - A keyless record sticks to one partition, so keyless traffic fills
+//!   few, large batches instead of many small ones. The built-in
+//!   partitioner moves on once `batch.size` bytes went to the partition
+//!   and it needs a new batch (KIP-794, the Java client's since 3.3);
+//!   a partitioner of the user's is told when a batch closes (KIP-480's
+//!   `on_new_batch`). With `partitioner.adaptive.partitioning.enable`
+//!   (the default) the next partition is drawn with weights the
+//!   partitioner actor publishes from the partitions' queue lengths
+//!   ([`PartitionLoad`]), so partitions of a slow broker get less.
 //!
 //! # References
-//! - Java: `org.apache.kafka.common.utils.Utils.murmur2` and
-//!   `BuiltInPartitioner.partitionForKey`
-//! - KIP-480: Sticky Partitioner
+//! - Java: `org.apache.kafka.common.utils.Utils.murmur2`,
+//!   `BuiltInPartitioner` (`partitionForKey`, `updatePartitionInfo`,
+//!   `updatePartitionLoadStats`, `nextPartition`)
+//! - KIP-480: Sticky Partitioner; KIP-794: Strictly Uniform Sticky
+//!   Partitioner
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 
 use dashmap::DashMap;
 
@@ -32,7 +41,134 @@ pub struct TopicLayout<'a> {
     /// custom partitioner that delegates to the default keeps the fast
     /// path), but only through those two. `None` (as from
     /// [`TopicLayout::new`]): the partitioner keeps its own state.
-    pub(crate) sticky: Option<&'a AtomicI32>,
+    pub(crate) sticky: Option<&'a StickyState>,
+}
+
+/// A topic's sticky partition, shared by a producer's metadata snapshots
+/// of the topic: the partition and how many times it has moved, in one
+/// word (so whoever appends under a partition knows which stay on it the
+/// append belongs to: the bytes of a stay are counted in the partition's
+/// queue, `batching::queue`), and the weights of the next choice.
+#[derive(Debug)]
+pub(crate) struct StickyState {
+    /// `(moves << 32) | partition as u32`; partition -1 until chosen.
+    current: AtomicU64,
+    /// KIP-794: the weights the next move draws with, published by the
+    /// partitioner actor from the queues' lengths; `None`: uniform among
+    /// the partitions with a leader.
+    load: arc_swap::ArcSwapOption<PartitionLoad>,
+    /// Moved since the partitioner actor last published `load`: it
+    /// weighs only topics whose keyless records move.
+    moved: AtomicBool,
+}
+
+impl Default for StickyState {
+    fn default() -> Self {
+        StickyState {
+            current: AtomicU64::new(pack(0, -1)),
+            load: arc_swap::ArcSwapOption::empty(),
+            moved: AtomicBool::new(false),
+        }
+    }
+}
+
+fn pack(moves: u32, partition: i32) -> u64 {
+    (u64::from(moves) << 32) | u64::from(partition as u32)
+}
+
+impl StickyState {
+    /// The current partition (-1 until one is chosen) and the number of
+    /// its stay.
+    #[inline(always)]
+    pub(crate) fn current(&self) -> (i32, u32) {
+        let v = self.current.load(Ordering::Relaxed);
+        (v as u32 as i32, (v >> 32) as u32)
+    }
+
+    /// Moves from `from` (as `current` gave it) to `to`, unless another
+    /// caller moved first; then returns what that caller chose.
+    fn move_from(&self, from: (i32, u32), to: i32) -> i32 {
+        let next = pack(from.1.wrapping_add(1), to);
+        match self.current.compare_exchange(
+            pack(from.1, from.0),
+            next,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => {
+                self.moved.store(true, Ordering::Relaxed);
+                to
+            }
+            Err(now) => now as u32 as i32,
+        }
+    }
+
+    /// Whether the partition moved since the last call (which clears it).
+    pub(crate) fn take_moved(&self) -> bool {
+        self.moved.swap(false, Ordering::Relaxed)
+    }
+
+    /// Publishes the weights of the next moves (`None`: uniform).
+    pub(crate) fn set_load(&self, load: Option<PartitionLoad>) {
+        self.load.store(load.map(Arc::new));
+    }
+
+    /// The weights published last.
+    pub(crate) fn load(&self) -> Option<Arc<PartitionLoad>> {
+        self.load.load_full()
+    }
+}
+
+/// The weights of an adaptive choice (KIP-794): partitions with shorter
+/// queues are drawn more often. Built as the Java client's
+/// `BuiltInPartitioner.updatePartitionLoadStats` builds its table: each
+/// partition weighs `longest + 1 - its length`, as a running sum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PartitionLoad {
+    partitions: Box<[i32]>,
+    cumulative: Box<[u32]>,
+}
+
+impl PartitionLoad {
+    /// The weights for `lengths` (partition, batches queued) of the
+    /// partitions a leader is taking batches for, out of the topic's
+    /// `partition_count`. `None` (draw uniformly) when there is nothing to
+    /// weigh: no partition, a topic of one, or every partition counted and
+    /// every length the same.
+    pub(crate) fn from_lengths(lengths: &[(i32, u32)], partition_count: i32) -> Option<Self> {
+        if lengths.is_empty() || partition_count < 2 {
+            return None;
+        }
+        let longest = lengths.iter().map(|l| l.1).max().unwrap_or(0);
+        let all_equal = lengths.iter().all(|l| l.1 == longest);
+        if all_equal && lengths.len() == partition_count as usize {
+            return None;
+        }
+        let mut sum = 0u32;
+        let cumulative = lengths
+            .iter()
+            .map(|l| {
+                sum = sum.saturating_add(longest - l.1 + 1);
+                sum
+            })
+            .collect();
+        Some(PartitionLoad {
+            partitions: lengths.iter().map(|l| l.0).collect(),
+            cumulative,
+        })
+    }
+
+    /// A partition drawn with the weights; `None` when the one drawn is not
+    /// below `partition_count` (weights of an older layout).
+    fn draw(&self, partition_count: i32) -> Option<i32> {
+        let total = *self.cumulative.last()?;
+        let r = fastrand::u32(0..total);
+        let i = self.cumulative.partition_point(|c| *c <= r);
+        self.partitions
+            .get(i)
+            .copied()
+            .filter(|p| (0..partition_count).contains(p))
+    }
 }
 
 impl<'a> TopicLayout<'a> {
@@ -149,16 +285,17 @@ impl StickyPartitioner {
     /// The current partition for `topic`, choosing one on first use.
     pub fn partition(&self, topic: &str, layout: &TopicLayout) -> i32 {
         if let Some(slot) = layout.sticky {
-            let p = slot.load(Ordering::Relaxed);
-            if (0..layout.partition_count).contains(&p) {
-                return p;
+            let now = slot.current();
+            if (0..layout.partition_count).contains(&now.0) {
+                return now.0;
             }
             // First use, or the slot's partition is gone: choose, unless
             // another caller just did.
-            let chosen = choose(layout, None);
-            return match slot.compare_exchange(p, chosen, Ordering::Relaxed, Ordering::Relaxed) {
-                Err(now) if (0..layout.partition_count).contains(&now) => now,
-                _ => chosen,
+            let chosen = slot.move_from(now, choose(layout, None));
+            return if (0..layout.partition_count).contains(&chosen) {
+                chosen
+            } else {
+                choose(layout, None)
             };
         }
         if let Some(p) = self.current.get(topic) {
@@ -181,12 +318,20 @@ impl StickyPartitioner {
     }
 
     /// Moves `topic` off `previous`, unless another caller already did.
+    /// With the producer's slot, the next partition is drawn with the
+    /// weights the partitioner actor published there (KIP-794), if any.
     pub fn on_new_batch(&self, topic: &str, previous: i32, layout: &TopicLayout) {
-        let next = choose(layout, Some(previous));
         if let Some(slot) = layout.sticky {
-            let _ = slot.compare_exchange(previous, next, Ordering::Relaxed, Ordering::Relaxed);
+            let now = slot.current();
+            if now.0 != previous {
+                return;
+            }
+            let weighed = slot.load().and_then(|l| l.draw(layout.partition_count));
+            let next = weighed.unwrap_or_else(|| choose(layout, Some(previous)));
+            slot.move_from(now, next);
             return;
         }
+        let next = choose(layout, Some(previous));
         match self.current.get_mut(topic) {
             Some(mut cur) if *cur == previous => *cur = next,
             Some(_) => {}
@@ -425,7 +570,7 @@ mod tests {
 
     /// The same layout twice: the partitioner keeping its own state, and
     /// with a producer's sticky slot (`slot`, fresh: -1).
-    fn both<'a>(count: i32, available: &'a [i32], slot: &'a AtomicI32) -> [TopicLayout<'a>; 2] {
+    fn both<'a>(count: i32, available: &'a [i32], slot: &'a StickyState) -> [TopicLayout<'a>; 2] {
         let own = TopicLayout::new(count, available);
         [
             own,
@@ -438,7 +583,7 @@ mod tests {
 
     #[test]
     fn sticky_stays_until_batch_closes_then_moves() {
-        let slot = AtomicI32::new(-1);
+        let slot = StickyState::default();
         for layout in both(4, &[0, 1, 2, 3], &slot) {
             let p = StickyPartitioner::new();
             let first = p.partition("t", &layout);
@@ -452,15 +597,12 @@ mod tests {
             p.on_new_batch("t", first, &layout);
             assert_eq!(p.partition("t", &layout), second);
         }
-        assert!(
-            (0..4).contains(&slot.load(Ordering::Relaxed)),
-            "the slot was used"
-        );
+        assert!((0..4).contains(&slot.current().0), "the slot was used");
     }
 
     #[test]
     fn sticky_prefers_available_partitions() {
-        let slot = AtomicI32::new(-1);
+        let slot = StickyState::default();
         for layout in both(8, &[5], &slot) {
             let p = StickyPartitioner::new();
             for _ in 0..20 {
@@ -469,6 +611,79 @@ mod tests {
                 p.on_new_batch("t", cur, &layout);
             }
         }
+    }
+
+    /// The table of the Java client's `BuiltInPartitionerTest.
+    /// adaptivePartitionsTest`: queue lengths 5, 0, 3, 0, 1 weigh
+    /// 1, 6, 3, 6, 5 (the longest plus one, less each length).
+    #[test]
+    fn load_weights_follow_javas_table_and_draws_follow_the_weights() {
+        let lengths = [(0, 5), (1, 0), (2, 3), (3, 0), (4, 1)];
+        let load = PartitionLoad::from_lengths(&lengths, 5).unwrap();
+        assert_eq!(&*load.cumulative, &[1, 7, 10, 16, 21]);
+        assert_eq!(&*load.partitions, &[0, 1, 2, 3, 4]);
+        let mut seen = [0u32; 5];
+        for _ in 0..21_000 {
+            seen[load.draw(5).unwrap() as usize] += 1;
+        }
+        // Expected 1,000 / 6,000 / 3,000 / 6,000 / 5,000; far from
+        // uniform (4,200 each).
+        for (p, want) in [1_000, 6_000, 3_000, 6_000, 5_000].into_iter().enumerate() {
+            let got = seen[p] as f64;
+            assert!(
+                (got - want as f64).abs() < want as f64 * 0.15,
+                "partition {p}: {got} drawn, about {want} expected ({seen:?})"
+            );
+        }
+        // Weights of an older, wider layout never give a partition the
+        // topic does not have.
+        let wide = PartitionLoad::from_lengths(&[(0, 0), (7, 0)], 8).unwrap();
+        assert!((0..200).all(|_| wide.draw(2).is_none_or(|p| p == 0)));
+    }
+
+    /// Nothing to weigh: uniform (`None`), as Java's `partitionLoadStats`
+    /// is null; a partition left out (no leader, or its broker stuck)
+    /// keeps the weights even when the rest are equal.
+    #[test]
+    fn equal_lengths_of_every_partition_draw_uniformly() {
+        assert_eq!(
+            PartitionLoad::from_lengths(&[(0, 2), (1, 2), (2, 2)], 3),
+            None
+        );
+        assert_eq!(
+            PartitionLoad::from_lengths(&[(0, 4)], 1),
+            None,
+            "one partition"
+        );
+        assert_eq!(PartitionLoad::from_lengths(&[], 3), None, "none counted");
+        let two_of_three = PartitionLoad::from_lengths(&[(0, 2), (2, 2)], 3).unwrap();
+        assert!((0..100).all(|_| two_of_three.draw(3) != Some(1)));
+    }
+
+    /// A move draws with the weights the slot holds, and a move counts
+    /// as a new stay of the same slot.
+    #[test]
+    fn a_move_draws_with_the_published_weights() {
+        let slot = StickyState::default();
+        let layout = both(4, &[0, 1, 2, 3], &slot)[1];
+        let p = StickyPartitioner::new();
+        // Partition 2's queue is empty, the others long: nearly every
+        // move goes to 2 (weights 1, 1, 10, 1).
+        slot.set_load(PartitionLoad::from_lengths(
+            &[(0, 9), (1, 9), (2, 0), (3, 9)],
+            4,
+        ));
+        let mut to_two = 0;
+        for _ in 0..200 {
+            let from = p.partition("t", &layout);
+            let stay = slot.current().1;
+            p.on_new_batch("t", from, &layout);
+            assert_eq!(slot.current().1, stay.wrapping_add(1), "a new stay");
+            to_two += usize::from(slot.current().0 == 2);
+        }
+        assert!(to_two > 120, "{to_two} of 200 moves went to partition 2");
+        assert!(slot.take_moved());
+        assert!(!slot.take_moved(), "taken once");
     }
 
     #[test]
@@ -485,12 +700,13 @@ mod tests {
     #[test]
     fn a_slot_whose_partition_is_gone_chooses_again() {
         // The topic had 8 partitions when the slot was set; now it has 2.
-        let slot = AtomicI32::new(7);
+        let slot = StickyState::default();
+        slot.move_from(slot.current(), 7);
         let layout = both(2, &[0, 1], &slot)[1];
         let p = StickyPartitioner::new();
         let now = p.partition("t", &layout);
         assert!((0..2).contains(&now));
-        assert_eq!(slot.load(Ordering::Relaxed), now);
+        assert_eq!(slot.current().0, now);
     }
 
     #[test]

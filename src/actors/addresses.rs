@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use crate::actors::broker::state::BrokerState;
 use crate::actors::broker::BrokerConnection;
-use crate::actors::msgs::{EndTransaction, EnsureTopic, SendOffsets, Wake};
+use crate::actors::msgs::{EndTransaction, EnsureTopic, SendOffsets, Wake, WeighPartitions};
 use crate::engine::ActorTree;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -28,13 +28,17 @@ use crate::sync::lock;
 #[derive(Debug, Default)]
 pub(crate) struct TopicWaits {
     current: Mutex<Option<Recipient<EnsureTopic>>>,
+    /// The same actor, for `WeighPartitions`.
+    weigh: Mutex<Option<Recipient<WeighPartitions>>>,
     changed: Notify,
     closed: AtomicBool,
 }
 
 impl TopicWaits {
-    /// The partitioner (a new one, after a restart) takes the waits.
-    pub fn set(&self, to: Recipient<EnsureTopic>) {
+    /// The partitioner (a new one, after a restart) takes the waits, and
+    /// the requests to weigh partitions.
+    pub fn set(&self, to: Recipient<EnsureTopic>, weigh: Recipient<WeighPartitions>) {
+        *lock(&self.weigh) = Some(weigh);
         *lock(&self.current) = Some(to);
         self.changed.notify_waiters();
     }
@@ -42,6 +46,7 @@ impl TopicWaits {
     /// The producer is stopping: waits end (`None`: closed).
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        *lock(&self.weigh) = None;
         *lock(&self.current) = None;
         self.changed.notify_waiters();
     }
@@ -119,6 +124,12 @@ impl ActorTree for Addresses {
     fn wake_all(&self) {
         for b in self.connections.iter() {
             b.value().do_send(Wake);
+        }
+    }
+
+    fn weigh_partitions(&self) {
+        if let Some(p) = lock(&self.topic_waits.weigh).as_ref() {
+            p.do_send(WeighPartitions);
         }
     }
 

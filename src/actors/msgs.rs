@@ -184,6 +184,16 @@ impl Message for CancelInFlight {
     type Result = ();
 }
 
+/// KIP-794: a sticky partition moved; the partitioner actor weighs the
+/// partitions of the topics that moved (`Engine::want_weights`), once per
+/// refresh period however many moves ask.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WeighPartitions;
+
+impl Message for WeighPartitions {
+    type Result = ();
+}
+
 /// Wait until `topic`'s metadata is known, up to `max.block.ms`.
 #[derive(Debug, Clone)]
 pub(crate) struct EnsureTopic {

@@ -24,6 +24,7 @@ use crate::config::MetadataRecovery;
 use crate::engine::Engine;
 use crate::kafka_error::{BrokerError, ResponseError};
 use crate::metadata::MetadataSnapshot;
+use crate::partitioner::PartitionLoad;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 
@@ -65,7 +66,15 @@ pub(crate) struct PartitionerActor {
     /// Per topic asked about: the records appended to its queues when the
     /// idle check last saw that count change, and when (`forget_idle`).
     last_active: HashMap<Topic, (u64, Instant)>,
+    /// KIP-794: a weighing is due (`WeighPartitions`), at most one a
+    /// `WEIGH_PERIOD`.
+    weighing: bool,
 }
+
+/// KIP-794: how often at most the partitioner actor weighs the partitions
+/// of topics whose keyless records move (the Java client weighs at every
+/// pass of its sender thread, about every `linger.ms`).
+const WEIGH_PERIOD: Duration = Duration::from_millis(10);
 
 impl PartitionerActor {
     pub(crate) fn new(
@@ -91,6 +100,55 @@ impl PartitionerActor {
             vanished: HashMap::new(),
             refused: None,
             last_active: HashMap::new(),
+            weighing: false,
+        }
+    }
+
+    /// KIP-794: publishes new weights for each topic whose sticky
+    /// partition moved since the last weighing: per partition with a
+    /// leader, its queue's length (batches not yet sent); with
+    /// `partitioner.availability.timeout.ms`, the partitions of a broker
+    /// with a batch that has waited `linger.ms` and that long are left
+    /// out. The engine's next moves draw with them
+    /// (`StickyPartitioner::on_new_batch`).
+    fn weigh(&mut self) {
+        self.weighing = false;
+        self.engine.weights_begun();
+        let config = self.engine.config();
+        let snapshot = self.engine.metadata().load();
+        let now = Instant::now();
+        for (topic, tm) in &snapshot.topics {
+            if !tm.sticky.0.take_moved() {
+                continue;
+            }
+            let lengths = self.engine.acc().queue_lengths(topic, &tm.available);
+            let stuck: HashSet<i32> = match config.partitioner_availability_timeout {
+                Some(timeout) => lengths
+                    .iter()
+                    .filter(|l| {
+                        l.oldest.is_some_and(|o| {
+                            now.saturating_duration_since(o) > config.linger + timeout
+                        })
+                    })
+                    .filter_map(|l| tm.leader(l.partition))
+                    .collect(),
+                None => HashSet::new(),
+            };
+            let counted: Vec<(i32, u32)> = lengths
+                .iter()
+                .filter(|l| tm.leader(l.partition).is_none_or(|b| !stuck.contains(&b)))
+                .map(|l| (l.partition, l.batches))
+                .collect();
+            if !stuck.is_empty() {
+                tracing::debug!(
+                    topic = topic.as_str(),
+                    brokers = ?stuck,
+                    "partitions of brokers that took no batch for partitioner.availability.timeout.ms are left out"
+                );
+            }
+            tm.sticky
+                .0
+                .set_load(PartitionLoad::from_lengths(&counted, tm.partition_count));
         }
     }
 
@@ -423,9 +481,22 @@ impl Actor for PartitionerActor {
         self.topics
             .extend(self.engine.metadata().load().topics.keys().copied());
         self.fetch(ctx);
+        // A weighing asked of a predecessor that died is asked again by
+        // the next move.
+        self.engine.weights_begun();
         let age = self.engine.config().metadata_max_age;
         ctx.run_interval(age, |act, ctx| act.fetch(ctx));
         ctx.run_interval(Duration::from_millis(50), |act, _| act.expire_waiters());
+    }
+}
+
+impl Handler<WeighPartitions> for PartitionerActor {
+    type Result = ();
+    fn handle(&mut self, _: WeighPartitions, ctx: &mut Context<Self>) {
+        if !self.weighing {
+            self.weighing = true;
+            ctx.run_later(WEIGH_PERIOD, |act, _| act.weigh());
+        }
     }
 }
 

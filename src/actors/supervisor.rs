@@ -135,7 +135,10 @@ impl ProducerSupervisor {
                 ctx.address().recipient(),
             )
             .start();
-            addresses.topic_waits.set(partitioner.clone().recipient());
+            addresses.topic_waits.set(
+                partitioner.clone().recipient(),
+                partitioner.clone().recipient(),
+            );
             let mut sup = ProducerSupervisor {
                 engine: engine.clone(),
                 addresses,
@@ -456,9 +459,10 @@ impl ProducerSupervisor {
             ctx.address().recipient(),
         )
         .start();
-        self.addresses
-            .topic_waits
-            .set(partitioner.clone().recipient());
+        self.addresses.topic_waits.set(
+            partitioner.clone().recipient(),
+            partitioner.clone().recipient(),
+        );
         self.partitioner = Some(partitioner);
     }
 

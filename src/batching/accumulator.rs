@@ -21,10 +21,10 @@ use std::time::Duration;
 use dashmap::DashMap;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::batching::batch::{Graveyard, OpenBatch, SealFailure, SealedBatch};
+use crate::batching::batch::{encoded_upper_bound, Graveyard, OpenBatch, SealFailure, SealedBatch};
 use crate::batching::queue::{KeptSequence, PartitionQueue, QueueState, TopicQueues};
 use crate::batching::reservation::{RecordPool, Reservation, Reserved};
-use crate::clock::Mono;
+use crate::clock::{Instant, Mono};
 use crate::config::INITIAL_RESERVATION;
 use crate::delivery::owed::ReplyTo;
 use crate::delivery::router::route;
@@ -58,12 +58,42 @@ pub(crate) enum Appended {
     NewBatchAfterFull,
 }
 
+/// A partition's queue as the partitioner actor weighs it
+/// (`Accumulator::queue_lengths`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueLength {
+    pub partition: i32,
+    /// Batches not yet sent, the open one included.
+    pub batches: u32,
+    /// Since when the oldest of them has waited.
+    pub oldest: Option<Instant>,
+}
+
+/// Whether a record follows its topic's sticky partition, and by which
+/// rule that partition moves on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stick {
+    /// Its own partition, or its key's: any batch will do.
+    No,
+    /// A sticky partitioner of the user's (KIP-480): a full open batch is
+    /// refused, for the partitioner to move on (`on_new_batch`).
+    Batch,
+    /// The built-in sticky partitioner, in the partition's stay with this
+    /// number (`StickyState::current`; KIP-794): refused once the record
+    /// would take the stay past `batch.size` bytes, at a new batch, or in
+    /// the second batch the stay opened (`QueueState::stay_batches`).
+    Bytes(u32),
+    /// As `Bytes`, after the partition just moved: counted, never refused
+    /// (the record has moved once already).
+    Moved(u32),
+}
+
 /// Why an append did not happen.
 #[derive(Debug)]
 pub(crate) enum AppendError<'s> {
-    /// The open batch is full, and the caller asked not to open another
-    /// (the sticky partitioner moves on first).
-    WouldOpenNewBatch(Option<ReplyTo<'s>>),
+    /// The sticky partition should move on before this record
+    /// ([`Stick`]).
+    MoveOn(Option<ReplyTo<'s>>),
     /// No room in `buffer.memory` right now; reserve `needed` bytes and
     /// call again with the permit.
     NeedMemory(Option<ReplyTo<'s>>, usize),
@@ -189,11 +219,14 @@ impl Accumulator {
     /// batch has room and `budget` lasts; returns how many. Reports go to
     /// `sub`, or nowhere. Records that do not fit, or find the batch full,
     /// stay in `rest` for the one-record path (which opens batches).
+    /// `stay`: the sticky partition's stay the records belong to, whose
+    /// bytes the queue counts (KIP-794, [`Stick::Bytes`]).
     #[allow(clippy::too_many_arguments)]
     pub fn append_open_run(
         &self,
         topic: &Topic,
         partition: i32,
+        stay: Option<u32>,
         rest: &mut std::vec::IntoIter<Record>,
         sub: Option<&Arc<SubscriptionShared>>,
         accepted: Mono,
@@ -211,9 +244,14 @@ impl Accumulator {
         if self.closed.load(Ordering::Acquire) || self.gate_shut() {
             return 0;
         }
+        if let Some(stay) = stay {
+            q.enter_stay(stay);
+        }
+        let q = &mut *q;
         let Some(open) = q.open.as_mut() else {
             return 0;
         };
+        let before = open.size();
         let mut n = 0;
         let now = open.timestamp_at(accepted);
         while n < budget {
@@ -221,6 +259,15 @@ impl Accumulator {
                 break;
             };
             if !fits(next) || !open.record_room(self.batch_records, &mut None) {
+                break;
+            }
+            // KIP-794: the stay's second batch ends it at `batch.size`
+            // bytes (`append`, which moves on).
+            if stay.is_some()
+                && q.stay_batches >= 2
+                && q.stay_bytes + (open.size() - before) + encoded_upper_bound(next)
+                    > self.batch_size
+            {
                 break;
             }
             let timestamp = next.timestamp.unwrap_or(now);
@@ -245,6 +292,9 @@ impl Accumulator {
             n += 1;
         }
         q.appended += n as u64;
+        if stay.is_some() {
+            q.stay_bytes += open.size() - before;
+        }
         n
     }
 
@@ -452,6 +502,45 @@ impl Accumulator {
             .collect()
     }
 
+    /// KIP-794, for the partitioner actor's weights: per partition of
+    /// `partitions` of `topic`, the batches its queue holds that are not
+    /// yet sent (the open one included: the Java client's deque length),
+    /// and since when the oldest has waited (opened, or due again after a
+    /// retry backoff). A partition with no queue holds none. Locks each
+    /// queue once.
+    pub fn queue_lengths(&self, topic: &Topic, partitions: &[i32]) -> Vec<QueueLength> {
+        let queues = self.topics.get(topic).map(|t| t.partitions.clone());
+        partitions
+            .iter()
+            .map(|&partition| {
+                let q = usize::try_from(partition)
+                    .ok()
+                    .and_then(|p| queues.as_ref()?.get(p));
+                let Some(q) = q else {
+                    return QueueLength {
+                        partition,
+                        batches: 0,
+                        oldest: None,
+                    };
+                };
+                let st = lock(&q.state);
+                let waiting = st.ready.front().map(|b| {
+                    let opened = b.deadline - self.delivery_timeout;
+                    b.retry_at.map_or(opened, |r| r.max(opened))
+                });
+                let open = st.open.as_ref().map(|o| o.created);
+                QueueLength {
+                    partition,
+                    batches: (st.ready.len() + usize::from(open.is_some())) as u32,
+                    oldest: match (waiting, open) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    },
+                }
+            })
+            .collect()
+    }
+
     /// Every queue, for sweeps that lock them one by one.
     pub fn all_queues(&self) -> Vec<Arc<PartitionQueue>> {
         self.topics
@@ -473,8 +562,10 @@ impl Accumulator {
     /// Appends `record` to `queue`.
     ///
     /// `reply` of `None` is fire-and-forget: nothing is kept for a report.
-    /// `allow_new_batch` false makes a full open batch an error instead of
-    /// a reason to open another (KIP-480's "abort on new batch").
+    /// `stick` says when a new batch is refused instead, for the sticky
+    /// partition to move on first ([`Stick`]): a full open batch under
+    /// KIP-480's rule; under KIP-794's, a new batch (full or no open one)
+    /// once the partition's stay has taken `batch.size` bytes.
     /// `reserved` is what an earlier `NeedMemory` or `NeedRecords` made
     /// the caller wait for.
     /// `accepted` is when the producer took the record: its latency starts
@@ -489,7 +580,7 @@ impl Accumulator {
         record: &Record,
         reply: Option<ReplyTo<'s>>,
         accepted: Mono,
-        allow_new_batch: bool,
+        stick: Stick,
         reserved: &mut Reserved,
         seal_failures: &mut Vec<SealFailure>,
     ) -> Result<Appended, AppendError<'s>> {
@@ -500,6 +591,10 @@ impl Accumulator {
         if self.gate_shut() {
             return Err(AppendError::NoTransaction);
         }
+        if let Stick::Bytes(stay) | Stick::Moved(stay) = stick {
+            q.enter_stay(stay);
+        }
+        let q = &mut *q;
         if let Some(open) = q.open.as_mut() {
             if !open.record_room(self.batch_records, &mut reserved.record) {
                 return Err(AppendError::NeedRecords(reply));
@@ -508,16 +603,41 @@ impl Accumulator {
             let timestamp = record
                 .timestamp
                 .unwrap_or_else(|| open.timestamp_at(accepted));
+            // KIP-794: a stay whose first batch went (at its linger)
+            // moves on within its second once it has had `batch.size`
+            // bytes, as it would at a full batch: every stay takes about
+            // as much, whether its batches fill or go before.
+            let counted = match stick {
+                Stick::No | Stick::Batch => None,
+                Stick::Bytes(_)
+                    if q.stay_batches >= 2
+                        && q.stay_bytes + encoded_upper_bound(record) > self.batch_size =>
+                {
+                    return Err(AppendError::MoveOn(reply));
+                }
+                Stick::Bytes(_) | Stick::Moved(_) => Some(open.size()),
+            };
             if open.try_add(record, timestamp, self.batch_records) {
                 if let Some(reply) = reply {
                     open.owe(index, timestamp, accepted, record, reply);
                 }
                 q.appended += 1;
+                if let Some(before) = counted {
+                    q.stay_bytes += open.size() - before;
+                }
                 return Ok(Appended::ToOpenBatch);
             }
-            if !allow_new_batch {
-                return Err(AppendError::WouldOpenNewBatch(reply));
+            if stick == Stick::Batch {
+                return Err(AppendError::MoveOn(reply));
             }
+        }
+        // KIP-794: the stay has had its `batch.size` bytes (a stay that
+        // has taken nothing yet keeps even a record larger than that).
+        if matches!(stick, Stick::Bytes(_))
+            && q.stay_bytes > 0
+            && q.stay_bytes + encoded_upper_bound(record) > self.batch_size
+        {
+            return Err(AppendError::MoveOn(reply));
         }
         // A retired queue has no open batch (`forget` retires only empty
         // queues, and nothing opens one after): checked here, once per
@@ -563,6 +683,12 @@ impl Accumulator {
             reply,
             accepted,
         );
+        if let Stick::Bytes(_) | Stick::Moved(_) = stick {
+            // The batch's bytes, its header's included (as the Java
+            // client counts a new batch).
+            q.stay_bytes += open.size();
+            q.stay_batches += 1;
+        }
         q.open = Some(open);
         q.appended += 1;
         Ok(if after_full {

@@ -30,7 +30,7 @@ use crate::sync::lock;
 /// largest (length 5, attributes 1, timestamp delta 10, offset delta 5,
 /// key and value lengths 5 each, header count 5; per header two lengths).
 #[inline(always)]
-fn encoded_upper_bound(record: &Record) -> usize {
+pub(crate) fn encoded_upper_bound(record: &Record) -> usize {
     record.approx_size() + 36 + 10 * record.headers.len()
 }
 
@@ -281,6 +281,12 @@ impl OpenBatch {
         reply: ReplyTo<'_>,
     ) {
         self.owed.push(index, timestamp, accepted, record, reply);
+    }
+
+    /// The batch's encoded size so far, in bytes.
+    #[inline(always)]
+    pub(crate) fn size(&self) -> usize {
+        self.builder.size()
     }
 
     /// Records in the batch; the next record's offset delta.

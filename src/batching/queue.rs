@@ -49,6 +49,14 @@ pub(crate) struct QueueState {
     /// added this partition (AddPartitionsToTxn); its batches are sent
     /// only when that is the current one. 0: never.
     pub txn_added: u64,
+    /// KIP-794: the number of the sticky partition's stay whose bytes
+    /// `stay_bytes` counts (`StickyState::current`), and those bytes: the
+    /// keyless records the built-in partitioner sent here in that stay.
+    /// A record of a newer stay starts the count again (`enter_stay`).
+    pub stay: u32,
+    pub stay_bytes: usize,
+    /// Batches the stay opened here.
+    pub stay_batches: u32,
     /// The queue was forgotten (`Accumulator::forget`, its topic idle for
     /// `metadata.max.idle.ms`) and is no longer the partition's queue: an
     /// append that finds it so goes to the live one.
@@ -81,6 +89,17 @@ impl QueueState {
     /// state: `confirmed`).
     pub fn awaits_confirmation(&self, producer: (i64, i16)) -> bool {
         self.in_flight > 0 && self.confirmed != Some(producer)
+    }
+
+    /// A sticky record of stay `stay` is appended: the byte count starts
+    /// again when the stay is not the one counted.
+    #[inline(always)]
+    pub fn enter_stay(&mut self, stay: u32) {
+        if self.stay != stay {
+            self.stay = stay;
+            self.stay_bytes = 0;
+            self.stay_batches = 0;
+        }
     }
 
     /// A batch goes out: counted in flight, and its ledger knows (so a

@@ -64,10 +64,7 @@ pub(super) const JAVA_CLIENT: &[&str] = &[
     "metrics.recording.level",
     "metrics.sample.window.ms",
     "partition.assignment.strategy",
-    "partitioner.adaptive.partitioning.enable",
-    "partitioner.availability.timeout.ms",
     "partitioner.class",
-    "partitioner.ignore.keys",
     "receive.buffer.bytes",
     "reconnect.backoff.max.ms",
     "reconnect.backoff.ms",
@@ -366,10 +363,6 @@ pub(super) fn refusal(name: &str, value: &str) -> Option<String> {
         {
             "only the Java client's default placement is built in (and librdkafka's, through \
              partitioner=...); implement courier_kafka::partitioner::Partitioner for another"
-        }
-        "partitioner.ignore.keys" if super::value::parse_bool(v) == Some(true) => {
-            "keys always choose the partition in Courier (partitioner=random places every record \
-             at random)"
         }
         "ssl.key.password" | "ssl.keystore.password" if !v.is_empty() => {
             "encrypted keys and keystores are not supported: give the key unencrypted, in PEM \

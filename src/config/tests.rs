@@ -305,7 +305,6 @@ fn other_clients_settings_are_ignored_refused_or_unknown() {
             "org.apache.kafka.clients.producer.RoundRobinPartitioner",
             "Partitioner",
         ),
-        ("partitioner.ignore.keys", "true", "keys always"),
         ("ssl.key.password", "pw", "unencrypted"),
         (
             "sasl.client.callback.handler.class",
@@ -440,4 +439,35 @@ fn dns_lookup_and_the_setup_timeout_maximum_are_set() {
     assert!(c
         .set("socket.connection.setup.timeout.max.ms", "0")
         .is_err());
+}
+
+/// KIP-794's three properties, with the Java client's defaults.
+#[test]
+fn the_partitioners_properties_are_set() {
+    let mut c = ProducerConfig::default();
+    assert!(c.partitioner_adaptive);
+    assert_eq!(c.partitioner_availability_timeout, None);
+    assert!(!c.partitioner_ignore_keys);
+    c.set("partitioner.adaptive.partitioning.enable", "false")
+        .unwrap();
+    c.set("partitioner.availability.timeout.ms", "250").unwrap();
+    c.set("partitioner.ignore.keys", "true").unwrap();
+    assert!(!c.partitioner_adaptive);
+    assert_eq!(
+        c.partitioner_availability_timeout,
+        Some(Duration::from_millis(250))
+    );
+    assert!(c.partitioner_ignore_keys);
+    assert!(
+        c.ignored_properties().is_empty(),
+        "{:?}",
+        c.ignored_properties()
+    );
+    c.set("partitioner.availability.timeout.ms", "0").unwrap();
+    assert_eq!(c.partitioner_availability_timeout, None, "0 is off");
+    let e = c
+        .set("partitioner.ignore.keys", "sometimes")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("partitioner.ignore.keys"), "{e}");
 }

@@ -31,6 +31,10 @@ pub(crate) trait ActorTree: Send + Sync + 'static {
     /// Every connection actor should drain (flush, linger ignored).
     fn wake_all(&self);
 
+    /// KIP-794: a sticky partition moved; the partitioner actor should
+    /// weigh the partitions of the topics that moved (no-op without one).
+    fn weigh_partitions(&self) {}
+
     /// Starts a metadata fetch for `topic` without waiting; false when the
     /// actors are gone.
     fn request_topic(&self, topic: Topic) -> bool;

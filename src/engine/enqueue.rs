@@ -15,7 +15,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use crate::batching::accumulator::{AppendError, Appended, CachedQueues};
+use crate::batching::accumulator::{AppendError, Appended, CachedQueues, Stick};
 use crate::batching::batch::SealFailure;
 use crate::batching::queue::PartitionQueue;
 use crate::batching::reservation::Reserved;
@@ -463,8 +463,9 @@ impl Engine {
             // while its batch has room (KIP-480): after one is placed, the
             // ones right behind it go into the same open batch under one
             // lock, with no partitioner call or queue lookup of their own.
-            let sticky =
-                self.default_partitioner && record.key.is_none() && record.partition.is_none();
+            let sticky = self.default_partitioner
+                && (record.key.is_none() || self.ignore_keys)
+                && record.partition.is_none();
             let topic = record.topic;
             let (r, leads) = self.place_in_run(record, reply, tm, now, traced);
             let placed = match r {
@@ -476,14 +477,21 @@ impl Engine {
             *budget -= 1;
             *taken += 1;
             if let Some(placed) = placed.filter(|_| sticky && *budget > 0) {
-                let n = self
-                    .acc
-                    .append_open_run(&topic, placed, rest, sub, now, *budget, |r| {
-                        r.topic == topic
-                            && r.key.is_none()
-                            && r.partition.is_none()
-                            && self.sizing.too_large(r).is_none()
-                    });
+                // The stay the run's bytes count in (KIP-794): the one
+                // the record just placed belongs to, unless the partition
+                // moved on under it.
+                let stay = tm.and_then(|tm| {
+                    let (p, stay) = tm.sticky.0.current();
+                    (p == placed).then_some(stay)
+                });
+                let n =
+                    self.acc
+                        .append_open_run(&topic, placed, stay, rest, sub, now, *budget, |r| {
+                            r.topic == topic
+                                && (r.key.is_none() || self.ignore_keys)
+                                && r.partition.is_none()
+                                && self.sizing.too_large(r).is_none()
+                        });
                 *budget -= n;
                 *taken += n;
                 since_clock += n;
@@ -625,10 +633,9 @@ impl Engine {
             available: &tm.available,
             sticky: Some(&tm.sticky.0),
         };
-        let (mut partition, sticky) = self.choose_partition(&record, tm, &layout);
         // A sticky choice may not open a new batch before the partitioner
-        // has had the chance to move on (KIP-480).
-        let mut allow_new_batch = !sticky;
+        // has had the chance to move on (`Stick`: KIP-480, KIP-794).
+        let (mut partition, mut stick) = self.choose_partition(&record, tm, &layout);
         loop {
             if partition < 0 || partition >= tm.partition_count {
                 return self.reject_missing_partition(record, reply, partition, tm);
@@ -639,7 +646,7 @@ impl Engine {
                 partition,
                 dest,
                 taking.accepted,
-                allow_new_batch,
+                stick,
                 taking.reserved,
                 seal_failures,
             );
@@ -663,9 +670,12 @@ impl Engine {
                 Err(AppendError::NoTransaction) => {
                     return Enqueued::Refused(ProduceError::NoTransaction(Box::new(record)))
                 }
-                Err(AppendError::WouldOpenNewBatch(rp)) => {
+                Err(AppendError::MoveOn(rp)) => {
                     partition = self.move_on(&record.topic, partition, tm, &layout);
-                    allow_new_batch = true;
+                    stick = match stick {
+                        Stick::Bytes(_) => Stick::Moved(tm.sticky.0.current().1),
+                        _ => Stick::No,
+                    };
                     reply = rp;
                 }
                 Err(AppendError::NeedMemory(rp, bytes)) => {
@@ -681,38 +691,48 @@ impl Engine {
         }
     }
 
-    /// `record`'s partition, and whether it is a sticky (KIP-480) choice:
-    /// its own, the default partitioner's current sticky partition (read
-    /// here, without the call through the trait object), or the
-    /// partitioner's answer.
+    /// `record`'s partition, and whether it is a sticky choice and under
+    /// which rule (`Stick`): its own, the built-in partitioner's current
+    /// sticky partition (read here, without the call through the trait
+    /// object), or the partitioner's answer.
     #[inline(always)]
     fn choose_partition(
         &self,
         record: &Record,
         tm: &TopicMetadata,
         layout: &TopicLayout<'_>,
-    ) -> (i32, bool) {
-        match (record.partition, record.key.as_deref()) {
-            (Some(p), _) => (p, false),
+    ) -> (i32, Stick) {
+        let key = record.key.as_deref().filter(|_| !self.ignore_keys);
+        match (record.partition, key) {
+            (Some(p), _) => (p, Stick::No),
             (None, None) if self.default_partitioner => {
-                let p = tm.sticky.0.load(Ordering::Relaxed);
+                let (p, stay) = tm.sticky.0.current();
                 if (0..tm.partition_count).contains(&p) {
-                    (p, true)
+                    (p, Stick::Bytes(stay))
                 } else {
-                    (
-                        self.partitioner.partition(&record.topic, None, layout),
-                        true,
-                    )
+                    let p = self.partitioner.partition(&record.topic, None, layout);
+                    (p, Stick::Bytes(tm.sticky.0.current().1))
                 }
             }
-            (None, Some(k)) if k.is_empty() && self.empty_key_is_keyless => (
-                self.partitioner.partition(&record.topic, None, layout),
-                true,
-            ),
-            (None, key) => (
-                self.partitioner.partition(&record.topic, key, layout),
-                key.is_none(),
-            ),
+            (None, Some(k)) if k.is_empty() && self.empty_key_is_keyless => {
+                let p = self.partitioner.partition(&record.topic, None, layout);
+                if self.default_partitioner {
+                    (p, Stick::Bytes(tm.sticky.0.current().1))
+                } else {
+                    (p, Stick::Batch)
+                }
+            }
+            (None, key) => {
+                let p = self.partitioner.partition(&record.topic, key, layout);
+                (
+                    p,
+                    if key.is_none() {
+                        Stick::Batch
+                    } else {
+                        Stick::No
+                    },
+                )
+            }
         }
     }
 
@@ -754,7 +774,7 @@ impl Engine {
         partition: i32,
         dest: Dest<'_>,
         accepted: Mono,
-        allow_new_batch: bool,
+        stick: Stick,
         reserved: &mut Reserved,
         seal_failures: &mut Vec<SealFailure>,
     ) -> Result<Appended, AppendError<'s>> {
@@ -772,7 +792,7 @@ impl Engine {
             record,
             reply,
             accepted,
-            allow_new_batch,
+            stick,
             reserved,
             seal_failures,
         )
@@ -824,6 +844,9 @@ impl Engine {
             self.actors.wake(leader);
         }
         self.partitioner.on_new_batch(topic, partition, layout);
+        if self.default_partitioner {
+            self.want_weights();
+        }
         self.partitioner.partition(topic, None, layout)
     }
 

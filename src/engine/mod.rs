@@ -82,6 +82,14 @@ pub(crate) struct Engine {
     /// Whether an empty key is placed as a missing one is
     /// (`partitioner=consistent_random`).
     empty_key_is_keyless: bool,
+    /// `partitioner.ignore.keys` with the built-in sticky partitioner:
+    /// every key is placed as a missing one is.
+    ignore_keys: bool,
+    /// KIP-794: the partitioner actor was asked to weigh the partitions
+    /// and has not yet begun (`want_weights`, `weights_begun`): one
+    /// request per refresh period, however many partitions move. Here,
+    /// not in the actor, so a restarted actor starts it again.
+    weights_wanted: AtomicBool,
     stats: Stats,
     closed: Arc<AtomicBool>,
     /// Every subscription, to wake their streams when the producer closes.
@@ -361,6 +369,9 @@ impl Engine {
                 .then(|| Idempotence::new(c.retry_backoff, c.retry_backoff_max)),
             default_partitioner: partitioner.is_none() && c.partitioner.sticks_keyless(),
             empty_key_is_keyless: partitioner.is_none() && c.partitioner.empty_key_is_keyless(),
+            ignore_keys: partitioner.is_none()
+                && c.partitioner.sticks_keyless()
+                && c.partitioner_ignore_keys,
             partitioner: partitioner.unwrap_or_else(|| {
                 Box::new(crate::partitioner::DefaultPartitioner::with(c.partitioner))
             }),
@@ -369,6 +380,7 @@ impl Engine {
             subscriptions: Mutex::new(Vec::new()),
             flushing: AtomicUsize::new(0),
             starved: AtomicUsize::new(0),
+            weights_wanted: AtomicBool::new(false),
             rejected: AtomicU64::new(0),
             shutdown_sent: AtomicBool::new(false),
             stopped: Notify::new(),
@@ -519,6 +531,25 @@ impl Engine {
             let _ = self.timeout(Duration::from_millis(50), changed).await;
             self.wake_all();
         }
+    }
+
+    /// KIP-794: a topic's sticky partition moved. With the adaptive
+    /// partitioner, the partitioner actor is asked to weigh the partitions
+    /// again, unless it was asked and has not yet begun. Per move (a
+    /// batch's worth of records), not per record.
+    pub(crate) fn want_weights(&self) {
+        if self.config.partitioner_adaptive
+            && !self.weights_wanted.load(Ordering::Relaxed)
+            && !self.weights_wanted.swap(true, Ordering::AcqRel)
+        {
+            self.actors.weigh_partitions();
+        }
+    }
+
+    /// The partitioner actor begins weighing (or has started, and was
+    /// maybe never asked): moves from here on ask again.
+    pub(crate) fn weights_begun(&self) {
+        self.weights_wanted.store(false, Ordering::Release);
     }
 
     /// Awaits `wait`, a produce call's wait for room (`buffer.memory`, a

@@ -57,7 +57,7 @@ fn forgotten_queues_are_retired_and_keep_the_current_sequences() {
             &record,
             None,
             Mono::now(),
-            true,
+            Stick::No,
             &mut Reserved::default(),
             &mut Vec::new(),
         )
@@ -96,4 +96,77 @@ fn forgotten_queues_are_retired_and_keep_the_current_sequences() {
     assert_eq!(lock(&a.queue(&t, 1).state).next_sequence, 0);
     assert_eq!(a.kept_sequences(), 0, "handed to the new queue");
     append(&new).unwrap();
+}
+
+/// KIP-794's rule for the built-in sticky partitioner: a stay opens new
+/// batches on its partition (say each batch went at its linger, holding
+/// one record) until its batches took `batch.size` bytes, then asks to
+/// move; a stay whose first batch went moves within its second at
+/// `batch.size` bytes; a moved record is never refused; a new stay counts
+/// from 0; a user's sticky partitioner (KIP-480) is refused at a full
+/// batch only.
+#[test]
+fn a_sticky_stay_moves_after_batch_size_bytes_not_at_each_new_batch() {
+    let a = accumulator();
+    let q = a.queue(&Topic::from("stay"), 0);
+    let record = Record::to("stay").value(vec![b'v'; 1000]);
+    let append = |stick| {
+        a.append(
+            &q,
+            &record,
+            None,
+            Mono::now(),
+            stick,
+            &mut Reserved::default(),
+            &mut Vec::new(),
+        )
+    };
+    // Each batch goes out (linger) after one record.
+    let send = || {
+        let open = lock(&q.state).open.take().expect("an open batch");
+        drop(a.seal(open, &q));
+    };
+    let mut batches = 0;
+    loop {
+        match append(Stick::Bytes(1)) {
+            Ok(Appended::NewBatch) => {
+                batches += 1;
+                send();
+            }
+            Err(AppendError::MoveOn(_)) => break,
+            other => panic!("{other:?}"),
+        }
+        assert!(batches < 100, "never asked to move");
+    }
+    // 16,384 bytes of 1,000-byte records in batches of one (about 1,070
+    // bytes each, header included): 14 or 15 batches, not one (KIP-480's
+    // rule moved at every new batch), nor all of them (Courier's rule
+    // before, which moved at a full batch only).
+    assert!(
+        (14..=15).contains(&batches),
+        "{batches} batches in one stay"
+    );
+    assert!(matches!(append(Stick::Moved(2)), Ok(Appended::NewBatch)));
+    send();
+    // Stay 2: its first batch went, its second fills up to batch.size
+    // bytes of the stay and moves on with the batch still open.
+    let mut in_second = 0;
+    loop {
+        match append(Stick::Bytes(2)) {
+            Ok(Appended::NewBatch) if in_second == 0 => in_second = 1,
+            Ok(Appended::ToOpenBatch) => in_second += 1,
+            Err(AppendError::MoveOn(_)) => break,
+            other => panic!("{other:?} after {in_second}"),
+        }
+    }
+    assert!(
+        (14..=15).contains(&in_second),
+        "{in_second} in the second batch"
+    );
+    assert!(!lock(&q.state).open.as_ref().unwrap().full);
+    // A user's sticky partitioner: an open batch with room takes the
+    // record; only a full one is refused.
+    assert!(matches!(append(Stick::Batch), Ok(Appended::ToOpenBatch)));
+    while !matches!(append(Stick::Batch), Err(AppendError::MoveOn(_))) {}
+    assert!(lock(&q.state).open.as_ref().unwrap().full);
 }
