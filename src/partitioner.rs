@@ -14,7 +14,7 @@
 //!   `on_new_batch`). With `partitioner.adaptive.partitioning.enable`
 //!   (the default) the next partition is drawn with weights the
 //!   partitioner actor publishes from the partitions' queue lengths
-//!   ([`PartitionLoad`]), so partitions of a slow broker get less.
+//!   (`PartitionLoad`), so partitions of a slow broker get less.
 //!
 //! # References
 //! - Java: `org.apache.kafka.common.utils.Utils.murmur2`,

@@ -328,6 +328,9 @@ fn main() {
     let flag = |name: &str| args.flag(name);
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
+    if flag("--slow-broker") {
+        return slow_broker(&args);
+    }
     let runs: usize = value("--runs")
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 1 } else { 5 });
@@ -1212,6 +1215,11 @@ fn courier_producer(job: &Job) -> courier_kafka::Producer {
     for (k, v) in courier_extra() {
         builder = builder.set(&k, &v);
     }
+    if job.client.ends_with("-uniform") {
+        // `--slow-broker`: KIP-794's partitioner without its adaptive
+        // choice (each move uniform among the partitions).
+        builder = builder.set("partitioner.adaptive.partitioning.enable", "false");
+    }
     if at_defaults() {
         return builder.build().unwrap();
     }
@@ -1405,7 +1413,7 @@ async fn courier_open_loop(job: &Job) -> Outcome {
     };
     let pace = |i: usize| pace(due(start, i, job.rate));
     let latencies = match job.client.as_str() {
-        "courier-stream" => {
+        "courier-stream" | "courier-stream-uniform" => {
             let (sub, mut stream) = subscribe(&producer, ReportMode::All);
             let reader = tokio::spawn(async move {
                 let mut lat = Vec::new();
@@ -1902,4 +1910,249 @@ fn count_in_log(addr: &str, topic: &str, partitions: i32, expected: usize, couri
     }
     let _ = std::io::stderr().flush();
     n
+}
+
+/// The clients of `--slow-broker`: Courier with KIP-794's adaptive choice
+/// (its default), without it, and librdkafka's `BaseProducer` (sticky
+/// for `sticky.partitioning.linger.ms`, no adaptive choice).
+const SLOW_BROKER_CLIENTS: &[&str] = &["courier-stream", "courier-stream-uniform", "rdkafka-base"];
+
+/// `--slow-broker [--rate R] [--seconds S] [--runs N] [--delay-ms D]`:
+/// issue 32's measurement of the adaptive partitioner. Three Apache Kafka
+/// brokers; broker 3 behind a relay that holds every byte it sends back
+/// `D` ms (default 50), so each of its answers comes that much later;
+/// keyless records of 100 B at `R` a second (default 10,000) for `S`
+/// seconds (default 10), open loop, to a topic of 6 partitions (two led
+/// by each broker), each client in turn, `N` runs (default 5). Writes
+/// `docs/benchmarks/slow-broker.md`: per client the rate it kept, p50 and
+/// p99 latency (from the record's due instant to its report), and the
+/// share of the records the slow broker took (from the partitions' end
+/// offsets).
+fn slow_broker(args: &common::Args) {
+    let value = |name: &str, default: f64| {
+        args.value(name)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(default)
+    };
+    let rate = value("--rate", 10_000.0);
+    let seconds = value("--seconds", 10.0);
+    let runs = value("--runs", 5.0) as usize;
+    let delay = Duration::from_millis(value("--delay-ms", 50.0) as u64);
+    let partitions = 6;
+    let kafka = common::support::kafka::KafkaCluster::shared(3);
+    let slow = *kafka.broker_ids().last().expect("three brokers");
+    let upstream: std::net::SocketAddr = kafka.address(slow).parse().expect("the broker's address");
+    let port = common::support::free_port();
+    start_delaying_relay(port, upstream, delay);
+    kafka.readvertise(slow, port);
+    kafka.wait_for_brokers();
+    let target = Target::cluster(kafka);
+    let w = Workload {
+        name: "slow broker".into(),
+        records: (rate * seconds) as usize,
+        size: 100,
+        partitions,
+        linger_ms: 5,
+        acks: "all",
+        compression: "none",
+        keys: Keys::None,
+        on: On::Kafka,
+        txn: 0,
+        // Each client at its own defaults (Courier's batch.size is
+        // 256 KiB, a stay's length; librdkafka's sticky time 10 ms).
+        defaults: true,
+    };
+    eprintln!(
+        "== slow broker: broker {slow} answers {delay:?} late; {rate:.0} records/s for {seconds} s"
+    );
+    let mut samples: BTreeMap<&str, Vec<(Sample, f64)>> = BTreeMap::new();
+    // One untimed round first: the brokers' JIT warms up.
+    for round in 0..=runs {
+        for client in SLOW_BROKER_CLIENTS {
+            // Two partitions led by each broker (a broker that has just
+            // come back may get none: then the topic is made again).
+            let (topic, leaders) = (0..20)
+                .find_map(|attempt| {
+                    let topic = format!("slow-broker-{client}-{round}-{attempt}");
+                    target.create_topic(&topic, partitions);
+                    let leaders = kafka.leaders(&topic);
+                    let even = kafka
+                        .broker_ids()
+                        .iter()
+                        .all(|b| leaders.iter().filter(|l| *l == b).count() == 2);
+                    if even {
+                        return Some((topic, leaders));
+                    }
+                    target.done_with(&topic);
+                    std::thread::sleep(Duration::from_secs(1));
+                    None
+                })
+                .expect("a topic with two partitions led by each broker");
+            let s = run_child(&target, &topic, client, &w, rate);
+            let ends = kafka.end_offsets(&topic, partitions);
+            let on_slow: i64 = ends
+                .iter()
+                .zip(&leaders)
+                .filter(|(_, l)| **l == slow)
+                .map(|(e, _)| *e)
+                .sum();
+            let share = on_slow as f64 / ends.iter().sum::<i64>().max(1) as f64;
+            target.done_with(&topic);
+            eprintln!(
+                "  {} {client:<23} {:>8.0} msg/s  p50 {:>7.0} µs  p99 {:>7.0} µs  slow broker {:>4.1} %  delivered {}/{}",
+                if round == 0 { "warm-up".to_string() } else { format!("run {}", round - 1) },
+                s.rate(w.records),
+                s.latency_us[0],
+                s.latency_us[1],
+                share * 100.0,
+                s.delivered,
+                w.records
+            );
+            if round > 0 {
+                samples.entry(client).or_default().push((s, share));
+            }
+        }
+    }
+    let mut md = format!(
+        "# A slow broker: the adaptive partitioner\n\n\
+         Run on {}: `{}` ({runs} alternating runs per client after one untimed round; medians, with min–max).\n\
+         Machine: {} cores, {}; three Apache Kafka 4.1.1 brokers (KRaft, one controller among them, 512 MiB heap each) on the same machine; \
+         broker {slow} is reached through a relay that holds every byte it sends back {} ms, so each of its answers comes that much later. \
+         The topic has {partitions} partitions, two led by each broker, replication 1. Each client produces {} keyless records of 100 B at {rate:.0} a second \
+         (open loop: a record's latency runs from when it was due to its report), `linger.ms=5`, `acks=all`, and reads every report. \
+         `courier-stream` is Courier at its defaults (KIP-794's partitioner, `partitioner.adaptive.partitioning.enable=true`), \
+         `courier-stream-uniform` the same with it `false`, `rdkafka-base` a `BaseProducer` (librdkafka 2.12.1: sticky for `sticky.partitioning.linger.ms`, \
+         10 ms, no adaptive choice); each client at its own defaults otherwise (Courier's `batch.size` is 256 KiB, so a stay takes 256 KiB; \
+         the subscription's default bound of unread reports). \
+         \"Slow broker\" is the share of the records written to the slow broker's partitions (their end offsets).\n\n\
+         | client | msgs/s kept | p50 ms | p99 ms | slow broker's share | lost |\n|---|---|---|---|---|---|\n",
+        common::today(),
+        common::command_line("vs_rdkafka", &["--slow-broker"]),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        common::cpu_model(),
+        delay.as_millis(),
+        w.records,
+    );
+    let fmt = |(m, lo, hi): (f64, f64, f64), scale: f64, digits: usize| {
+        format!(
+            "{:.*} ({:.*}–{:.*})",
+            digits,
+            m / scale,
+            digits,
+            lo / scale,
+            digits,
+            hi / scale
+        )
+    };
+    let mut p99s = BTreeMap::new();
+    for (client, s) in &samples {
+        let rates = med_min_max(s.iter().map(|(x, _)| x.rate(w.records)).collect());
+        let p50 = med_min_max(s.iter().map(|(x, _)| x.latency_us[0]).collect());
+        let p99 = med_min_max(s.iter().map(|(x, _)| x.latency_us[1]).collect());
+        let share = med_min_max(s.iter().map(|(_, sh)| sh * 100.0).collect());
+        let lost = s
+            .iter()
+            .map(|(x, _)| w.records.saturating_sub(x.delivered))
+            .max()
+            .unwrap_or(0);
+        p99s.insert(*client, (rates.0, p99.0));
+        md.push_str(&format!(
+            "| {client} | {} | {} | {} | {} % | {lost} |\n",
+            fmt(rates, 1.0, 0),
+            fmt(p50, 1000.0, 1),
+            fmt(p99, 1000.0, 1),
+            fmt(share, 1.0, 1)
+        ));
+    }
+    if let (Some(a), Some(u), Some(r)) = (
+        p99s.get("courier-stream"),
+        p99s.get("courier-stream-uniform"),
+        p99s.get("rdkafka-base"),
+    ) {
+        md.push_str(&format!(
+            "\nRatios of medians: p99 adaptive ÷ uniform {:.2}, adaptive ÷ rdkafka-base {:.2}; \
+             rate kept adaptive ÷ rdkafka-base {:.2}.\n",
+            a.1 / u.1,
+            a.1 / r.1,
+            a.0 / r.0
+        ));
+    }
+    let path = common::support::repo_root().join("docs/benchmarks/slow-broker.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    // The current run first; earlier runs stay below, under "History".
+    let history = old
+        .split_once("\n## History\n")
+        .map(|(current, rest)| {
+            let current =
+                current.replacen("# A slow broker: the adaptive partitioner\n\n", "### ", 1);
+            format!("{current}\n{rest}")
+        })
+        .or_else(|| {
+            (!old.is_empty())
+                .then(|| old.replacen("# A slow broker: the adaptive partitioner\n\n", "### ", 1))
+        })
+        .unwrap_or_default();
+    md.push_str("\n## History\n\n");
+    md.push_str(&history);
+    std::fs::write(&path, md).unwrap();
+    println!("wrote {}", path.display());
+}
+
+/// A relay on 127.0.0.1:`port` to `upstream` that holds every chunk the
+/// upstream sends back `delay` before passing it on (in order), on a
+/// thread of its own for the rest of the process.
+fn start_delaying_relay(port: u16, upstream: std::net::SocketAddr, delay: Duration) {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", port)).expect("bind the relay");
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let Ok((client, _)) = listener.accept().await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(upstream).await else {
+                        return;
+                    };
+                    let _ = client.set_nodelay(true);
+                    let _ = server.set_nodelay(true);
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut sr, mut sw) = server.into_split();
+                    tokio::spawn(async move {
+                        let _ = tokio::io::copy(&mut cr, &mut sw).await;
+                        let _ = sw.shutdown().await;
+                    });
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
+                    tokio::spawn(async move {
+                        while let Some((due, chunk)) = rx.recv().await {
+                            tokio::time::sleep_until(due.into()).await;
+                            if cw.write_all(&chunk).await.is_err() {
+                                return;
+                            }
+                        }
+                        let _ = cw.shutdown().await;
+                    });
+                    // Whatever arrives, a short read included, is passed on
+                    // as it came, `delay` later.
+                    loop {
+                        let mut chunk = Vec::with_capacity(64 * 1024);
+                        match sr.read_buf(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {
+                                if tx.send((Instant::now() + delay, chunk)).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    });
 }

@@ -69,12 +69,21 @@ pub(crate) struct PartitionerActor {
     /// KIP-794: a weighing is due (`WeighPartitions`), at most one a
     /// `WEIGH_PERIOD`.
     weighing: bool,
+    /// KIP-794: when each topic's keyless records last moved, for the
+    /// topics weighed every `WEIGH_PERIOD` (those that moved within
+    /// `WEIGH_WHILE`).
+    moved_at: HashMap<Topic, Instant>,
 }
 
-/// KIP-794: how often at most the partitioner actor weighs the partitions
-/// of topics whose keyless records move (the Java client weighs at every
-/// pass of its sender thread, about every `linger.ms`).
+/// KIP-794: how often the partitioner actor weighs the partitions of
+/// topics whose keyless records move (the Java client weighs at every
+/// pass of its sender thread, about every `linger.ms`), so that a move
+/// draws with weights at most this old.
 const WEIGH_PERIOD: Duration = Duration::from_millis(10);
+
+/// KIP-794: a topic is weighed for this long after its last move; after
+/// that, the next move asks again (`WeighPartitions`).
+const WEIGH_WHILE: Duration = Duration::from_secs(1);
 
 impl PartitionerActor {
     pub(crate) fn new(
@@ -101,24 +110,34 @@ impl PartitionerActor {
             refused: None,
             last_active: HashMap::new(),
             weighing: false,
+            moved_at: HashMap::new(),
         }
     }
 
     /// KIP-794: publishes new weights for each topic whose sticky
-    /// partition moved since the last weighing: per partition with a
-    /// leader, its queue's length (batches not yet sent); with
+    /// partition moved within `WEIGH_WHILE`: per partition with a leader,
+    /// its queue's length (batches not yet sent); with
     /// `partitioner.availability.timeout.ms`, the partitions of a broker
     /// with a batch that has waited `linger.ms` and that long are left
     /// out. The engine's next moves draw with them
-    /// (`StickyPartitioner::on_new_batch`).
-    fn weigh(&mut self) {
+    /// (`StickyPartitioner::on_new_batch`). Again in `WEIGH_PERIOD` while
+    /// such a topic remains, so a move finds weights at most that old.
+    fn weigh(&mut self, ctx: &mut Context<Self>) {
         self.weighing = false;
         self.engine.weights_begun();
         let config = self.engine.config();
         let snapshot = self.engine.metadata().load();
         let now = Instant::now();
         for (topic, tm) in &snapshot.topics {
-            if !tm.sticky.0.take_moved() {
+            if tm.sticky.0.take_moved() {
+                self.moved_at.insert(*topic, now);
+            }
+        }
+        self.moved_at.retain(|topic, at| {
+            snapshot.topics.contains_key(topic) && now.duration_since(*at) < WEIGH_WHILE
+        });
+        for (topic, tm) in &snapshot.topics {
+            if !self.moved_at.contains_key(topic) {
                 continue;
             }
             let lengths = self.engine.acc().queue_lengths(topic, &tm.available);
@@ -149,6 +168,10 @@ impl PartitionerActor {
             tm.sticky
                 .0
                 .set_load(PartitionLoad::from_lengths(&counted, tm.partition_count));
+        }
+        if !self.moved_at.is_empty() {
+            self.weighing = true;
+            ctx.run_later(WEIGH_PERIOD, |act, ctx| act.weigh(ctx));
         }
     }
 
@@ -495,7 +518,7 @@ impl Handler<WeighPartitions> for PartitionerActor {
     fn handle(&mut self, _: WeighPartitions, ctx: &mut Context<Self>) {
         if !self.weighing {
             self.weighing = true;
-            ctx.run_later(WEIGH_PERIOD, |act, _| act.weigh());
+            ctx.run_later(WEIGH_PERIOD, |act, ctx| act.weigh(ctx));
         }
     }
 }

@@ -90,6 +90,21 @@ impl Target {
         }
     }
 
+    /// A Kafka cluster of the bench's own (`--slow-broker`): clients
+    /// connect to its bootstrap address; `pid` is its first broker's.
+    pub fn cluster(kafka: &'static support::kafka::KafkaCluster) -> Target {
+        Target {
+            connect: kafka.bootstrap(),
+            settings: Vec::new(),
+            admin: kafka.bootstrap(),
+            pid: kafka
+                .pid(kafka.broker_ids()[0])
+                .expect("the Kafka broker runs"),
+            kafka: Some(kafka),
+            _tansu: None,
+        }
+    }
+
     /// Creates `topic` with `partitions` partitions (replication 1).
     pub fn create_topic(&self, topic: &str, partitions: i32) {
         let rt = tokio::runtime::Builder::new_current_thread()
