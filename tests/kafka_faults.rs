@@ -1313,3 +1313,69 @@ fn kafka_offsets_json(topic: &str) -> String {
         .collect();
     format!(r#"{{"partitions":[{}],"version":1}}"#, partitions.join(","))
 }
+
+/// Rebootstrap (KIP-899, issue 32's test): all three brokers move to new
+/// ports at once (stopped together, started again each on a port of its
+/// own, the old ones refusing connections) while the bootstrap address, a
+/// relay in front as a DNS name or a load balancer would be, keeps
+/// answering, now for a moved broker. The producer knows only the old
+/// addresses; at its defaults it goes back to `bootstrap.servers`, finds
+/// the brokers where they are now, and delivers every record, each
+/// reported once and written once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_moved_to_new_ports_is_found_again_through_bootstrap_servers() {
+    let _serial = SERIAL.lock().await;
+    let _logs = cluster().logs_on_panic();
+    let c = cluster();
+    let topic = new_topic("moved").await;
+    let relay = support::SwitchRelay::start(c.address(c.broker_ids()[0])).await;
+    let p = Producer::builder()
+        .bootstrap(&relay.bootstrap())
+        .set("reconnect.backoff.max.ms", "500")
+        .set("retry.backoff.max.ms", "500")
+        .build()
+        .unwrap();
+    let send = |from: usize| {
+        let p = p.clone();
+        let topic = topic.clone();
+        async move {
+            let sends = (from..from + 100)
+                .map(|i| p.send(Record::to(topic.as_str()).value(format!("moved-{i}"))));
+            futures::future::join_all(sends).await
+        }
+    };
+    let before = send(0).await;
+    assert!(
+        before.iter().all(Result::is_ok),
+        "{:?}",
+        before.iter().find(|r| r.is_err())
+    );
+    let old: Vec<String> = c.broker_ids().iter().map(|id| c.address(*id)).collect();
+    // Records produced while every broker is down wait in the producer.
+    let during = tokio::spawn(send(100));
+    for id in c.broker_ids() {
+        c.kill(id);
+    }
+    for id in c.broker_ids() {
+        c.relisten(id, support::free_port());
+    }
+    relay.switch_to(c.address(c.broker_ids()[0]));
+    c.wait_for_brokers();
+    c.wait_for_full_isr();
+    let moved: Vec<String> = c.broker_ids().iter().map(|id| c.address(*id)).collect();
+    assert!(
+        old.iter().all(|a| !moved.contains(a)),
+        "{old:?} -> {moved:?}"
+    );
+    let after = send(200).await;
+    let during = during.await.unwrap();
+    for (i, r) in before.iter().chain(&during).chain(&after).enumerate() {
+        assert!(r.is_ok(), "record {i}: {r:?}");
+    }
+    p.close().await;
+    assert_eq!(
+        c.wait_for_records(&topic, PARTITIONS, 300),
+        300,
+        "each record written once"
+    );
+}

@@ -7,53 +7,17 @@
 //! broker and its records time out, each with one report.
 //!
 //! Tansu brokers (one replaced by another; Tansu runs no multi-broker
-//! cluster here).
+//! cluster here). Three Apache Kafka brokers moved to new ports at once:
+//! `kafka_faults::a_cluster_moved_to_new_ports_is_found_again_through_bootstrap_servers`.
 
 mod support;
 
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
 
 use courier_kafka::{DeliveryReport, ErrorKind, Producer, Record};
-use support::Tansu;
-use tokio::net::{TcpListener, TcpStream};
-
-/// A TCP relay whose upstream can be changed: each new connection goes to
-/// the upstream of the moment (connections already open stay where they
-/// are, and die with their broker).
-struct Relay {
-    port: u16,
-    upstream: Arc<Mutex<String>>,
-}
-
-impl Relay {
-    async fn start(upstream: String) -> Relay {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let upstream = Arc::new(Mutex::new(upstream));
-        let to = upstream.clone();
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                let target = to.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    if let Ok(mut server) = TcpStream::connect(&target).await {
-                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-                    }
-                });
-            }
-        });
-        Relay { port, upstream }
-    }
-
-    fn switch_to(&self, upstream: String) {
-        *self.upstream.lock().unwrap() = upstream;
-    }
-
-    fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
-    }
-}
+use support::{SwitchRelay, Tansu};
 
 /// Produces `n` records tagged `tag` and returns their reports, each
 /// record's awaited on its own.
@@ -82,7 +46,7 @@ async fn a_replaced_cluster_is_found_again_through_bootstrap_servers() {
     courier_kafka::admin::create_topic(&old.bootstrap(), topic, 3, 1)
         .await
         .unwrap();
-    let relay = Relay::start(old.bootstrap()).await;
+    let relay = SwitchRelay::start(old.bootstrap()).await;
     let producer = |strategy: &str| {
         Producer::builder()
             .bootstrap(&relay.bootstrap())

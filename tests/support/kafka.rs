@@ -41,7 +41,7 @@ use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -213,14 +213,15 @@ fn wait_for_state(pid: u32, want: impl Fn(char) -> bool, what: &str) {
 /// One broker (and controller) of a [`KafkaCluster`].
 struct Broker {
     id: i32,
-    port: u16,
+    /// Its PLAINTEXT port (`relisten` moves it).
+    port: AtomicU16,
     dir: PathBuf,
     child: Mutex<Option<Child>>,
 }
 
 impl Broker {
     fn address(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.port.load(Ordering::Relaxed))
     }
 
     fn log_path(&self) -> PathBuf {
@@ -672,7 +673,7 @@ impl KafkaCluster {
             .map(|i| {
                 let broker = Broker {
                     id: i as i32,
-                    port: ports[i],
+                    port: AtomicU16::new(ports[i]),
                     dir: dir.join(format!("broker-{i}")),
                     child: Mutex::new(None),
                 };
@@ -705,7 +706,7 @@ impl KafkaCluster {
         let controller = dedicated_controller.then(|| {
             let c = Broker {
                 id: CONTROLLER_ID,
-                port: controller_ports[0],
+                port: AtomicU16::new(controller_ports[0]),
                 dir: dir.join("controller"),
                 child: Mutex::new(None),
             };
@@ -898,6 +899,36 @@ impl KafkaCluster {
             panic!("kafka: broker {id} did not come back: {why}");
         }
         eprintln!("kafka: broker {id} back in {:.1?}", started.elapsed());
+    }
+
+    /// Starts broker `id` (killed first if it runs) listening on, and
+    /// advertising, `127.0.0.1:port` for PLAINTEXT instead of its port
+    /// (its other listeners stay), and waits until the cluster lists it
+    /// there: the same broker id and data at a new address, its old one
+    /// refusing connections. The cluster's addresses follow.
+    pub fn relisten(&self, id: i32, port: u16) {
+        let b = self.broker(id);
+        let old = format!("PLAINTEXT://127.0.0.1:{}", b.port.load(Ordering::Relaxed));
+        let new = format!("PLAINTEXT://127.0.0.1:{port}");
+        let path = b.config_path();
+        let text = std::fs::read_to_string(&path).expect("read server.properties");
+        let moved: String = text
+            .lines()
+            .map(|l| match l.split_once('=') {
+                Some((k @ ("listeners" | "advertised.listeners"), v)) => {
+                    let v: Vec<&str> = v
+                        .split(',')
+                        .map(|e| if e == old { new.as_str() } else { e })
+                        .collect();
+                    format!("{k}={}\n", v.join(","))
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        assert_ne!(text, moved, "broker {id} has no listener {old}");
+        std::fs::write(&path, moved).expect("write server.properties");
+        b.port.store(port, Ordering::Relaxed);
+        self.restart(id);
     }
 
     /// Restarts broker `id` advertising `127.0.0.1:port`: the same broker

@@ -996,3 +996,39 @@ impl DroppingRelay {
         self.dropped.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
+
+/// A TCP relay whose upstream can be changed: each new connection goes to
+/// the upstream of the moment (connections already open stay where they
+/// are, and die with their broker).
+pub struct SwitchRelay {
+    port: u16,
+    upstream: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl SwitchRelay {
+    pub async fn start(upstream: String) -> SwitchRelay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = std::sync::Arc::new(std::sync::Mutex::new(upstream));
+        let to = upstream.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let target = to.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    if let Ok(mut server) = tokio::net::TcpStream::connect(&target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                    }
+                });
+            }
+        });
+        SwitchRelay { port, upstream }
+    }
+
+    pub fn switch_to(&self, upstream: String) {
+        *self.upstream.lock().unwrap() = upstream;
+    }
+
+    pub fn bootstrap(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
