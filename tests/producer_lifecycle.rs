@@ -555,10 +555,11 @@ async fn full_batches_go_without_waiting_for_linger() {
             .unwrap();
         partitions.push(d.partition);
     }
-    // Two full batches of 10, on two partitions (KIP-480 moves off a full
-    // batch's partition).
+    // Two full batches of 10, on one partition: the sticky partition
+    // moves on after batch.size bytes (KIP-794), not at a batch full by
+    // its record count (KIP-480's rule moved here).
     let (first, second) = (partitions[0], partitions[10]);
-    assert_ne!(first, second);
+    assert_eq!(first, second, "{partitions:?}");
     assert!(
         partitions[..10].iter().all(|p| *p == first),
         "{partitions:?}"
@@ -575,8 +576,8 @@ async fn full_batches_go_without_waiting_for_linger() {
     }
     producer.flush().await;
     for s in sends.into_iter().skip(20) {
-        // The sticky partitioner moved off the second batch's partition.
-        assert_ne!(s.await.unwrap().partition, second);
+        // And the third batch too: the stay has far from batch.size bytes.
+        assert_eq!(s.await.unwrap().partition, second);
     }
     producer.close().await;
 }
