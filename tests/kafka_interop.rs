@@ -576,6 +576,69 @@ async fn keyed_records_land_where_javas_producer_puts_them() {
     assert_eq!(spread.len(), PARTITIONS as usize, "every partition used");
 }
 
+/// KIP-794 on Kafka: keyless records sent one at a time (each batch goes
+/// at its linger with one record) stay on a partition for `batch.size`
+/// bytes (2,000 here: about eight 200-byte records), then move; with
+/// `partitioner.ignore.keys` one key's records do the same. Every record
+/// is read back where its report says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sticky_partitions_move_after_batch_size_bytes_on_kafka() {
+    const PARTITIONS: i32 = 6;
+    let kafka = KafkaCluster::shared(3);
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("kip794");
+    kafka.create_topic(&topic, PARTITIONS, 1, &[]).await;
+    let mut placed = HashMap::new();
+    for ignore_keys in ["false", "true"] {
+        let producer = Producer::builder()
+            .bootstrap(&kafka.bootstrap())
+            .set("batch.size", "2000")
+            .set("partitioner.ignore.keys", ignore_keys)
+            .build()
+            .unwrap();
+        let mut partitions = Vec::new();
+        for i in 0..48 {
+            let mut r = Record::to(topic.as_str())
+                .value(format!("{ignore_keys}-{i:03}-{}", "x".repeat(190)));
+            if ignore_keys == "true" {
+                r = r.key("one-key");
+            }
+            let d = producer.send(r).await.expect("delivered");
+            placed.insert(format!("{ignore_keys}-{i:03}"), d.partition);
+            partitions.push(d.partition);
+        }
+        producer.close().await;
+        let mut runs = vec![1usize];
+        for w in partitions.windows(2) {
+            if w[0] == w[1] {
+                *runs.last_mut().unwrap() += 1;
+            } else {
+                runs.push(1);
+            }
+        }
+        // A move may draw the same partition again: a run is one stay or
+        // more. The first and last runs may be cut short.
+        let inner = &runs[1..runs.len().saturating_sub(1)];
+        assert!(
+            runs.len() >= 4 && inner.iter().all(|r| *r >= 6),
+            "ignore.keys={ignore_keys}: runs {runs:?} of {partitions:?}"
+        );
+    }
+    let stored = read_back(
+        &kafka.bootstrap(),
+        &topic,
+        PARTITIONS,
+        96,
+        Duration::from_secs(60),
+    );
+    assert_eq!(stored.len(), 96, "each record once");
+    for r in stored {
+        let value = String::from_utf8(r.value.unwrap()).unwrap();
+        let tag = &value[..value.len() - 191];
+        assert_eq!(placed[tag], r.partition, "{tag} stored where reported");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idempotent_producer_writes_each_record_once_in_order_on_three_replicas() {
     const N: usize = 20_000;
