@@ -129,6 +129,7 @@ beside_log="target/tests-beside.log"
     cargo test --locked --test "$name" || status=$?
   done
   cargo test --locked -p courier-side-by-side --benches || status=$?
+  echo "== this group ended at $((SECONDS / 60))m$((SECONDS % 60))s"
   exit "$status"
 ) >"$beside_log" 2>&1 &
 beside_pid=$!
@@ -149,11 +150,13 @@ hooks_log="target/tests-hooks.log"
   for name in "${second[@]}"; do
     cargo test --locked --test "$name" || status=$?
   done
+  echo "== this group ended at $((SECONDS / 60))m$((SECONDS % 60))s"
   exit "$status"
 ) >"$hooks_log" 2>&1 &
 hooks_pid=$!
 rest_status=0
 cargo test --lib --bins --benches "${rest[@]}" --locked --no-fail-fast || rest_status=$?
+stage "the main group of tests ended; waiting for the two beside it"
 beside_status=0
 wait "$beside_pid" || beside_status=$?
 hooks_status=0
