@@ -112,11 +112,12 @@ cargo test --features "$hooks" --lib "${hook_targets[@]}" --test examples --lock
 # 9 minutes one binary after another. cargo holds its build lock only
 # while it builds, and everything is built above.
 beside=(kafka_faults kafka_transactions)
-# tests/external_app.rs builds an application with its own lock file from
-# cold (about 3 minutes of compiling, the main group's longest binary):
-# it runs in the hooks' group below, which ends minutes before the main
-# group, instead of after the others.
-second=(external_app)
+# Test binaries run in the hooks' group below instead of the main group.
+# Empty: tests/external_app.rs (3 minutes compiling an application from
+# cold) ran there once and the extra compiling beside the main group made
+# testing_double's overtaking-answers test fail on timing (third.attempts
+# 3, not 2); it passed alone and in the two runs before.
+second=()
 rest=()
 for f in tests/*.rs; do
   name="$(basename "$f" .rs)"
