@@ -9,7 +9,15 @@
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --runs 5 --records 100000
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --x 10000  # a probe: printed, not written
 //! cargo bench -p courier-side-by-side --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
+//! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --broker kafka3 --per-partition 100
 //! ```
+//!
+//! `--broker` picks where the curves run: `tansu` (the default), `kafka`
+//! (one Apache Kafka broker) or `kafka3` (three, every topic with
+//! replication factor 3). `--per-partition N` gives the partitions curve
+//! at least N records a partition (more records than `--records` at its
+//! large points). Each run also reads the brokers' CPU time, so a table
+//! shows where the broker was the limit.
 //!
 //! The curves:
 //! - `partitions`: one topic of P partitions (1 → 10,000), keyed records
@@ -80,6 +88,69 @@ const ACKS: &str = "all";
 /// recorded as failed.
 const CHILD_LIMIT: Duration = Duration::from_secs(180);
 
+/// Where the curves run (`--broker`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Broker {
+    /// A fresh Tansu for each client run.
+    Tansu,
+    /// The tests' shared one-broker Apache Kafka (KRaft).
+    Kafka,
+    /// A three-broker Apache Kafka cluster; topics with replication
+    /// factor 3.
+    Kafka3,
+}
+
+impl Broker {
+    fn parse(v: Option<&str>) -> Broker {
+        match v {
+            None | Some("tansu") => Broker::Tansu,
+            Some("kafka") => Broker::Kafka,
+            Some("kafka3") => Broker::Kafka3,
+            Some(other) => panic!("--broker {other}: tansu, kafka or kafka3"),
+        }
+    }
+
+    /// The results' file names end in this.
+    fn suffix(self) -> &'static str {
+        match self {
+            Broker::Tansu => "",
+            Broker::Kafka => "-kafka",
+            Broker::Kafka3 => "-kafka3",
+        }
+    }
+
+    /// For the results' page.
+    fn describe(self) -> &'static str {
+        match self {
+            Broker::Tansu => "Tansu 0.6.0 (memory storage), a fresh one for each client run",
+            Broker::Kafka => {
+                "Apache Kafka 4.1.1 (KRaft, one broker, 512 MiB heap), a topic of its own for each client run"
+            }
+            Broker::Kafka3 => {
+                "Apache Kafka 4.1.1 (KRaft, three brokers, 512 MiB heap each), topics with replication factor 3 \
+                 (`acks=all` waits for all three), a topic of its own for each client run"
+            }
+        }
+    }
+
+    fn replication(self) -> i16 {
+        if self == Broker::Kafka3 {
+            3
+        } else {
+            1
+        }
+    }
+
+    /// A client run's broker: a fresh Tansu, or the shared Kafka cluster.
+    fn target(self) -> Target {
+        match self {
+            Broker::Tansu => Target::start(common::On::Tansu),
+            Broker::Kafka => Target::start(common::On::Kafka),
+            Broker::Kafka3 => Target::cluster(common::support::kafka::KafkaCluster::shared(3)),
+        }
+    }
+}
+
 /// One point of a curve: what each of its client runs does.
 #[derive(Clone, Debug)]
 struct Point {
@@ -100,7 +171,13 @@ struct Point {
 
 /// The points of `curve`: log-spaced parameters, and records per run from
 /// `records` (`--records`).
-fn points(curve: &'static str, smoke: bool, records: usize, seconds: f64) -> Vec<Point> {
+fn points(
+    curve: &'static str,
+    smoke: bool,
+    records: usize,
+    per_partition: usize,
+    seconds: f64,
+) -> Vec<Point> {
     let counts: &[usize] = if smoke {
         &[1, 10]
     } else {
@@ -120,6 +197,7 @@ fn points(curve: &'static str, smoke: bool, records: usize, seconds: f64) -> Vec
             .map(|&p| Point {
                 x: p,
                 partitions: p as i32,
+                records: records.max(per_partition * p),
                 ..base.clone()
             })
             .collect(),
@@ -169,6 +247,9 @@ struct Sample {
     p50_us: f64,
     /// Its p99 in µs.
     p99_us: f64,
+    /// The brokers' CPU seconds over the run (creating its topic not
+    /// included).
+    broker_cpu: f64,
 }
 
 /// A client's medians at one point.
@@ -184,6 +265,8 @@ struct Stats {
     p50_us: f64,
     /// Send latency p99, µs.
     p99_us: f64,
+    /// The brokers' CPU µs per delivered record.
+    broker_cpu_us: f64,
     /// The most records any run lost (expected − delivered, or failed sends).
     lost: usize,
     /// Runs completed (fewer than asked when a later run failed).
@@ -200,6 +283,7 @@ impl Stats {
             rss_mib: pick(&|s| s.rss_kib as f64 / 1024.0),
             p50_us: pick(&|s| s.p50_us),
             p99_us: pick(&|s| s.p99_us),
+            broker_cpu_us: pick(&|s| s.broker_cpu * 1e6 / s.delivered.max(1) as f64),
             lost: samples
                 .iter()
                 .map(|s| {
@@ -256,6 +340,10 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(if smoke { 0.3 } else { 3.0 });
     let only = value("--only");
+    let broker = Broker::parse(value("--broker").as_deref());
+    let per_partition: usize = value("--per-partition")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     // `--x 1000,10000`: only those points of each curve.
     let only_x: Option<Vec<usize>> =
         value("--x").map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect());
@@ -269,7 +357,7 @@ fn main() {
         if only.as_ref().is_some_and(|o| !curve.contains(o.as_str())) {
             continue;
         }
-        for point in points(curve, smoke, records, seconds) {
+        for point in points(curve, smoke, records, per_partition, seconds) {
             if only_x.as_ref().is_some_and(|xs| !xs.contains(&point.x)) {
                 continue;
             }
@@ -277,7 +365,7 @@ fn main() {
                 "== {curve} {} ({} records of {} B, {} partition(s))",
                 point.x, point.records, point.size, point.partitions
             );
-            results.push(measure(&point, runs, &courier_set));
+            results.push(measure(&point, runs, &courier_set, broker));
         }
     }
     let took = started.elapsed().as_secs_f64();
@@ -315,6 +403,7 @@ fn main() {
         took,
         only.as_deref(),
         files,
+        broker,
     );
 }
 
@@ -324,16 +413,17 @@ fn main() {
 /// keeps every record and every producer id's state, and with idempotence
 /// its produce path slows as that grows (at 10,000 partitions a point's
 /// third round ran at a fraction of its first's), so a shared broker
-/// would charge each client for the runs before it.
-fn measure(p: &Point, runs: usize, courier_set: &str) -> Measured {
+/// would charge each client for the runs before it. On Kafka, a topic of
+/// its own for each client run, deleted after it.
+fn measure(p: &Point, runs: usize, courier_set: &str, broker: Broker) -> Measured {
     let load_before = load_average();
-    let topic = format!("curve-{}-{}", p.curve, p.x);
     let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
     for run in 0..runs {
         for &client in clients(p.curve) {
-            let target = Target::start(common::On::Tansu);
+            let topic = format!("curve-{}-{}-{run}-{client}", p.curve, p.x);
+            let target = broker.target();
             let t = Instant::now();
-            target.create_topic(&topic, p.partitions);
+            target.create_replicated_topic(&topic, p.partitions, broker.replication());
             if p.partitions > 100 && run == 0 {
                 eprintln!(
                     "  created {} partitions in {:.1} s",
@@ -341,12 +431,17 @@ fn measure(p: &Point, runs: usize, courier_set: &str) -> Measured {
                     t.elapsed().as_secs_f64()
                 );
             }
-            match run_client(&target, &topic, client, p, courier_set) {
+            let broker_cpu = target.brokers_cpu();
+            let outcome = run_client(&target, &topic, client, p, courier_set);
+            let broker_cpu = target.brokers_cpu() - broker_cpu;
+            target.done_with(&topic);
+            match outcome.map(|s| Sample { broker_cpu, ..s }) {
                 Ok(s) => {
                     eprintln!(
-                        "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  rss {:>6.1} MiB  delivered {}{}",
+                        "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  broker cpu {:>7.3} µs/msg  rss {:>6.1} MiB  delivered {}{}",
                         s.delivered as f64 / s.wall,
                         s.cpu * 1e6 / s.delivered.max(1) as f64,
+                        s.broker_cpu * 1e6 / s.delivered.max(1) as f64,
                         s.rss_kib as f64 / 1024.0,
                         s.delivered,
                         if p.curve == "web-service" {
@@ -426,6 +521,7 @@ fn run_client(
         p50_us: field(4),
         p99_us: field(5),
         cpu: done.cpu,
+        broker_cpu: 0.0,
     })
 }
 
@@ -1085,6 +1181,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> String {
 
 /// Writes `docs/benchmarks/curves.md` (or `curves-<only>.md`) and the
 /// charts of the curves that ran.
+#[allow(clippy::too_many_arguments)]
 fn write_results(
     results: &[Measured],
     runs: usize,
@@ -1093,8 +1190,10 @@ fn write_results(
     took: f64,
     only: Option<&str>,
     files: bool,
+    broker: Broker,
 ) {
     let dir = common::support::repo_root().join("docs/benchmarks");
+    let sfx = broker.suffix();
     std::fs::create_dir_all(&dir).unwrap();
     let mut md = String::new();
     let cmd = common::command_line("curves", &["--bench"]);
@@ -1102,26 +1201,27 @@ fn write_results(
         md,
         "# Cost as work grows: Courier vs rust-rdkafka\n\n\
          Run on {}: `{cmd}` ({runs} alternating runs per client and point, medians; the whole run took {:.0} s).\n\
-         Machine: {} cores, {}; broker: Tansu 0.6.0 (memory storage), a fresh one for each client run, on the same machine; \
+         Machine: {} cores, {}; broker: {}, on the same machine; \
          rdkafka 0.38 (librdkafka 2.12.1); Courier at its default features.\n\n\
          Both clients at their defaults except the swept parameter, with `linger.ms=5` and `acks=all` set alike. \
          CPU is the client process's user+sys time (its start and connection included) per delivered record; \
-         RSS its peak (`VmHWM`). Records/s is delivered records over the time from the first record to the last report. \
+         RSS its peak (`VmHWM`). Broker CPU is the brokers' user+sys time over the same client run, per delivered record. \
+         Records/s is delivered records over the time from the first record to the last report. \
          Every delivered count comes from success reports; `lost` is the most any run missed.\n\n\
          Curves (charts: log–log, a panel per measure):\n\n\
-         - **partitions**: one topic of P partitions, {records} keyed records (a distinct key each) of 100 B. \
+         - **partitions**: one topic of P partitions, the table's records/run keyed records (a distinct key each) of 100 B. \
          Courier: one subscription, `Subscriber::produce` per record, every report read from its `ReportStream`; \
-         rdkafka: a `BaseProducer` with a counting delivery callback, polled. ([chart](curves-partitions.svg))\n\
+         rdkafka: a `BaseProducer` with a counting delivery callback, polled. ([chart](curves-partitions{sfx}.svg))\n\
          - **subscriptions**: S tasks, {records} records of 100 B in all (6 partitions, no keys), each task producing its share and reading its own reports. \
          Courier: a subscription per task. rdkafka has no per-handle report stream; its fair equivalent here is one `ThreadedProducer` \
          whose delivery callback routes each report by its opaque (the task's index) to that task's channel (tokio unbounded mpsc). \
-         ([chart](curves-subscriptions.svg))\n\
+         ([chart](curves-subscriptions{sfx}.svg))\n\
          - **web-service**: T tasks, each awaiting one send at a time for {seconds} s (100 B, 6 partitions, no keys): \
          Courier's `Producer::send().await` vs rdkafka's `FutureProducer::send().await`; p50/p99 of the awaited send. \
-         ([chart](curves-web-service.svg))\n\
+         ([chart](curves-web-service{sfx}.svg))\n\
          - **size**: record size 10 B → 1 MB, 6 partitions, no keys, {records} records or {} MB per run, whichever is fewer. \
          Clients as in `partitions`. At 1 MB only, rdkafka gets `message.max.bytes=1048576`: its default (1,000,000, overhead included) \
-         refuses a 1,000,000-byte value; Courier's `max.request.size` default is 1,048,576. ([chart](curves-size.svg))\n\n\
+         refuses a 1,000,000-byte value; Courier's `max.request.size` default is 1,048,576. ([chart](curves-size{sfx}.svg))\n\n\
          In every curve both clients' tasks run on one tokio worker thread; each library's own threads come on top. \
          The last column of each table is the machine's 1-minute load average before and after the point's runs: \
          the bench and its broker account for up to about 2 on this machine; more means something else was running too.",
@@ -1129,6 +1229,7 @@ fn write_results(
         took,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         common::cpu_model(),
+        broker.describe(),
         records / 1000,
     )
     .unwrap();
@@ -1171,14 +1272,14 @@ fn write_results(
             .unwrap();
         }
         if files && (only.is_none() || only.is_some_and(|o| curve.contains(o))) {
-            let name = format!("curves-{curve}.svg");
+            let name = format!("curves-{curve}{sfx}.svg");
             std::fs::write(dir.join(&name), chart(curve, results)).unwrap();
             eprintln!("wrote docs/benchmarks/{name}");
         }
     }
     let name = match only {
-        Some(o) => format!("curves-{o}.md"),
-        None => "curves.md".into(),
+        Some(o) => format!("curves-{o}{sfx}.md"),
+        None => format!("curves{sfx}.md"),
     };
     println!("{md}");
     if files {
@@ -1212,6 +1313,11 @@ fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
         )
         .unwrap();
     }
+    write!(
+        head,
+        " broker CPU µs/rec (courier's run) | broker CPU µs/rec ({other}'s run) |"
+    )
+    .unwrap();
     write!(head, " lost (courier/{other}) | load avg before/after |").unwrap();
     let cols = head.matches('|').count() - 1;
     writeln!(md, "{head}\n{}", "|---".repeat(cols) + "|").unwrap();
@@ -1261,6 +1367,13 @@ fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
             )
             .unwrap();
         }
+        write!(
+            row,
+            " {} | {} |",
+            f(c, &|s| s.broker_cpu_us, 2),
+            f(r, &|s| s.broker_cpu_us, 2)
+        )
+        .unwrap();
         let lost = |s: Option<&Stats>| {
             s.map_or("–".into(), |s| {
                 if s.lost == 0 {

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use crate::actors::broker::state::BrokerState;
 use crate::actors::broker::BrokerConnection;
 use crate::actors::msgs::{EndTransaction, EnsureTopic, SendOffsets, Wake, WeighPartitions};
+use crate::batching::queue::PartitionQueue;
 use crate::engine::ActorTree;
 use crate::record::Topic;
 use crate::report::ErrorKind;
@@ -119,6 +120,14 @@ impl ActorTree for Addresses {
             }
         }
         self.wake(broker);
+    }
+
+    fn list(&self, broker: i32, queue: &Arc<PartitionQueue>) {
+        // No state yet: the broker's connection actor is still to start,
+        // and its first drain walks every queue it leads.
+        if let Some(state) = self.broker_states.get(&broker) {
+            lock(&state.opened).push(queue.clone());
+        }
     }
 
     fn wake_all(&self) {

@@ -53,8 +53,12 @@ pub(crate) enum Appended {
     /// Opened a new batch on a queue that had none open: due when its
     /// linger ends.
     NewBatch,
+    /// As `NewBatch`, on a queue no drain list held
+    /// (`QueueState::listed`): the caller puts it on its leader's
+    /// (`ActorTree::list`).
+    NewBatchToList,
     /// Opened a new batch and moved the full one before it to the ready
-    /// list: that one can go now.
+    /// list: that one can go now. (A queue with an open batch is listed.)
     NewBatchAfterFull,
 }
 
@@ -146,11 +150,6 @@ pub(crate) struct Accumulator {
     pub compression: Codec,
     pub delivery_timeout: Duration,
     next_batch_id: AtomicU64,
-    /// Queues created so far: connection actors keep their list of queues
-    /// until this or the metadata changes. (Queues are removed only with
-    /// their topic, `forget`, which the metadata then leaves out too; a
-    /// list that still holds a removed queue holds an empty, retired one.)
-    queues_created: AtomicU64,
     incomplete: Mutex<BTreeSet<u64>>,
     pub incomplete_changed: Notify,
     /// Sealed batches dropped unsettled, to repair (`Engine::bury_abandoned`).
@@ -170,9 +169,20 @@ pub(crate) struct Accumulator {
     #[cfg(feature = "fault-injection")]
     pub plant_unrewound_sequences: AtomicBool,
     /// Sequence state of forgotten queues, for the partition's next queue
-    /// (`forget`, `grow`). Entries of an older producer id or epoch are
-    /// dropped: a new epoch starts every partition at 0.
-    kept_sequences: Mutex<HashMap<(Topic, i32), KeptSequence>>,
+    /// (`forget`, `grow`).
+    kept_sequences: Mutex<KeptSequences>,
+    /// Drain passes begun (`next_pass`).
+    passes: AtomicU64,
+}
+
+/// The sequences kept for forgotten queues, all of one producer id and
+/// epoch: those of an older one are dropped all at once when a queue of
+/// the new one is forgotten (a new epoch starts every partition at 0), so
+/// forgetting a topic costs its own partitions, not every one kept.
+#[derive(Debug, Default)]
+struct KeptSequences {
+    owner: Option<(i64, i16)>,
+    by_partition: HashMap<(Topic, i32), KeptSequence>,
 }
 
 impl Accumulator {
@@ -202,12 +212,12 @@ impl Accumulator {
             compression,
             delivery_timeout,
             next_batch_id: AtomicU64::new(0),
-            queues_created: AtomicU64::new(0),
             incomplete: Mutex::new(BTreeSet::new()),
             incomplete_changed: Notify::new(),
             graveyard: Arc::default(),
             stamped_lost: AtomicU64::new(0),
             kept_sequences: Mutex::default(),
+            passes: AtomicU64::new(0),
             appended_forgotten: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             plant_unrewound_sequences: AtomicBool::new(false),
@@ -369,12 +379,10 @@ impl Accumulator {
             return entry.partitions[count - 1].clone();
         }
         let mut v: Vec<Arc<PartitionQueue>> = entry.partitions.to_vec();
-        self.queues_created
-            .fetch_add((count - v.len()) as u64, Ordering::AcqRel);
         let mut kept = lock(&self.kept_sequences);
         for p in v.len()..count {
             let mut state = QueueState::default();
-            if let Some(k) = kept.remove(&(*topic, p as i32)) {
+            if let Some(k) = kept.by_partition.remove(&(*topic, p as i32)) {
                 state.next_sequence = k.next_sequence;
                 state.sequence_owner = Some(k.owner);
                 // Not `confirmed`: the topic may have been deleted and
@@ -394,10 +402,10 @@ impl Accumulator {
         queue
     }
 
-    /// How many queues were created (only ever grows): a list of queues
-    /// taken with the same count and metadata is still whole.
-    pub fn queues_created(&self) -> u64 {
-        self.queues_created.load(Ordering::Acquire)
+    /// A number for a drain pass no other pass has had (never 0, which a
+    /// queue no pass has looked at holds: `QueueState::visited`).
+    pub fn next_pass(&self) -> u64 {
+        self.passes.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// Publishes the records of every batch sealed from now on.
@@ -444,8 +452,9 @@ impl Accumulator {
             return false;
         }
         let mut kept = lock(&self.kept_sequences);
-        if current.is_some() {
-            kept.retain(|_, k| Some(k.owner) == current);
+        if current.is_some() && kept.owner != current {
+            kept.by_partition.clear();
+            kept.owner = current;
         }
         let appended: u64 = states.iter().map(|st| st.appended).sum();
         self.appended_forgotten
@@ -454,7 +463,7 @@ impl Accumulator {
             st.retired = true;
             match st.sequence_owner {
                 Some(owner) if Some(owner) == current && st.next_sequence != 0 => {
-                    kept.insert(
+                    kept.by_partition.insert(
                         (*topic, p as i32),
                         KeptSequence {
                             next_sequence: st.next_sequence,
@@ -475,7 +484,7 @@ impl Accumulator {
     /// Sequences kept for forgotten queues (`forget`).
     #[cfg(test)]
     pub fn kept_sequences(&self) -> usize {
-        lock(&self.kept_sequences).len()
+        lock(&self.kept_sequences).by_partition.len()
     }
 
     /// Per topic with queues: the records ever appended to them, and
@@ -691,8 +700,16 @@ impl Accumulator {
         }
         q.open = Some(open);
         q.appended += 1;
+        // A queue that held a batch is listed: only a queue with none
+        // open can be unlisted.
+        debug_assert!(
+            q.listed || !after_full,
+            "an open batch on an unlisted queue"
+        );
         Ok(if after_full {
             Appended::NewBatchAfterFull
+        } else if !std::mem::replace(&mut q.listed, true) {
+            Appended::NewBatchToList
         } else {
             Appended::NewBatch
         })

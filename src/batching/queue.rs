@@ -61,6 +61,20 @@ pub(crate) struct QueueState {
     /// `metadata.max.idle.ms`) and is no longer the partition's queue: an
     /// append that finds it so goes to the live one.
     pub retired: bool,
+    /// The queue is on its leader's list of queues to drain
+    /// (`BrokerState::opened`, or the connection actor's list of the
+    /// queues that held a batch at its last look), or the next full walk
+    /// of the queues (after a metadata change or a restart) finds it. Set
+    /// by the append that opens a batch while it is unset, which then puts
+    /// the queue on its leader's list; cleared by the drain that finds the
+    /// queue holding nothing and drops it from its list. A queue holding a
+    /// batch is always listed, so a drain's cost follows the partitions
+    /// with something to send, not every partition ever used.
+    pub listed: bool,
+    /// The drain pass that last looked at this queue
+    /// (`Accumulator::next_pass`): a queue twice on one pass's list gives
+    /// it one batch.
+    pub visited: u64,
 }
 
 /// An idempotent producer's sequence state for a partition whose queue was

@@ -6,8 +6,11 @@
 //! which `actors::addresses::Addresses` implements, so the core never
 //! names an actor type and the layers point one way.
 
+use std::sync::Arc;
+
 use futures::future::BoxFuture;
 
+use crate::batching::queue::PartitionQueue;
 use crate::record::Topic;
 use crate::report::ErrorKind;
 
@@ -30,6 +33,15 @@ pub(crate) trait ActorTree: Send + Sync + 'static {
 
     /// Every connection actor should drain (flush, linger ignored).
     fn wake_all(&self);
+
+    /// A batch opened on `queue`, which no drain list held
+    /// (`QueueState::listed`): put it on the list of `broker`, its leader,
+    /// which that connection actor takes at its next drain. No wake: the
+    /// caller wakes as for any new batch. (No-op for a tree whose drains
+    /// walk every queue.)
+    fn list(&self, broker: i32, queue: &Arc<PartitionQueue>) {
+        let _ = (broker, queue);
+    }
 
     /// KIP-794: a sticky partition moved; the partitioner actor should
     /// weigh the partitions of the topics that moved (no-op without one).

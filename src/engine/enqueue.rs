@@ -653,7 +653,7 @@ impl Engine {
             self.fail_seal_failures(seal_failures);
             match result {
                 Ok(appended) => {
-                    self.wake_for(appended, tm, partition, taking.accepted);
+                    self.wake_for(appended, &record.topic, tm, partition, taking.accepted);
                     crate::record::release_written(record);
                     return Enqueued::Appended(partition);
                 }
@@ -798,6 +798,34 @@ impl Engine {
         )
     }
 
+    /// Puts `topic`'s queue for `partition`, on which a batch opened
+    /// while no drain list held it, on its leader's list
+    /// (`ActorTree::list`), and wakes that leader's connection unless its
+    /// timer fires by the batch's linger end. The leader is the one of the
+    /// metadata now, read after the append: the record's snapshot may be
+    /// older, and a connection that no longer leads the partition may not
+    /// drain again (its broker down) to pass the queue on. Metadata stored
+    /// after this read makes its new leader walk all its queues, and that
+    /// walk finds this batch. No leader now: the same, once one is named.
+    #[inline(never)]
+    fn list_queue(&self, topic: &Topic, tm: &TopicMetadata, partition: i32, accepted: Mono) {
+        let now = self.metadata.load();
+        let Some(leader) = now.topics.get(topic).and_then(|t| t.leader(partition)) else {
+            return;
+        };
+        let fallback;
+        let queue = match self.cached_queue(topic, partition, tm, None) {
+            Some(q) => q,
+            None => {
+                fallback = self.acc.queue(topic, partition);
+                &fallback
+            }
+        };
+        self.actors.list(leader, queue);
+        self.actors
+            .wake_by(leader, accepted.plus(self.config.linger));
+    }
+
     /// Reports the records of full batches that failed to encode
     /// (compression errors) on the way. The test keeps an empty drain off
     /// every record.
@@ -813,11 +841,22 @@ impl Engine {
     /// Wakes the partition leader's connection actor when the append made
     /// a batch ready: a new batch is due when its linger ends (a timer set
     /// for then or sooner finds it), a full one now. An append to an open
-    /// batch wakes nobody.
+    /// batch wakes nobody. A batch opened on a queue no drain list held
+    /// puts the queue on its leader's list (`list_queue`).
     #[inline(always)]
-    fn wake_for(&self, appended: Appended, tm: &TopicMetadata, partition: i32, accepted: Mono) {
+    fn wake_for(
+        &self,
+        appended: Appended,
+        topic: &Topic,
+        tm: &TopicMetadata,
+        partition: i32,
+        accepted: Mono,
+    ) {
         if appended == Appended::ToOpenBatch {
             return;
+        }
+        if appended == Appended::NewBatchToList {
+            return self.list_queue(topic, tm, partition, accepted);
         }
         if let Some(leader) = tm.leader(partition) {
             if appended == Appended::NewBatch {

@@ -420,6 +420,14 @@ impl Engine {
         self.actors.wake_all();
     }
 
+    /// `queue` was on the drain list of a connection that does not lead
+    /// it (a producer listed it under older metadata): on its leader's
+    /// list now, and that connection woken.
+    pub(crate) fn relist(&self, leader: i32, queue: &Arc<crate::batching::queue::PartitionQueue>) {
+        self.actors.list(leader, queue);
+        self.actors.wake(leader);
+    }
+
     /// Remembers a subscription, to wake its stream when the producer
     /// closes.
     pub(crate) fn register_subscription(&self, shared: &Arc<SubscriptionShared>) {

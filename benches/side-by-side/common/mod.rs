@@ -107,13 +107,19 @@ impl Target {
 
     /// Creates `topic` with `partitions` partitions (replication 1).
     pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.create_replicated_topic(topic, partitions, 1);
+    }
+
+    /// Creates `topic` with `partitions` partitions, each with
+    /// `replication` replicas (a Kafka cluster of that many brokers).
+    pub fn create_replicated_topic(&self, topic: &str, partitions: i32, replication: i16) {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         match self.kafka {
             // Waits until every partition has a leader.
-            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, 1, &[])),
+            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, replication, &[])),
             None => rt
                 .block_on(courier_kafka::admin::create_topic(
                     &self.admin,
@@ -175,6 +181,20 @@ impl Target {
     /// The broker's CPU seconds so far.
     pub fn cpu(&self) -> f64 {
         cpu_of(self.pid)
+    }
+
+    /// Every broker's CPU seconds so far, summed (a Kafka cluster's
+    /// brokers, or the one Tansu).
+    pub fn brokers_cpu(&self) -> f64 {
+        match self.kafka {
+            Some(kafka) => kafka
+                .broker_ids()
+                .into_iter()
+                .filter_map(|id| kafka.pid(id))
+                .map(cpu_of)
+                .sum(),
+            None => self.cpu(),
+        }
     }
 }
 

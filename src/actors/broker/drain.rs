@@ -12,11 +12,11 @@ use crate::clock::Instant;
 use actix::prelude::*;
 use tokio::sync::mpsc;
 
-use crate::actors::broker::state::{InFlight, MyQueues};
+use crate::actors::broker::state::InFlight;
 use crate::actors::broker::{BrokerConnection, ConnState};
 use crate::actors::msgs::{AddPartitionsWanted, EnsureProducerId};
 use crate::batching::batch::SealedBatch;
-use crate::batching::queue::PartitionQueue;
+use crate::batching::queue::{PartitionQueue, QueueState};
 use crate::clock::Mono;
 use crate::delivery::settlement::Outcome;
 use crate::protocol::produce::{encode, frame_size, PartitionData, ProduceHeader, TopicData};
@@ -55,6 +55,34 @@ struct DrainNotes {
     next_wake: Option<Instant>,
 }
 
+/// What a drain's look at a queue found (`take_batch`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Visit {
+    /// More to send than this request took: looked at again for the
+    /// drain's next request.
+    Again,
+    /// Holds a batch (lingering, backing off, waiting for an answer or in
+    /// flight): on the list for the next drain.
+    Keep,
+    /// Holds nothing (and is unlisted now: the append that opens its next
+    /// batch lists it again), or was looked at already in this pass: off
+    /// the list.
+    Drop,
+}
+
+impl Visit {
+    /// A queue with nothing to send now: kept while it holds a batch,
+    /// else unlisted and dropped.
+    fn holding(qi: &mut QueueState) -> Visit {
+        if qi.holds_batch() {
+            Visit::Keep
+        } else {
+            qi.listed = false;
+            Visit::Drop
+        }
+    }
+}
+
 impl DrainNotes {
     fn wake_at(&mut self, at: Instant) {
         self.next_wake = Some(self.next_wake.map_or(at, |w| w.min(at)));
@@ -89,36 +117,54 @@ impl BrokerConnection {
         self.shared.timer_at.store(at, Ordering::SeqCst);
     }
 
-    /// The partition queues this broker leads: kept while the metadata
-    /// snapshot and the number of queues stay the same, so a drain walks
-    /// its own queues only, not every queue with a leader look-up each.
-    fn my_queues(&mut self) -> Arc<[Arc<PartitionQueue>]> {
-        let engine = &self.engine;
-        let created = engine.acc().queues_created();
+    /// The queues this drain looks at: those that held a batch at the
+    /// last look, and those producers opened a batch on since
+    /// (`BrokerState::opened`), so a drain's cost follows the partitions
+    /// with something to send, not every partition ever used. After a
+    /// metadata change (or a restart, or at the first drain) every queue
+    /// this broker leads instead: partitions may have moved here. A
+    /// listed queue this broker does not lead (listed under older
+    /// metadata) goes to its leader's list.
+    fn walk_list(&mut self) -> Vec<Arc<PartitionQueue>> {
+        let engine = self.engine.clone();
         let snapshot = engine.metadata().load_full();
-        if let Some(mine) = &self.mine {
-            if mine.created == created && Arc::ptr_eq(&mine.snapshot, &snapshot) {
-                return mine.queues.clone();
+        // Swapped with the spare list, so producers push onto room an
+        // earlier drain made: no allocation per listed batch.
+        let mut opened = std::mem::take(&mut self.list.spare);
+        std::mem::swap(&mut opened, &mut *lock(&self.shared.opened));
+        let leader = |q: &PartitionQueue| {
+            snapshot
+                .topics
+                .get(&q.topic)
+                .and_then(|t| t.leader(q.partition))
+        };
+        let full = !matches!(&self.list.walked, Some(s) if Arc::ptr_eq(s, &snapshot));
+        let mut walk = if full {
+            self.list.active.clear();
+            let mine: Vec<_> = engine
+                .acc()
+                .all_queues()
+                .into_iter()
+                .filter(|q| leader(q) == Some(self.node_id))
+                .collect();
+            self.list.walked = Some(snapshot.clone());
+            mine
+        } else {
+            std::mem::take(&mut self.list.active)
+        };
+        for q in opened.drain(..) {
+            match leader(&q) {
+                // The full walk has it already.
+                Some(me) if me == self.node_id && full => {}
+                Some(me) if me == self.node_id => walk.push(q),
+                Some(other) => engine.relist(other, &q),
+                // No leader: the metadata that names one has every
+                // connection walk all its queues.
+                None => {}
             }
         }
-        let queues: Arc<[_]> = engine
-            .acc()
-            .all_queues()
-            .into_iter()
-            .filter(|q| {
-                snapshot
-                    .topics
-                    .get(&q.topic)
-                    .and_then(|t| t.leader(q.partition))
-                    == Some(self.node_id)
-            })
-            .collect();
-        self.mine = Some(MyQueues {
-            snapshot,
-            created,
-            queues: queues.clone(),
-        });
-        queues
+        self.list.spare = opened;
+        walk
     }
 
     /// Fills Produce requests from the queues this broker leads, one after
@@ -130,10 +176,35 @@ impl BrokerConnection {
             return;
         };
         let engine = self.engine.clone();
-        let queues = self.my_queues();
+        let walk = self.walk_list();
         let mut notes = DrainNotes::default();
+        // Each request takes at most one batch a queue; the next looks
+        // only at the queues with more to send (`Visit::Again`). The list
+        // keeps for the next drain every queue but those the first look
+        // found holding nothing (or twice on the list); all of them when
+        // no request could be made.
+        let mut keep: Option<Vec<Arc<PartitionQueue>>> = None;
+        let mut pass: Option<Vec<Arc<PartitionQueue>>> = None;
         while self.in_flight_len() < engine.config().max_in_flight {
-            let batches = self.fill_request(&queues, &gates, &mut notes);
+            let list = pass.as_deref().unwrap_or(&walk);
+            if list.is_empty() {
+                break;
+            }
+            let first = keep.is_none();
+            let mut again = Vec::new();
+            let mut kept = Vec::new();
+            let batches = self.fill_request(list, &gates, &mut notes, |q, visit| {
+                if visit == Visit::Again {
+                    again.push(q.clone());
+                }
+                if first && visit != Visit::Drop {
+                    kept.push(q.clone());
+                }
+            });
+            if first {
+                keep = Some(kept);
+            }
+            pass = Some(again);
             if batches.is_empty() {
                 break;
             }
@@ -159,6 +230,7 @@ impl BrokerConnection {
         if let Some(at) = notes.next_wake {
             self.schedule_wake(at, ctx);
         }
+        self.list.active = keep.unwrap_or(walk);
     }
 
     /// Whether anything may be sent now, and under what: `None` while the
@@ -234,22 +306,27 @@ impl BrokerConnection {
 
     /// One Produce request's batches: at most one from each queue, in
     /// queue order, within `max.request.size` (the first always fits).
+    /// `seen` hears what the look at each queue found.
     fn fill_request(
         &self,
         queues: &[Arc<PartitionQueue>],
         gates: &DrainGates,
         notes: &mut DrainNotes,
+        mut seen: impl FnMut(&Arc<PartitionQueue>, Visit),
     ) -> Vec<SealedBatch> {
         let now = Instant::now();
+        let pass = self.engine.acc().next_pass();
         let mut batches = Vec::new();
         let mut size = 0usize;
         for q in queues {
             let room = (!batches.is_empty())
                 .then(|| self.engine.config().max_request_size.saturating_sub(size));
-            if let Some(b) = self.take_batch(q, gates, now, room, notes) {
+            let (b, visit) = self.take_batch(q, gates, now, room, pass, notes);
+            if let Some(b) = b {
                 size += b.encoded.len();
                 batches.push(b);
             }
+            seen(q, visit);
         }
         batches
     }
@@ -260,44 +337,52 @@ impl BrokerConnection {
     /// id and sequences when idempotent, and counted in flight. `None`
     /// when the queue must wait: in-flight order, an unconfirmed epoch, a
     /// partition the transaction lacks (noted as wanted), a backoff or a
-    /// linger not over (noted for the timer), or no room.
+    /// linger not over (noted for the timer), or no room. With it, what
+    /// the queue holds now ([`Visit`]).
     fn take_batch(
         &self,
         q: &PartitionQueue,
         gates: &DrainGates,
         now: Instant,
         room: Option<usize>,
+        pass: u64,
         notes: &mut DrainNotes,
-    ) -> Option<SealedBatch> {
+    ) -> (Option<SealedBatch>, Visit) {
         let engine = &self.engine;
         let fits = |len: usize| room.is_none_or(|room| len <= room);
         let mut qi = lock(&q.state);
+        if qi.visited == pass {
+            return (None, Visit::Drop);
+        }
+        qi.visited = pass;
         if gates.strict_order && qi.in_flight > 0 {
-            return None;
+            return (None, Visit::Keep);
         }
         // Idempotent: no pipelining until the broker has acknowledged a
         // batch of this epoch here (`QueueState::confirmed`).
         if gates.idem.is_some_and(|id| qi.awaits_confirmation(id)) {
-            return None;
+            return (None, Visit::Keep);
         }
         let joins = gates.txn_generation.filter(|g| qi.txn_added != *g);
         if joins.is_some() && gates.txn_version == TransactionVersion::V1 {
             if !qi.ready.is_empty() || qi.open.is_some() {
                 notes.wanted.push((q.topic, q.partition));
             }
-            return None;
+            return (None, Visit::holding(&mut qi));
         }
         let mut b = if let Some(front) = qi.ready.front() {
             if let Some(at) = front.retry_at.filter(|at| *at > now) {
                 notes.wake_at(at);
-                return None;
+                return (None, Visit::Keep);
             }
             if !fits(front.encoded.len()) {
-                return None;
+                return (None, Visit::Again);
             }
-            qi.ready.pop_front()?
+            qi.ready.pop_front().expect("checked above")
         } else {
-            let open = qi.open.as_ref()?;
+            let Some(open) = qi.open.as_ref() else {
+                return (None, Visit::holding(&mut qi));
+            };
             // A full batch goes now (the sticky partitioner has moved on
             // from it). Otherwise due within the timer's resolution counts
             // as due: a timer set for `due` fires up to a tick late, so a
@@ -307,19 +392,19 @@ impl BrokerConnection {
             let due = (open.created + linger).checked_sub(linger_slack(linger));
             if let Some(due) = due.filter(|d| *d > now && !gates.flushing && !open.full) {
                 notes.wake_at(due);
-                return None;
+                return (None, Visit::Keep);
             }
             let open = qi.open.take().expect("checked above");
             match engine.acc().seal(open, q) {
                 Ok(b) if fits(b.encoded.len()) => b,
                 Ok(b) => {
                     qi.ready.push_back(b);
-                    return None;
+                    return (None, Visit::Again);
                 }
                 Err(f) => {
                     drop(qi);
                     engine.fail_seal(f);
-                    return None;
+                    return (None, Visit::Keep);
                 }
             }
         };
@@ -334,7 +419,8 @@ impl BrokerConnection {
             notes.joined = true;
         }
         qi.take_off(&mut b);
-        Some(b)
+        let more = !qi.ready.is_empty() || qi.open.is_some();
+        (Some(b), if more { Visit::Again } else { Visit::Keep })
     }
 
     /// Sets the drain timer for `at`, unless it fires sooner already.

@@ -120,8 +120,8 @@ pub struct BrokerConnection {
     #[cfg(feature = "fault-injection")]
     panic_in_response: bool,
     wake_at: Option<(Instant, SpawnHandle)>,
-    /// The queues this broker leads, as of the metadata (`drain.rs`).
-    mine: Option<state::MyQueues>,
+    /// The queues its drains look at (`drain.rs`, `walk_list`).
+    list: state::DrainList,
     /// No Produce request before this instant: a broker quota's throttle
     /// time (KIP-219).
     throttled_until: Option<Instant>,
@@ -185,7 +185,7 @@ impl BrokerConnection {
             #[cfg(feature = "fault-injection")]
             panic_in_response: false,
             wake_at: None,
-            mine: None,
+            list: state::DrainList::default(),
             throttled_until: None,
             last_activity: Instant::now(),
             idle_closed: false,
@@ -283,6 +283,8 @@ impl Supervised for BrokerConnection {
         self.state = ConnState::Idle;
         self.generation += 1;
         self.wake_at = None;
+        // The next drain walks every queue it leads again.
+        self.list = state::DrainList::default();
         self.publish_timer();
     }
 }

@@ -1,7 +1,8 @@
 //! What a broker's connection actor keeps outside itself: the Produce
-//! requests in flight on its connection, and when its drain timer fires
+//! requests in flight on its connection, when its drain timer fires
 //! (for producers deciding whether a new batch needs a wake; a new or
-//! restarted actor resets it). The supervisor hands the same
+//! restarted actor resets it), and the queues producers opened batches on
+//! since its last drain. The supervisor hands the same
 //! `BrokerState` to every actor it starts for that broker, so a restarted
 //! actor finds (and retries) what its predecessor had in flight.
 
@@ -29,6 +30,11 @@ pub(crate) struct BrokerState {
     /// opened while a drain runs is either seen by that drain or wakes
     /// the actor again.
     pub(crate) timer_at: AtomicU64,
+    /// Queues a producer opened a batch on while they were on no drain
+    /// list (`QueueState::listed`), or that another connection's drain
+    /// found this broker leads: the connection actor takes them at its
+    /// next drain (drain.rs, `walk_list`).
+    pub(crate) opened: Mutex<Vec<Arc<PartitionQueue>>>,
 }
 
 impl BrokerState {
@@ -51,15 +57,18 @@ pub(super) struct InFlight {
     pub batches: Vec<SealedBatch>,
 }
 
-/// A connection actor's list of the queues its broker leads, and what it
-/// was taken from (`BrokerConnection::my_queues`, in drain.rs): the list
-/// holds while the metadata snapshot is the same one and no queue has
-/// been created since.
-#[derive(Debug)]
-pub(super) struct MyQueues {
-    pub snapshot: Arc<MetadataSnapshot>,
-    pub created: u64,
-    /// Shared, so a drain takes it with one reference count, not one per
-    /// queue.
-    pub queues: Arc<[Arc<PartitionQueue>]>,
+/// What a connection actor's drains walk (drain.rs, `walk_list`): the
+/// queues this broker leads that held a batch at the last look, as of the
+/// metadata snapshot whose queues were last walked whole. A cache, rebuilt
+/// by a full walk after a metadata change or a restart, so it lives in the
+/// actor.
+#[derive(Debug, Default)]
+pub(super) struct DrainList {
+    /// The snapshot of the last full walk (`None`: none yet, or the
+    /// actor restarted).
+    pub walked: Option<Arc<MetadataSnapshot>>,
+    pub active: Vec<Arc<PartitionQueue>>,
+    /// An empty list with room, swapped for `BrokerState::opened` at
+    /// each drain.
+    pub spare: Vec<Arc<PartitionQueue>>,
 }

@@ -129,7 +129,7 @@ fn a_sticky_stay_moves_after_batch_size_bytes_not_at_each_new_batch() {
     let mut batches = 0;
     loop {
         match append(Stick::Bytes(1)) {
-            Ok(Appended::NewBatch) => {
+            Ok(Appended::NewBatch | Appended::NewBatchToList) => {
                 batches += 1;
                 send();
             }
@@ -146,14 +146,17 @@ fn a_sticky_stay_moves_after_batch_size_bytes_not_at_each_new_batch() {
         (14..=15).contains(&batches),
         "{batches} batches in one stay"
     );
-    assert!(matches!(append(Stick::Moved(2)), Ok(Appended::NewBatch)));
+    assert!(matches!(
+        append(Stick::Moved(2)),
+        Ok(Appended::NewBatch | Appended::NewBatchToList)
+    ));
     send();
     // Stay 2: its first batch went, its second fills up to batch.size
     // bytes of the stay and moves on with the batch still open.
     let mut in_second = 0;
     loop {
         match append(Stick::Bytes(2)) {
-            Ok(Appended::NewBatch) if in_second == 0 => in_second = 1,
+            Ok(Appended::NewBatch | Appended::NewBatchToList) if in_second == 0 => in_second = 1,
             Ok(Appended::ToOpenBatch) => in_second += 1,
             Err(AppendError::MoveOn(_)) => break,
             other => panic!("{other:?} after {in_second}"),
@@ -169,4 +172,82 @@ fn a_sticky_stay_moves_after_batch_size_bytes_not_at_each_new_batch() {
     assert!(matches!(append(Stick::Batch), Ok(Appended::ToOpenBatch)));
     while !matches!(append(Stick::Batch), Err(AppendError::MoveOn(_))) {}
     assert!(lock(&q.state).open.as_ref().unwrap().full);
+}
+
+/// Sequences kept for forgotten queues belong to one producer id and
+/// epoch: forgetting a topic under a newer one drops the older ones
+/// (a new epoch starts every partition at 0), whatever topic they were
+/// kept for.
+#[test]
+fn kept_sequences_of_an_older_epoch_go_when_a_newer_one_forgets() {
+    let a = accumulator();
+    let keep = |topic: &str, owner: (i64, i16)| {
+        let t = Topic::from(topic);
+        let q = a.queue(&t, 0);
+        {
+            let mut st = lock(&q.state);
+            st.next_sequence = 5;
+            st.sequence_owner = Some(owner);
+        }
+        assert!(a.forget(&t, Some(owner)));
+    };
+    keep("epoch-one-a", (7, 1));
+    keep("epoch-one-b", (7, 1));
+    assert_eq!(a.kept_sequences(), 2);
+    keep("epoch-two", (7, 2));
+    assert_eq!(a.kept_sequences(), 1, "only epoch 2's");
+    assert_eq!(
+        lock(&a.queue(&Topic::from("epoch-one-a"), 0).state).next_sequence,
+        0,
+        "epoch 1's sequence was dropped"
+    );
+}
+
+/// The drain lists (`QueueState::listed`): the append that opens a batch
+/// on an unlisted queue says to list it, once; appends while it is
+/// listed (into the open batch, or opening the next after a full one)
+/// do not, until a drain unlists it.
+#[test]
+fn only_a_batch_opened_on_an_unlisted_queue_asks_for_a_listing() {
+    let a = accumulator();
+    let t = Topic::from("listed");
+    let q = a.queue(&t, 0);
+    let append = |value: &[u8]| {
+        let record = Record::to("listed").value(value.to_vec());
+        a.append(
+            &q,
+            &record,
+            None,
+            Mono::now(),
+            Stick::No,
+            &mut Reserved::default(),
+            &mut Vec::new(),
+        )
+        .unwrap()
+    };
+    assert_eq!(append(b"first"), Appended::NewBatchToList);
+    assert!(lock(&q.state).listed);
+    assert_eq!(append(b"second"), Appended::ToOpenBatch);
+    // The open batch fills: the next opens a batch on a listed queue.
+    let big = vec![0u8; 10_000];
+    let mut next = append(&big);
+    while next == Appended::ToOpenBatch {
+        next = append(&big);
+    }
+    assert_eq!(next, Appended::NewBatchAfterFull);
+    assert!(lock(&q.state).listed);
+    // A drain took everything and found it holding nothing.
+    {
+        let mut st = lock(&q.state);
+        st.open = None;
+        st.ready.clear();
+        st.listed = false;
+    }
+    assert_eq!(append(b"again"), Appended::NewBatchToList);
+    lock(&q.state).open = None;
+    assert_eq!(
+        append(b"listed"),
+        Appended::NewBatch,
+        "a listed queue's new batch is not listed again"
+    );
 }
