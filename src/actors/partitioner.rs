@@ -128,16 +128,15 @@ impl PartitionerActor {
         let config = self.engine.config();
         let snapshot = self.engine.metadata().load();
         let now = Instant::now();
-        for (topic, tm) in &snapshot.topics {
-            if tm.sticky.0.take_moved() {
-                self.moved_at.insert(*topic, now);
-            }
-        }
+        // Topics gone from the metadata, or whose records last moved
+        // WEIGH_WHILE ago, are weighed no more.
         self.moved_at.retain(|topic, at| {
             snapshot.topics.contains_key(topic) && now.duration_since(*at) < WEIGH_WHILE
         });
         for (topic, tm) in &snapshot.topics {
-            if !self.moved_at.contains_key(topic) {
+            if tm.sticky.0.take_moved() {
+                self.moved_at.insert(*topic, now);
+            } else if !self.moved_at.contains_key(topic) {
                 continue;
             }
             let lengths = self.engine.acc().queue_lengths(topic, &tm.available);
