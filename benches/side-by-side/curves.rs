@@ -413,28 +413,56 @@ fn main() {
 /// keeps every record and every producer id's state, and with idempotence
 /// its produce path slows as that grows (at 10,000 partitions a point's
 /// third round ran at a fraction of its first's), so a shared broker
-/// would charge each client for the runs before it. On Kafka, a topic of
-/// its own for each client run, deleted after it.
+/// would charge each client for the runs before it. On Kafka, one topic
+/// for the point's runs, deleted after them: Kafka holds files open per
+/// partition until a deleted topic's are removed (a minute later), and a
+/// topic of 10,000 partitions per client run ran the broker out of file
+/// descriptors (20,000 here) at the fourth.
 fn measure(p: &Point, runs: usize, courier_set: &str, broker: Broker) -> Measured {
     let load_before = load_average();
     let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
+    let topic = format!("curve-{}-{}", p.curve, p.x);
+    let create = |target: &Target| {
+        let t = Instant::now();
+        target.create_replicated_topic(&topic, p.partitions, broker.replication());
+        if p.partitions > 100 {
+            eprintln!(
+                "  created {} partitions in {:.1} s",
+                p.partitions,
+                t.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let kafka = (broker != Broker::Tansu).then(|| {
+        let target = broker.target();
+        create(&target);
+        target
+    });
+    let measured = |samples: &BTreeMap<&'static str, Vec<Sample>>, failure: Option<String>| {
+        if let Some(target) = &kafka {
+            target.done_with(&topic);
+        }
+        Measured {
+            point: p.clone(),
+            by_client: samples.iter().map(|(c, s)| (*c, Stats::of(s, p))).collect(),
+            failure,
+            load: (load_before, load_average()),
+        }
+    };
     for run in 0..runs {
         for &client in clients(p.curve) {
-            let topic = format!("curve-{}-{}-{run}-{client}", p.curve, p.x);
-            let target = broker.target();
-            let t = Instant::now();
-            target.create_replicated_topic(&topic, p.partitions, broker.replication());
-            if p.partitions > 100 && run == 0 {
-                eprintln!(
-                    "  created {} partitions in {:.1} s",
-                    p.partitions,
-                    t.elapsed().as_secs_f64()
-                );
-            }
+            let fresh;
+            let target = match &kafka {
+                Some(target) => target,
+                None => {
+                    fresh = broker.target();
+                    create(&fresh);
+                    &fresh
+                }
+            };
             let broker_cpu = target.brokers_cpu();
-            let outcome = run_client(&target, &topic, client, p, courier_set);
+            let outcome = run_client(target, &topic, client, p, courier_set);
             let broker_cpu = target.brokers_cpu() - broker_cpu;
-            target.done_with(&topic);
             match outcome.map(|s| Sample { broker_cpu, ..s }) {
                 Ok(s) => {
                     eprintln!(
@@ -455,22 +483,12 @@ fn measure(p: &Point, runs: usize, courier_set: &str, broker: Broker) -> Measure
                 Err(why) => {
                     // The runs before it stand; no more runs of this point.
                     eprintln!("  run {run} {client}: FAILED: {why}");
-                    return Measured {
-                        point: p.clone(),
-                        by_client: samples.iter().map(|(c, s)| (*c, Stats::of(s, p))).collect(),
-                        failure: Some(format!("{client}, run {run}: {why}")),
-                        load: (load_before, load_average()),
-                    };
+                    return measured(&samples, Some(format!("{client}, run {run}: {why}")));
                 }
             }
         }
     }
-    Measured {
-        point: p.clone(),
-        by_client: samples.iter().map(|(c, s)| (*c, Stats::of(s, p))).collect(),
-        failure: None,
-        load: (load_before, load_average()),
-    }
+    measured(&samples, None)
 }
 
 /// One client run in a child process; an error says why it failed (its

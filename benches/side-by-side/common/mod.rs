@@ -119,7 +119,18 @@ impl Target {
             .unwrap();
         match self.kafka {
             // Waits until every partition has a leader.
-            Some(kafka) => rt.block_on(kafka.create_topic(topic, partitions, replication, &[])),
+            // Kafka's controller refuses one operation of more than
+            // 10,000 records ("excessively large batch operation"), a
+            // record a partition: larger topics grow in steps.
+            Some(kafka) => {
+                const STEP: i32 = 5_000;
+                rt.block_on(kafka.create_topic(topic, partitions.min(STEP), replication, &[]));
+                let mut have = partitions.min(STEP);
+                while have < partitions {
+                    have = (have + STEP).min(partitions);
+                    kafka.add_partitions(topic, have);
+                }
+            }
             None => rt
                 .block_on(courier_kafka::admin::create_topic(
                     &self.admin,
