@@ -124,11 +124,11 @@ impl Broker {
         match self {
             Broker::Tansu => "Tansu 0.6.0 (memory storage), a fresh one for each client run",
             Broker::Kafka => {
-                "Apache Kafka 4.1.1 (KRaft, one broker, 512 MiB heap), a topic of its own for each client run"
+                "Apache Kafka 4.1.1 (KRaft, one broker, 512 MiB heap), one topic per point for its client runs"
             }
             Broker::Kafka3 => {
                 "Apache Kafka 4.1.1 (KRaft, three brokers, 512 MiB heap each), topics with replication factor 3 \
-                 (`acks=all` waits for all three), a topic of its own for each client run"
+                 (`acks=all` waits for all three), one topic per point for its client runs"
             }
         }
     }
