@@ -13,6 +13,25 @@ fn accumulator() -> Accumulator {
     )
 }
 
+/// `record` appended to `q` with no report owed, now, with the sticky
+/// rule `stick` and no memory or record room reserved beforehand.
+fn append_to<'a>(
+    a: &'a Accumulator,
+    q: &PartitionQueue,
+    record: &Record,
+    stick: Stick,
+) -> Result<Appended, AppendError<'a>> {
+    a.append(
+        q,
+        record,
+        None,
+        Mono::now(),
+        stick,
+        &mut Reserved::default(),
+        &mut Vec::new(),
+    )
+}
+
 /// A topic's cached queues are its live queues, created only when
 /// first used, and only for the accumulator that made the slots.
 #[test]
@@ -51,17 +70,7 @@ fn forgotten_queues_are_retired_and_keep_the_current_sequences() {
     let t = Topic::from("forget-me");
     let old = a.queue(&t, 0);
     let append = |q: &PartitionQueue| {
-        let record = Record::to("forget-me").value("v");
-        a.append(
-            q,
-            &record,
-            None,
-            Mono::now(),
-            Stick::No,
-            &mut Reserved::default(),
-            &mut Vec::new(),
-        )
-        .map(|_| ())
+        append_to(&a, q, &Record::to("forget-me").value("v"), Stick::No).map(|_| ())
     };
     append(&old).unwrap();
     assert!(!a.forget(&t, None), "an open batch keeps the topic");
@@ -110,17 +119,7 @@ fn a_sticky_stay_moves_after_batch_size_bytes_not_at_each_new_batch() {
     let a = accumulator();
     let q = a.queue(&Topic::from("stay"), 0);
     let record = Record::to("stay").value(vec![b'v'; 1000]);
-    let append = |stick| {
-        a.append(
-            &q,
-            &record,
-            None,
-            Mono::now(),
-            stick,
-            &mut Reserved::default(),
-            &mut Vec::new(),
-        )
-    };
+    let append = |stick| append_to(&a, &q, &record, stick);
     // Each batch goes out (linger) after one record.
     let send = || {
         let open = lock(&q.state).open.take().expect("an open batch");
@@ -213,15 +212,11 @@ fn only_a_batch_opened_on_an_unlisted_queue_asks_for_a_listing() {
     let t = Topic::from("listed");
     let q = a.queue(&t, 0);
     let append = |value: &[u8]| {
-        let record = Record::to("listed").value(value.to_vec());
-        a.append(
+        append_to(
+            &a,
             &q,
-            &record,
-            None,
-            Mono::now(),
+            &Record::to("listed").value(value.to_vec()),
             Stick::No,
-            &mut Reserved::default(),
-            &mut Vec::new(),
         )
         .unwrap()
     };
