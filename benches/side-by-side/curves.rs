@@ -124,10 +124,10 @@ impl Broker {
         match self {
             Broker::Tansu => "Tansu 0.6.0 (memory storage), a fresh one for each client run",
             Broker::Kafka => {
-                "Apache Kafka 4.1.1 (KRaft, one broker, 512 MiB heap), one topic per point for its client runs"
+                "Apache Kafka 4.1.1 (KRaft, one broker, 512 MiB heap, its data on tmpfs), one topic per point for its client runs"
             }
             Broker::Kafka3 => {
-                "Apache Kafka 4.1.1 (KRaft, three brokers, 512 MiB heap each), topics with replication factor 3 \
+                "Apache Kafka 4.1.1 (KRaft, three brokers, 512 MiB heap each, their data on tmpfs), topics with replication factor 3 \
                  (`acks=all` waits for all three), one topic per point for its client runs"
             }
         }
@@ -328,6 +328,7 @@ fn main() {
     if args.0.first().map(String::as_str) == Some("--child") {
         return child(&args.0[1..]);
     }
+    common::kafka_data_in_memory();
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
     let runs: usize = value("--runs")

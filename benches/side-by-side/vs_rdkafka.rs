@@ -325,6 +325,7 @@ fn main() {
     if args.0.first().map(String::as_str) == Some("--child") {
         return child(&args.0[1..]);
     }
+    common::kafka_data_in_memory();
     let flag = |name: &str| args.flag(name);
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
@@ -603,7 +604,7 @@ fn write_results(
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `{cmd}` ({runs} alternating runs per client; medians, with min–max; \
          on Apache Kafka after one untimed round of every client, which warms the broker's JIT).\n\
-         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
+         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap, its data on tmpfs; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
          Courier is built at its default features, as an application gets it (the bench is a package of its own, `benches/side-by-side`).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
          In workloads marked \"each client at its defaults\" (`--defaults`) every client runs at its own defaults with only linger.ms, acks and compression.type set alike \
@@ -2016,7 +2017,7 @@ fn slow_broker(args: &common::Args) {
     let mut md = format!(
         "# A slow broker: the adaptive partitioner\n\n\
          Run on {}: `{}` ({runs} alternating runs per client after one untimed round; medians, with min–max).\n\
-         Machine: {} cores, {}; three Apache Kafka 4.1.1 brokers (KRaft, one controller among them, 512 MiB heap each) on the same machine; \
+         Machine: {} cores, {}; three Apache Kafka 4.1.1 brokers (KRaft, one controller among them, 512 MiB heap each, their data on tmpfs) on the same machine; \
          broker {slow} is reached through a relay that holds every byte it sends back {} ms, so each of its answers comes that much later. \
          The topic has {partitions} partitions, two led by each broker, replication 1. Each client produces {} keyless records of 100 B at {rate:.0} a second \
          (open loop: a record's latency runs from when it was due to its report), `linger.ms=5`, `acks=all`, and reads every report. \

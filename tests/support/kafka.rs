@@ -10,7 +10,8 @@
 //!   with a static `controller.quorum.voters`, on two free loopback ports,
 //!   in its own directory under `<tmp>/courier-kafka/<pid>-<n>/broker-<i>/`
 //!   (config, data, and the log file `kafka.log`, appended to across
-//!   restarts). The storage is formatted with `kafka.tools.StorageTool` and
+//!   restarts; `$COURIER_KAFKA_DIR` replaces `<tmp>/courier-kafka`). The
+//!   storage is formatted with `kafka.tools.StorageTool` and
 //!   a fresh cluster id made here (16 random bytes, base64url, as Kafka's
 //!   `Uuid.randomUuid` makes them; this saves one JVM start).
 //! - Every JVM is forked by one thread that lives as long as the test binary
@@ -1680,11 +1681,13 @@ impl DumpedBatch {
 // ---------------------------------------------------------------------------
 // Files and names.
 
-/// A new, empty `<tmp>/courier-kafka/<pid>-<n>`, after removing the
-/// directories of test binaries that no longer run.
+/// A new, empty `<tmp>/courier-kafka/<pid>-<n>` (`$COURIER_KAFKA_DIR/<pid>-<n>`
+/// when that is set: the benches put the brokers' data in memory with it),
+/// after removing the directories of test binaries that no longer run.
 fn new_cluster_dir() -> PathBuf {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let root = std::env::temp_dir().join("courier-kafka");
+    let root = std::env::var_os("COURIER_KAFKA_DIR")
+        .map_or_else(|| std::env::temp_dir().join("courier-kafka"), PathBuf::from);
     std::fs::create_dir_all(&root).expect("create the courier-kafka temp dir");
     if let Ok(entries) = std::fs::read_dir(&root) {
         for e in entries.flatten() {
