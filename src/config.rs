@@ -62,6 +62,10 @@ pub enum ConfigError {
     /// `build` starts the producer on a thread of its own instead.
     #[error("start() needs a running actix system (inside actix::System or #[actix_web::main]); use build() from plain tokio code or any other thread")]
     NoActixSystem,
+    /// `ProducerBuilder::build_on` was given an [`ActorThread`](crate::ActorThread)
+    /// whose actix system had been stopped.
+    #[error("build_on() was given an ActorThread whose actix system has stopped")]
+    ActorThreadStopped,
 }
 
 /// Acknowledgements the producer asks for (`acks`).

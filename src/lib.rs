@@ -123,8 +123,8 @@ pub use interceptor::ProducerInterceptor;
 pub use kafka_error::BrokerError;
 pub use metric_handles::names as metric_names;
 pub use producer::{
-    BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber, TransactionReport,
-    TransactionReports, DEFAULT_REPORT_MEMORY,
+    ActorThread, BlockingSendError, DeliveryFuture, Producer, ProducerBuilder, Subscriber,
+    TransactionReport, TransactionReports, DEFAULT_REPORT_MEMORY,
 };
 pub use protocol::record_batch::Compression;
 pub use record::{Header, Record, Topic};

@@ -8,7 +8,8 @@ mod support;
 use std::time::Duration;
 
 use courier_kafka::{
-    Acks, ConfigError, DeliveryReport, ErrorKind, ProduceError, Producer, Record, ReportMode,
+    Acks, ActorThread, ConfigError, DeliveryReport, ErrorKind, ProduceError, Producer, Record,
+    ReportMode,
 };
 use futures::{FutureExt, StreamExt};
 use support::Tansu;
@@ -119,6 +120,65 @@ async fn send_reports_partition_offset_timestamp_and_attempts() {
         assert_eq!(d.topic.as_str(), "send");
     }
     producer.close().await;
+}
+
+/// Producers built on one `ActorThread` share its thread and nothing
+/// else: each partition's offsets follow its own records, each producer's
+/// reports reach only its own caller, and closing one (with a record still
+/// pending) leaves the others delivering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producers_sharing_an_actor_thread_deliver_and_close_apart() {
+    let broker = broker_with_topic("shared-thread", 3).await;
+    let actors = ActorThread::new();
+    let producers: Vec<Producer> = (0..3)
+        .map(|i| {
+            Producer::builder()
+                .bootstrap(&broker.bootstrap())
+                .set("client.id", &format!("tenant-{i}"))
+                .build_on(&actors)
+                .unwrap()
+        })
+        .collect();
+    // Each producer its own partition; every report is that record's.
+    for round in 0..5i64 {
+        let sends = producers.iter().enumerate().map(|(i, p)| {
+            p.send(
+                Record::to("shared-thread")
+                    .partition(i as i32)
+                    .value(format!("{i}/{round}")),
+            )
+        });
+        for (i, d) in futures::future::join_all(sends)
+            .await
+            .into_iter()
+            .enumerate()
+        {
+            let d = d.unwrap();
+            assert_eq!((d.partition, d.offset), (i as i32, Some(round)));
+        }
+    }
+    // One closes while a record of its own is pending: that record is
+    // reported to it, and the others carry on.
+    let mut producers = producers.into_iter();
+    let closing = producers.next().unwrap();
+    let pending = closing
+        .submit(Record::to("shared-thread").partition(0).value("last"))
+        .await
+        .unwrap();
+    closing.close().await;
+    assert_eq!(pending.await.unwrap().offset, Some(5));
+    for (i, p) in producers.enumerate() {
+        let d = p
+            .send(
+                Record::to("shared-thread")
+                    .partition(i as i32 + 1)
+                    .value("after"),
+            )
+            .await
+            .unwrap();
+        assert_eq!(d.offset, Some(5), "producer {} after another closed", i + 1);
+        p.close().await;
+    }
 }
 
 #[tokio::test]

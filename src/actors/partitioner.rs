@@ -46,6 +46,9 @@ pub(crate) struct PartitionerActor {
     rebootstrapping: bool,
     topics: HashSet<Topic>,
     waiters: HashMap<Topic, Vec<Waiter>>,
+    /// A check of the waiters' deadlines is due (`arm_expiry`): armed
+    /// while some wait, so an idle producer's actor has no timer here.
+    expiry_armed: bool,
     fetching: bool,
     again: bool,
     failures: u32,
@@ -101,6 +104,7 @@ impl PartitionerActor {
             rebootstrapping: false,
             topics: HashSet::new(),
             waiters: HashMap::new(),
+            expiry_armed: false,
             fetching: false,
             again: false,
             failures: 0,
@@ -406,6 +410,23 @@ impl PartitionerActor {
         });
     }
 
+    /// Checks the waiters' deadlines every 50 ms while any wait (a
+    /// producer with no topic wait, the usual case, has no timer here:
+    /// many idle producers on one thread cost no wake-ups for it).
+    fn arm_expiry(&mut self, ctx: &mut Context<Self>) {
+        if self.expiry_armed {
+            return;
+        }
+        self.expiry_armed = true;
+        ctx.run_later(Duration::from_millis(50), |act, ctx| {
+            act.expiry_armed = false;
+            act.expire_waiters();
+            if !act.waiters.is_empty() {
+                act.arm_expiry(ctx);
+            }
+        });
+    }
+
     fn expire_waiters(&mut self) {
         let now = Instant::now();
         if !self
@@ -508,7 +529,6 @@ impl Actor for PartitionerActor {
         self.engine.weights_begun();
         let age = self.engine.config().metadata_max_age;
         ctx.run_interval(age, |act, ctx| act.fetch(ctx));
-        ctx.run_interval(Duration::from_millis(50), |act, _| act.expire_waiters());
     }
 }
 
@@ -553,6 +573,7 @@ impl Handler<EnsureTopic> for PartitionerActor {
             .entry(msg.topic)
             .or_default()
             .push((Instant::now() + max_block, tx));
+        self.arm_expiry(ctx);
         self.topics.insert(msg.topic);
         self.fetch(ctx);
         // Dropped unanswered: this actor died (a stopping one answers).

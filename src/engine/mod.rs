@@ -117,6 +117,10 @@ pub(crate) struct Engine {
     /// The thread the actors run on (set when they start): a blocking call
     /// made there would wait for itself.
     actor_thread: std::sync::OnceLock<std::thread::ThreadId>,
+    /// What keeps a shared actor thread running while this producer lives
+    /// (`ActorThread`; unset when the producer has a thread of its own or
+    /// runs in the application's actix system).
+    thread_keeper: std::sync::OnceLock<Arc<dyn std::any::Any + Send + Sync>>,
     /// Makes the supervisor's next delivery-timeout sweep panic (tests of
     /// its guard only).
     #[cfg(feature = "fault-injection")]
@@ -280,6 +284,18 @@ impl Engine {
         let _ = self.actor_thread.set(std::thread::current().id());
     }
 
+    /// Keeps `keeper` (a shared actor thread's) alive as long as this
+    /// engine: the thread stops once no producer on it is left.
+    pub(crate) fn keep_thread(&self, keeper: Arc<dyn std::any::Any + Send + Sync>) {
+        let _ = self.thread_keeper.set(keeper);
+    }
+
+    /// The thread the actors run on, once they have started.
+    #[cfg(test)]
+    pub(crate) fn actor_thread_id(&self) -> Option<std::thread::ThreadId> {
+        self.actor_thread.get().copied()
+    }
+
     /// Whether this is the thread the actors run on.
     pub(crate) fn on_actor_thread(&self) -> bool {
         self.actor_thread.get() == Some(&std::thread::current().id())
@@ -387,6 +403,7 @@ impl Engine {
             stopped_flag: AtomicBool::new(false),
             runtime: std::sync::OnceLock::new(),
             actor_thread: std::sync::OnceLock::new(),
+            thread_keeper: std::sync::OnceLock::new(),
             #[cfg(feature = "fault-injection")]
             inject_sweep_panic: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]

@@ -188,7 +188,7 @@ impl ProducerBuilder {
     }
 
     /// The engine and the addresses its actors will fill in.
-    fn engine(self) -> Result<(Arc<Engine>, Arc<Addresses>), ConfigError> {
+    pub(super) fn engine(self) -> Result<(Arc<Engine>, Arc<Addresses>), ConfigError> {
         if let Some(e) = self.error {
             return Err(e);
         }

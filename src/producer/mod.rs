@@ -5,9 +5,11 @@
 //! `Producer::builder`), `handle` ← `subscriber` (adds
 //! `Producer::subscribe`) ← `transaction_reports` (adds
 //! `Producer::subscribe_transactional`), `handle` ← `transactions`
-//! (adds the transaction calls), and `handle` ← `blocking` (adds the
-//! blocking calls); this file only gathers them.
+//! (adds the transaction calls), `handle` ← `blocking` (adds the
+//! blocking calls), and `builder` ← `actor_thread` (adds
+//! `ProducerBuilder::build_on`); this file only gathers them.
 
+mod actor_thread;
 mod blocking;
 mod builder;
 mod handle;
@@ -15,6 +17,7 @@ mod subscriber;
 mod transaction_reports;
 mod transactions;
 
+pub use actor_thread::ActorThread;
 pub use blocking::BlockingSendError;
 pub use builder::ProducerBuilder;
 pub use handle::{DeliveryFuture, Producer};
