@@ -8,7 +8,9 @@
 //! ```
 //!
 //! Options: `--runs N` (default 3), `--producers 1,10,100,1000`,
-//! `--idle S` and `--trickle S` (seconds of each phase, default 5).
+//! `--idle S` and `--trickle S` (seconds of each phase, default 5),
+//! `--courier-set k=v,k=v` (Courier's producers away from their defaults;
+//! nothing is written then).
 //!
 //! Each client runs in a child process per point and run, which:
 //! 1. builds N producers (Courier: `ProducerBuilder::build`, a thread and
@@ -63,6 +65,7 @@ fn main() {
     };
     let (idle, trickle) = (phase("--idle", 5.0), phase("--trickle", 5.0));
     let kafka = value("--broker").as_deref() == Some("kafka");
+    let courier_set = value("--courier-set").unwrap_or_default();
     let target = common::Target::start(if kafka {
         common::On::Kafka
     } else {
@@ -77,7 +80,7 @@ fn main() {
         let mut by_client: BTreeMap<&str, Vec<Sample>> = BTreeMap::new();
         for run in 0..runs {
             for &client in CLIENTS {
-                match run_child(&target, client, n, idle, trickle) {
+                match run_child(&target, client, n, (idle, trickle), &courier_set) {
                     Ok(s) => {
                         eprintln!(
                             "  run {run} {client:<15} threads {:>5}  rss {:>7.1} MiB  idle cpu {:>8.2} ms/s  first report p50 {:>7.1} ms p99 {:>7.1} ms  trickle cpu {:>7.1} µs/rec  failed {}",
@@ -109,8 +112,8 @@ fn main() {
         started.elapsed(),
     );
     println!("{md}");
-    if smoke || value("--producers").is_some() {
-        eprintln!("smoke or --producers: nothing written");
+    if smoke || value("--producers").is_some() || !courier_set.is_empty() {
+        eprintln!("smoke, --producers or --courier-set: nothing written");
         return;
     }
     let name = if kafka { "tenants-kafka" } else { "tenants" };
@@ -149,14 +152,19 @@ fn run_child(
     target: &common::Target,
     client: &str,
     n: usize,
-    idle: f64,
-    trickle: f64,
+    (idle, trickle): (f64, f64),
+    courier_set: &str,
 ) -> Result<Sample, String> {
     let stderr_path =
         std::env::temp_dir().join(format!("courier-tenants-{}.err", std::process::id()));
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--child", client, &target.connect])
-        .args([n.to_string(), idle.to_string(), trickle.to_string()])
+        .args([
+            n.to_string(),
+            idle.to_string(),
+            trickle.to_string(),
+            format!("set:{courier_set}"),
+        ])
         .stderr(std::fs::File::create(&stderr_path).unwrap());
     let done = common::run_child(cmd);
     let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
@@ -252,7 +260,7 @@ fn status(field: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// Child: `client addr n idle_s trickle_s`; prints "threads rss_kib
+/// Child: `client addr n idle_s trickle_s set:k=v,...`; prints "threads rss_kib
 /// idle_cpu_s idle_s first_p50_us first_p99_us trickle_cpu_s
 /// trickle_records failed".
 fn child(args: &[String]) {
@@ -260,6 +268,12 @@ fn child(args: &[String]) {
     let n: usize = args[2].parse().unwrap();
     let idle: f64 = args[3].parse().unwrap();
     let trickle: f64 = args[4].parse().unwrap();
+    let courier_set: Vec<(String, String)> = args[5]
+        .trim_start_matches("set:")
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     std::thread::spawn(|| {
         std::thread::sleep(CHILD_LIMIT);
         eprintln!("timed out after {} s", CHILD_LIMIT.as_secs());
@@ -275,9 +289,12 @@ fn child(args: &[String]) {
         let tenants: Vec<Tenant> = (0..n)
             .map(|i| match client.as_str() {
                 "courier" | "courier-shared" => {
-                    let b = courier_kafka::Producer::builder()
+                    let mut b = courier_kafka::Producer::builder()
                         .bootstrap(&addr)
                         .set("client.id", &format!("tenant-{i}"));
+                    for (k, v) in &courier_set {
+                        b = b.set(k, v);
+                    }
                     Tenant::Courier(match &shared {
                         Some(actors) => b.build_on(actors).unwrap(),
                         None => b.build().unwrap(),
