@@ -125,7 +125,10 @@ async fn send_reports_partition_offset_timestamp_and_attempts() {
 /// Producers built on one `ActorThread` share its thread and nothing
 /// else: each partition's offsets follow its own records, each producer's
 /// reports reach only its own caller, and closing one (with a record still
-/// pending) leaves the others delivering.
+/// pending) leaves the others delivering: a producer on a shared thread
+/// must not stop the thread's system when it stops, as one with a thread
+/// of its own does. (That they share the thread is the lib tests' to
+/// show, `producer::actor_thread`.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn producers_sharing_an_actor_thread_deliver_and_close_apart() {
     let broker = broker_with_topic("shared-thread", 3).await;
