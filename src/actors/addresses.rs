@@ -99,6 +99,13 @@ impl Addresses {
         *lock(&self.transactions) = Some(to);
     }
 
+    /// The transaction actor is gone for good (the producer stopped):
+    /// handles asking it find none, and stop asking once the supervisor
+    /// has stopped.
+    pub fn clear_transactions(&self) {
+        *lock(&self.transactions) = None;
+    }
+
     /// The current transaction actor, if any.
     pub fn transactions(&self) -> Option<TransactionAddrs> {
         lock(&self.transactions).clone()

@@ -176,6 +176,26 @@ impl Message for StopPartitioner {
     type Result = ();
 }
 
+/// Stop the transaction or telemetry actor (the supervisor has stopped).
+/// Exchanges already handed to the runtime (an `EndTransaction` under
+/// way) run on and answer; timers and loops of the actor's own end.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StopActor;
+
+impl Message for StopActor {
+    type Result = ();
+}
+
+/// Whether the telemetry actor holds a subscription (lib tests only).
+#[cfg(test)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TelemetrySubscribed;
+
+#[cfg(test)]
+impl Message for TelemetrySubscribed {
+    type Result = bool;
+}
+
 /// Fail every in-flight batch with `Cancelled` (producer dropped).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CancelInFlight;

@@ -577,6 +577,18 @@ impl Actor for ProducerSupervisor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        // The transaction and telemetry actors hold the engine (and, on a
+        // shared `ActorThread`, the thread): they stop with the tree. A
+        // telemetry actor would otherwise wait for its next push (minutes)
+        // and a transaction actor for the last of its addresses, which
+        // the producer handles reach through `Addresses`.
+        self.addresses.clear_transactions();
+        if let Some(t) = self.transactions.take() {
+            t.do_send(StopActor);
+        }
+        if let Some((t, _)) = self.telemetry.take() {
+            t.do_send(StopActor);
+        }
         self.engine.mark_stopped();
         self.engine.acc().incomplete_changed.notify_waiters();
         if self.owns_system {
@@ -857,6 +869,14 @@ impl Handler<InjectPanic> for ProducerSupervisor {
         if let Some(tree) = &self.scripted {
             tree.live_broker(&self.engine).0.do_send(msg);
         }
+    }
+}
+
+#[cfg(test)]
+impl Handler<TelemetrySubscribed> for ProducerSupervisor {
+    type Result = bool;
+    fn handle(&mut self, _: TelemetrySubscribed, _: &mut Context<Self>) -> bool {
+        self.telemetry.as_ref().is_some_and(|(_, s)| s.subscribed())
     }
 }
 

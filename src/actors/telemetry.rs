@@ -93,6 +93,12 @@ impl TelemetryState {
         lock(&s.inner).started_ns = now_ns();
         Arc::new(s)
     }
+
+    /// A broker has answered GetTelemetrySubscriptions.
+    #[cfg(test)]
+    pub(crate) fn subscribed(&self) -> bool {
+        lock(&self.inner).subscription.is_some()
+    }
 }
 
 /// The telemetry actor; see the module docs.
@@ -408,6 +414,14 @@ impl Actor for TelemetryActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.tick(ctx);
+    }
+}
+
+/// The producer stopped: no next push (its timer ends with the actor).
+impl Handler<crate::actors::msgs::StopActor> for TelemetryActor {
+    type Result = ();
+    fn handle(&mut self, _: crate::actors::msgs::StopActor, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 

@@ -20,12 +20,6 @@ use crate::producer::handle::Producer;
 /// every producer built on it are gone; each producer still closes, and
 /// reports, on its own.
 ///
-/// Known limits: a producer's telemetry actor (`enable.metrics.push`,
-/// on by default) lets go of it only at its next attempt, up to 30 s
-/// after a close, and a transactional producer's transaction actor is
-/// not stopped by its close at all, so a thread that ever held a
-/// transactional producer runs until the process ends.
-///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 /// use courier_kafka::{ActorThread, Producer, Record};
@@ -140,8 +134,8 @@ mod tests {
 
     fn builder() -> ProducerBuilder {
         // Nothing listens there: the actors start and keep reconnecting.
-        // No telemetry actor: it would hold a dropped producer's engine
-        // until its next attempt (a known limit, see `ActorThread`).
+        // Nothing to push to: the telemetry actor would look for a broker
+        // every second.
         Producer::builder()
             .bootstrap("127.0.0.1:1")
             .set("enable.metrics.push", "false")
@@ -226,6 +220,30 @@ mod tests {
         drop_and_wait(builder().build_on(&actors).unwrap());
         assert!(running(&arbiter), "stopped while its handle was held");
         drop(actors);
+        until_stopped(&arbiter);
+    }
+
+    /// A transactional producer's transaction actor, and a telemetry
+    /// actor whose next look is minutes away (librdkafka's mock cluster
+    /// subscribes it with no metric, every 5 minutes), stop with their
+    /// producer: its engine goes, and with it the thread.
+    #[test]
+    fn transaction_and_telemetry_actors_stop_with_their_producer() {
+        let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+        let actors = ActorThread::new();
+        let arbiter = actors.shared.arbiter.clone();
+        let p = Producer::builder()
+            .bootstrap(&cluster.bootstrap_servers())
+            .set("transactional.id", "lifetime")
+            .build_on(&actors)
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !futures::executor::block_on(p.telemetry_subscribed()) {
+            assert!(Instant::now() < deadline, "no telemetry subscription");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        drop(actors);
+        drop_and_wait(p);
         until_stopped(&arbiter);
     }
 }

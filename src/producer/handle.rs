@@ -270,6 +270,15 @@ impl Producer {
         self.supervisor.clone().recipient()
     }
 
+    /// Whether the telemetry actor holds a subscription (lib tests only).
+    #[cfg(test)]
+    pub(crate) async fn telemetry_subscribed(&self) -> bool {
+        self.supervisor
+            .send(crate::actors::msgs::TelemetrySubscribed)
+            .await
+            .unwrap_or(false)
+    }
+
     /// Waits until every record produced before this call is reported.
     pub async fn flush(&self) {
         self.engine.flush().await

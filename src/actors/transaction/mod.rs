@@ -26,7 +26,9 @@ use std::sync::Arc;
 use actix::prelude::*;
 
 use crate::actors::addresses::Addresses;
-use crate::actors::msgs::{AddPartitionsWanted, EndTransaction, InitTransactional, SendOffsets};
+use crate::actors::msgs::{
+    AddPartitionsWanted, EndTransaction, InitTransactional, SendOffsets, StopActor,
+};
 use crate::actors::scripted::Script;
 use crate::engine::Engine;
 use crate::idempotence::FetchError;
@@ -95,6 +97,15 @@ impl Handler<crate::actors::msgs::InjectTransactionPanic> for TransactionActor {
     type Result = ();
     fn handle(&mut self, _: crate::actors::msgs::InjectTransactionPanic, _: &mut Context<Self>) {
         panic!("injected panic in the transaction actor");
+    }
+}
+
+/// The producer stopped: so does this actor, with its AddPartitionsToTxn
+/// loop (what it would add is never sent now).
+impl Handler<StopActor> for TransactionActor {
+    type Result = ();
+    fn handle(&mut self, _: StopActor, ctx: &mut Context<Self>) {
+        ctx.stop();
     }
 }
 
