@@ -324,22 +324,14 @@ fn load_average() -> f64 {
 
 /// The bench (`--bench`, else the smoke version), or a child (`--child`).
 fn main() {
-    let args = common::Args::from_env();
-    if args.0.first().map(String::as_str) == Some("--child") {
-        return child(&args.0[1..]);
-    }
-    common::kafka_data_in_memory();
+    let Some(args) = common::Args::bench_or_child(child) else {
+        return;
+    };
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
-    let runs: usize = value("--runs")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 3 });
-    let records: usize = value("--records")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 2_000 } else { 100_000 });
-    let seconds: f64 = value("--seconds")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 0.3 } else { 3.0 });
+    let runs: usize = args.number("--runs", 1, 3);
+    let records: usize = args.number("--records", 2_000, 100_000);
+    let seconds: f64 = args.number("--seconds", 0.3, 3.0);
     let only = value("--only");
     let broker = Broker::parse(value("--broker").as_deref());
     let per_partition: usize = value("--per-partition")
@@ -501,8 +493,6 @@ fn run_client(
     p: &Point,
     courier_set: &str,
 ) -> Result<Sample, String> {
-    let stderr_path =
-        std::env::temp_dir().join(format!("courier-curves-{}.err", std::process::id()));
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args(["--child", client, p.curve, &target.connect, topic])
         .args([
@@ -511,34 +501,16 @@ fn run_client(
             p.size.to_string(),
             p.seconds.to_string(),
             format!("set:{courier_set}"),
-        ])
-        .stderr(std::fs::File::create(&stderr_path).unwrap());
-    let done = common::run_child(cmd);
-    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&stderr_path);
-    if !done.exited_with(&[0]) {
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        return Err(format!(
-            "exit status {:#x} after {:.1} s; stderr: {}",
-            done.status,
-            done.wall,
-            tail.join(" / ")
-        ));
-    }
-    let f: Vec<f64> = done
-        .out
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
+        ]);
+    let (done, [wall, delivered, failed, rss_kib, p50_us, p99_us]) =
+        common::run_child_fields(cmd, common::ChildStderr::Kept).map_err(|f| f.why())?;
     Ok(Sample {
-        wall: field(0),
-        delivered: field(1) as usize,
-        failed: field(2) as usize,
-        rss_kib: field(3) as i64,
-        p50_us: field(4),
-        p99_us: field(5),
+        wall,
+        delivered: delivered as usize,
+        failed: failed as usize,
+        rss_kib: rss_kib as i64,
+        p50_us,
+        p99_us,
         cpu: done.cpu,
         broker_cpu: 0.0,
     })

@@ -39,16 +39,12 @@ const CLIENTS: &[&str] = &["courier", "courier-shared", "rdkafka"];
 const CHILD_LIMIT: Duration = Duration::from_secs(240);
 
 fn main() {
-    let args = common::Args::from_env();
-    if args.0.first().map(String::as_str) == Some("--child") {
-        return child(&args.0[1..]);
-    }
-    common::kafka_data_in_memory();
+    let Some(args) = common::Args::bench_or_child(child) else {
+        return;
+    };
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
-    let runs: usize = value("--runs")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 3 });
+    let runs: usize = args.number("--runs", 1, 3);
     let counts: Vec<usize> = value("--producers")
         .map(|v| v.split(',').filter_map(|x| x.parse().ok()).collect())
         .unwrap_or_else(|| {
@@ -58,11 +54,7 @@ fn main() {
                 vec![1, 10, 100, 1000]
             }
         });
-    let phase = |name: &str, default: f64| -> f64 {
-        value(name)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(if smoke { 0.3 } else { default })
-    };
+    let phase = |name: &str, default: f64| args.number(name, 0.3, default);
     let (idle, trickle) = (phase("--idle", 5.0), phase("--trickle", 5.0));
     let kafka = value("--broker").as_deref() == Some("kafka");
     let courier_set = value("--courier-set").unwrap_or_default();
@@ -155,45 +147,25 @@ fn run_child(
     (idle, trickle): (f64, f64),
     courier_set: &str,
 ) -> Result<Sample, String> {
-    let stderr_path =
-        std::env::temp_dir().join(format!("courier-tenants-{}.err", std::process::id()));
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--child", client, &target.connect])
-        .args([
-            n.to_string(),
-            idle.to_string(),
-            trickle.to_string(),
-            format!("set:{courier_set}"),
-        ])
-        .stderr(std::fs::File::create(&stderr_path).unwrap());
-    let done = common::run_child(cmd);
-    let err = std::fs::read_to_string(&stderr_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&stderr_path);
-    if !done.exited_with(&[0]) {
-        let tail: Vec<&str> = err.lines().rev().take(5).collect();
-        return Err(format!(
-            "exit status {:#x} after {:.1} s; stderr (last lines first): {}",
-            done.status,
-            done.wall,
-            tail.join(" / ")
-        ));
-    }
-    let f: Vec<f64> = done
-        .out
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    cmd.args(["--child", client, &target.connect]).args([
+        n.to_string(),
+        idle.to_string(),
+        trickle.to_string(),
+        format!("set:{courier_set}"),
+    ]);
+    let (_, f) = common::run_child_fields::<9>(cmd, common::ChildStderr::Kept)
+        .map_err(|failed| failed.why())?;
     Ok(Sample {
-        threads: field(0) as u64,
-        rss_kib: field(1) as i64,
-        idle_cpu_s: field(2),
-        idle_s: field(3),
-        first_p50_us: field(4),
-        first_p99_us: field(5),
-        trickle_cpu_s: field(6),
-        trickle_records: field(7) as u64,
-        failed: field(8) as u64,
+        threads: f[0] as u64,
+        rss_kib: f[1] as i64,
+        idle_cpu_s: f[2],
+        idle_s: f[3],
+        first_p50_us: f[4],
+        first_p99_us: f[5],
+        trickle_cpu_s: f[6],
+        trickle_records: f[7] as u64,
+        failed: f[8] as u64,
     })
 }
 

@@ -321,23 +321,17 @@ fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
 }
 
 fn main() {
-    let args = common::Args::from_env();
-    if args.0.first().map(String::as_str) == Some("--child") {
-        return child(&args.0[1..]);
-    }
-    common::kafka_data_in_memory();
+    let Some(args) = common::Args::bench_or_child(child) else {
+        return;
+    };
     let flag = |name: &str| args.flag(name);
     let value = |name: &str| args.value(name);
     let smoke = args.smoke();
     if flag("--slow-broker") {
         return slow_broker(&args);
     }
-    let runs: usize = value("--runs")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 1 } else { 5 });
-    let records: usize = value("--records")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if smoke { 20_000 } else { 1_000_000 });
+    let runs: usize = args.number("--runs", 1, 5);
+    let records: usize = args.number("--records", 20_000, 1_000_000);
     let only = value("--only");
 
     let mut table: Vec<(String, String, Stats)> = Vec::new();
@@ -866,9 +860,9 @@ fn svg(table: &[(String, String, Stats)]) -> String {
     out
 }
 
-/// Runs one client in a child process ([`common::run_child`]: its CPU
-/// time from wait4). `rate` > 0 makes it an open-loop latency run at that
-/// many records a second.
+/// Runs one client in a child process ([`common::run_child_fields`]: its
+/// CPU time from wait4). `rate` > 0 makes it an open-loop latency run at
+/// that many records a second.
 fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64) -> Sample {
     let settings: Vec<String> = target
         .settings
@@ -888,22 +882,18 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
         ])
         .args([w.acks, w.compression, w.keys.name()])
         .arg(rate.to_string());
-    let done = common::run_child(cmd);
-    assert!(done.exited_with(&[0]), "{client} failed: {}", done.out);
-    let f: Vec<f64> = done
-        .out
-        .split_whitespace()
-        .map(|v| v.parse().unwrap_or(0.0))
-        .collect();
-    let field = |i: usize| f.get(i).copied().unwrap_or(0.0);
+    // The child's stderr shows as it runs; a failure stops the bench.
+    let (done, [wall, delivered, max_rss_kib, p50, p99, p999]) =
+        common::run_child_fields(cmd, common::ChildStderr::Shown)
+            .unwrap_or_else(|failed| panic!("{client} failed: {}", failed.done.out));
     Sample {
-        wall: if field(0) > 0.0 { field(0) } else { done.wall },
+        wall: if wall > 0.0 { wall } else { done.wall },
         cpu: done.cpu,
-        max_rss_kib: field(2) as i64,
-        delivered: field(1) as usize,
+        max_rss_kib: max_rss_kib as i64,
+        delivered: delivered as usize,
         verified: None,
         broker_cpu: 0.0,
-        latency_us: [field(3), field(4), field(5)],
+        latency_us: [p50, p99, p999],
     }
 }
 

@@ -1,9 +1,12 @@
 //! What the benches that run each client in a child process share
-//! (`vs_rdkafka`, `curves`): the broker a workload runs on ([`Target`]:
-//! a fresh Tansu, or the tests' shared Apache Kafka broker), running a
-//! child and reading its CPU time from `wait4` ([`run_child`]), a child's
-//! own peak RSS ([`peak_rss_kib`]), the processor's name ([`cpu_model`]),
-//! and the statistics over runs ([`med_min_max`], [`percentiles`]).
+//! (`vs_rdkafka`, `curves`, `tenants`): the start of `main`
+//! ([`Args::bench_or_child`]) and its options ([`Args`]), the broker a
+//! workload runs on ([`Target`]: a fresh Tansu, or the tests' shared
+//! Apache Kafka broker), running a child and reading its CPU time from
+//! `wait4` ([`run_child`]) and the numbers it prints
+//! ([`run_child_fields`]), a child's own peak RSS ([`peak_rss_kib`]), the
+//! processor's name ([`cpu_model`]), and the statistics over runs
+//! ([`med_min_max`], [`percentiles`]).
 //!
 //! Included by each bench with `mod common;` (a directory module, so that
 //! Cargo does not take it for a bench target of its own).
@@ -373,6 +376,77 @@ pub fn run_child(mut cmd: Command) -> Finished {
     }
 }
 
+/// Where [`run_child_fields`] sends a child's stderr.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ChildStderr {
+    /// The bench's own stderr: the child's shows as it runs.
+    Shown,
+    /// A temporary file, removed once the child is done: a failure's
+    /// [`ChildFailed::stderr_tail`].
+    Kept,
+}
+
+/// How many of a failed child's last stderr lines [`ChildFailed`] keeps.
+const STDERR_TAIL: usize = 5;
+
+/// A child that did not exit 0 ([`run_child_fields`]).
+pub struct ChildFailed {
+    /// Its stdout, exit status and times.
+    pub done: Finished,
+    /// The last [`STDERR_TAIL`] lines of its stderr, oldest first (none
+    /// with [`ChildStderr::Shown`]).
+    pub stderr_tail: Vec<String>,
+}
+
+impl ChildFailed {
+    /// `exit status 0x… after … s; stderr: ` and the stderr tail, oldest
+    /// first, joined by ` / `.
+    pub fn why(&self) -> String {
+        format!(
+            "exit status {:#x} after {:.1} s; stderr: {}",
+            self.done.status,
+            self.done.wall,
+            self.stderr_tail.join(" / ")
+        )
+    }
+}
+
+/// Runs `cmd` as [`run_child`] does, its stderr where `stderr` says, and
+/// reads its stdout as `N` numbers separated by white space: a missing one,
+/// or one that does not parse, is 0; any past the `N`th are left out. An
+/// error: the child did not exit 0.
+pub fn run_child_fields<const N: usize>(
+    mut cmd: Command,
+    stderr: ChildStderr,
+) -> Result<(Finished, [f64; N]), ChildFailed> {
+    let stderr_path = (stderr == ChildStderr::Kept)
+        .then(|| std::env::temp_dir().join(format!("courier-child-{}.err", std::process::id())));
+    if let Some(path) = &stderr_path {
+        cmd.stderr(std::fs::File::create(path).unwrap());
+    }
+    let done = run_child(cmd);
+    let err = stderr_path.map_or_else(String::new, |path| {
+        let err = std::fs::read_to_string(&path).unwrap_or_default();
+        let _ = std::fs::remove_file(&path);
+        err
+    });
+    if !done.exited_with(&[0]) {
+        let mut stderr_tail: Vec<String> = err
+            .lines()
+            .rev()
+            .take(STDERR_TAIL)
+            .map(str::to_string)
+            .collect();
+        stderr_tail.reverse();
+        return Err(ChildFailed { done, stderr_tail });
+    }
+    let mut fields = [0.0; N];
+    for (field, v) in fields.iter_mut().zip(done.out.split_whitespace()) {
+        *field = v.parse().unwrap_or(0.0);
+    }
+    Ok((done, fields))
+}
+
 /// The median, minimum and maximum of `v` (not empty); the median of an
 /// even count is the upper middle value.
 pub fn med_min_max(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -389,11 +463,26 @@ pub fn percentiles<const N: usize>(mut v: Vec<u64>, qs: [f64; N]) -> [f64; N] {
     qs.map(|q| v[((v.len() - 1) as f64 * q).round() as usize] as f64)
 }
 
-/// The bench's own arguments (after `--`), as both benches read them:
+/// The bench's own arguments (after `--`), as the benches read them:
 /// `--name` flags and `--name value` pairs.
 pub struct Args(pub Vec<String>);
 
 impl Args {
+    /// The start of each bench's `main`. In a child (the bench starting
+    /// itself as `--child …`): runs `child` with the arguments after
+    /// `--child`, and gives `None` (`main` returns). In the bench itself:
+    /// puts Kafka's data in memory ([`kafka_data_in_memory`], before any
+    /// thread starts) and gives its arguments.
+    pub fn bench_or_child(child: fn(&[String])) -> Option<Args> {
+        let args = Args::from_env();
+        if args.0.first().map(String::as_str) == Some("--child") {
+            child(&args.0[1..]);
+            return None;
+        }
+        kafka_data_in_memory();
+        Some(args)
+    }
+
     /// This process's arguments, without the program name.
     pub fn from_env() -> Self {
         Args(std::env::args().skip(1).collect())
@@ -417,5 +506,14 @@ impl Args {
     /// `cargo test --benches` runs the binary without it.
     pub fn smoke(&self) -> bool {
         self.flag("--smoke") || !self.flag("--bench")
+    }
+
+    /// The argument after `name` as a `T`; where there is none, or it does
+    /// not parse, `smoke` in the smoke version ([`Args::smoke`]) and
+    /// `bench` otherwise.
+    pub fn number<T: std::str::FromStr>(&self, name: &str, smoke: T, bench: T) -> T {
+        self.value(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(if self.smoke() { smoke } else { bench })
     }
 }
