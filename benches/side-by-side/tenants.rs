@@ -18,8 +18,10 @@
 //!    rust-rdkafka: a `FutureProducer` each);
 //! 2. sends each producer's first record, all at once, and times each
 //!    from the call to its report (connecting and metadata included);
-//! 3. sits idle for `--idle` seconds: the process's CPU time over them is
-//!    the idle cost; its threads and RSS are read at their end;
+//! 3. sits idle: `SETTLE` (2 s) first, not measured (Courier's
+//!    supervisors stop ticking a second after their last report), then
+//!    `--idle` seconds whose CPU time is the idle cost; its threads and
+//!    RSS are read at their end;
 //! 4. sends a trickle for `--trickle` seconds: every producer one record a
 //!    second, each awaited; the CPU over them, per record sent.
 //!
@@ -37,6 +39,10 @@ const PARTITIONS: i32 = 6;
 const CLIENTS: &[&str] = &["courier", "courier-shared", "rdkafka"];
 /// A child that takes longer is stopped and its point reported failed.
 const CHILD_LIMIT: Duration = Duration::from_secs(240);
+/// Idle time before the idle CPU is measured: the first reports' work
+/// done (Courier's supervisors stop ticking a second after their last
+/// report; librdkafka's threads poll on regardless).
+const SETTLE: Duration = Duration::from_secs(2);
 
 fn main() {
     let Some(args) = common::Args::bench_or_child(child) else {
@@ -294,7 +300,8 @@ fn child(args: &[String]) {
         failed += firsts.iter().filter(|(ok, _)| !ok).count() as u64;
         let [p50, p99] =
             common::percentiles(firsts.iter().map(|(_, us)| *us).collect(), [0.5, 0.99]);
-        // Idle.
+        // Idle: settled first, then measured.
+        tokio::time::sleep(SETTLE).await;
         let (cpu0, at) = (cpu_now(), Instant::now());
         tokio::time::sleep(Duration::from_secs_f64(idle)).await;
         let (idle_cpu, idle_s) = (cpu_now() - cpu0, at.elapsed().as_secs_f64());
@@ -354,8 +361,8 @@ fn page(
          Machine: {} cores, {}; broker: {broker}, on the same machine; rdkafka 0.38 (librdkafka 2.12.1); Courier at its default features.\n\n\
          A multi-tenant service holds a producer per tenant. Each client run is a process that builds N producers, each at its \
          defaults with a `client.id` of its own, on one topic of {PARTITIONS} partitions; sends each producer's first record, \
-         all at once (**first report**: from the call to the report, connecting and metadata included); sits idle for {idle} s \
-         (**idle CPU**: the process's user+sys time over that, in ms per second; **threads** and **RSS** read at its end); then \
+         all at once (**first report**: from the call to the report, connecting and metadata included); sits idle for {} s, then for {idle} s \
+         more (**idle CPU**: the process's user+sys time over the {idle} s, in ms per second; **threads** and **RSS** read at their end); then \
          sends a **trickle** for {trickle} s, every producer one record a second, each awaited (CPU per record sent). \
          Every process has the same one-worker tokio runtime, counted in its threads and memory.\n\n\
          - **courier**: `ProducerBuilder::build`, a thread and an actix system per producer.\n\
@@ -369,6 +376,7 @@ fn page(
         took.as_secs_f64(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         common::cpu_model(),
+        SETTLE.as_secs(),
         if kafka { "-kafka" } else { "" },
     );
     for (n, by_client) in results {

@@ -9,14 +9,16 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use actix::{Addr, Recipient};
+use actix::{Addr, Recipient, WeakRecipient};
 use dashmap::DashMap;
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
 
 use crate::actors::broker::state::BrokerState;
 use crate::actors::broker::BrokerConnection;
-use crate::actors::msgs::{EndTransaction, EnsureTopic, SendOffsets, Wake, WeighPartitions};
+use crate::actors::msgs::{
+    Alarm, EndTransaction, EnsureTopic, Rouse, SendOffsets, Wake, WeighPartitions,
+};
 use crate::batching::queue::PartitionQueue;
 use crate::engine::ActorTree;
 use crate::record::Topic;
@@ -79,6 +81,9 @@ pub(crate) struct Addresses {
     /// The transaction actor (a transactional producer only); replaced
     /// when the supervisor restarts it.
     transactions: Mutex<Option<TransactionAddrs>>,
+    /// The supervisor, to wake its sleeping tick (`ActorTree::rouse`,
+    /// `Alarm`). Weak: this outlives it.
+    rouse: Mutex<Option<WeakRecipient<Rouse>>>,
 }
 
 impl Addresses {
@@ -93,6 +98,16 @@ impl Addresses {
             .collect();
         ids.sort_unstable();
         ids
+    }
+
+    /// The supervisor to rouse; set as it starts.
+    pub fn set_rouse(&self, to: WeakRecipient<Rouse>) {
+        *lock(&self.rouse) = Some(to);
+    }
+
+    /// An alarm for an actor of this tree to hold (`Alarm`).
+    pub fn alarm(&self) -> Alarm {
+        Alarm(lock(&self.rouse).clone())
     }
 
     pub fn set_transactions(&self, to: TransactionAddrs) {
@@ -134,6 +149,12 @@ impl ActorTree for Addresses {
         // and its first drain walks every queue it leads.
         if let Some(state) = self.broker_states.get(&broker) {
             lock(&state.opened).push(queue.clone());
+        }
+    }
+
+    fn rouse(&self) {
+        if let Some(r) = lock(&self.rouse).as_ref().and_then(|r| r.upgrade()) {
+            r.do_send(Rouse);
         }
     }
 

@@ -176,6 +176,30 @@ impl Message for StopPartitioner {
     type Result = ();
 }
 
+/// Wakes a supervisor whose tick sleeps (nothing left to report): a batch
+/// opened, or one of its actors is gone (`Alarm`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rouse;
+
+impl Message for Rouse {
+    type Result = ();
+}
+
+/// Held by each actor the supervisor restarts, and dropped with it (after
+/// a panic, or a stop): it rouses the supervisor, whose tick then finds
+/// and restarts a dead actor even while the producer is idle and the tick
+/// sleeps. Not `Clone`: one per actor.
+#[derive(Debug)]
+pub(crate) struct Alarm(pub(crate) Option<actix::WeakRecipient<Rouse>>);
+
+impl Drop for Alarm {
+    fn drop(&mut self) {
+        if let Some(r) = self.0.as_ref().and_then(|r| r.upgrade()) {
+            r.do_send(Rouse);
+        }
+    }
+}
+
 /// Stop the transaction or telemetry actor (the supervisor has stopped).
 /// Exchanges already handed to the runtime (an `EndTransaction` under
 /// way) run on and answer; timers and loops of the actor's own end.

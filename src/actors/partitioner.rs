@@ -49,6 +49,8 @@ pub(crate) struct PartitionerActor {
     /// A check of the waiters' deadlines is due (`arm_expiry`): armed
     /// while some wait, so an idle producer's actor has no timer here.
     expiry_armed: bool,
+    /// Rouses the supervisor when this actor is gone.
+    _alarm: crate::actors::msgs::Alarm,
     fetching: bool,
     again: bool,
     failures: u32,
@@ -94,8 +96,10 @@ impl PartitionerActor {
         addresses: Arc<Addresses>,
         brokers_changed: Recipient<BrokersChanged>,
         rebootstrap: Recipient<Rebootstrap>,
+        alarm: crate::actors::msgs::Alarm,
     ) -> Self {
         PartitionerActor {
+            _alarm: alarm,
             engine,
             addresses,
             brokers_changed,

@@ -60,7 +60,18 @@ pub struct ProducerSupervisor {
     /// connection actors, and only a successor puts a dead one's in-flight
     /// requests back in their queues.
     shutting_down: bool,
+    /// The next tick, while the tick runs (`next_tick`): `None` while it
+    /// sleeps, with nothing left to report.
+    ticker: Option<SpawnHandle>,
+    /// Ticks in a row that found nothing to report.
+    idle_ticks: u32,
 }
+
+/// Ticks in a row with nothing to report before the tick sleeps (`Rouse`
+/// wakes it): a second at the default 100 ms tick, so that a producer
+/// sending a record now and then does not put it to sleep and wake it
+/// for each.
+const IDLE_TICKS_BEFORE_SLEEP: u32 = 10;
 
 impl std::fmt::Debug for ProducerSupervisor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -107,6 +118,7 @@ impl ProducerSupervisor {
         // The producer's futures set their timers here (Engine::timeout).
         engine.bind_actor_thread();
         ProducerSupervisor::create(move |ctx| {
+            addresses.set_rouse(ctx.address().downgrade().recipient());
             if let Some(tree) = scripted {
                 tree.start_broker(engine.clone());
                 let mut sup = ProducerSupervisor {
@@ -121,6 +133,8 @@ impl ProducerSupervisor {
                     transactions: None,
                     telemetry: None,
                     shutting_down: false,
+                    ticker: None,
+                    idle_ticks: 0,
                 };
                 sup.start_transaction_actor();
                 return sup;
@@ -133,6 +147,7 @@ impl ProducerSupervisor {
                 addresses.clone(),
                 ctx.address().recipient(),
                 ctx.address().recipient(),
+                addresses.alarm(),
             )
             .start();
             addresses.topic_waits.set(
@@ -151,6 +166,8 @@ impl ProducerSupervisor {
                 transactions: None,
                 telemetry: None,
                 shutting_down: false,
+                ticker: None,
+                idle_ticks: 0,
             };
             sup.start_transaction_actor();
             sup.start_telemetry(None);
@@ -198,8 +215,10 @@ impl ProducerSupervisor {
             security_failed: ctx.address().recipient(),
             add_partitions: ctx.address().recipient(),
         };
-        let actor =
-            Supervisor::start(move |_| BrokerConnection::new(id, a, engine, state, upstream));
+        let alarm = self.addresses.alarm();
+        let actor = Supervisor::start(move |_| {
+            BrokerConnection::new(id, a, engine, state, upstream, alarm)
+        });
         if let Some(old) = self.addresses.connections.insert(id, actor) {
             old.do_send(Retire);
         }
@@ -373,6 +392,7 @@ impl ProducerSupervisor {
             self.engine.clone(),
             self.addresses.clone(),
             self.scripted.as_ref().map(|t| t.script()),
+            self.addresses.alarm(),
         )
         .start();
         if let Some(tree) = &self.scripted {
@@ -397,8 +417,13 @@ impl ProducerSupervisor {
             // Not `Arc::default()`: `new` notes when the sums start.
             None => TelemetryState::new(),
         };
-        let actor =
-            TelemetryActor::new(self.engine.clone(), self.addresses.clone(), state.clone()).start();
+        let actor = TelemetryActor::new(
+            self.engine.clone(),
+            self.addresses.clone(),
+            state.clone(),
+            self.addresses.alarm(),
+        )
+        .start();
         self.telemetry = Some((actor, state));
     }
 
@@ -457,6 +482,7 @@ impl ProducerSupervisor {
             self.addresses.clone(),
             ctx.address().recipient(),
             ctx.address().recipient(),
+            self.addresses.alarm(),
         )
         .start();
         self.addresses.topic_waits.set(
@@ -537,43 +563,88 @@ impl ProducerSupervisor {
     }
 }
 
+impl ProducerSupervisor {
+    /// The periodic work. The supervisor is the root: nothing restarts
+    /// it. Its periodic work is supervised here instead: a panic in one
+    /// task is caught, logged and counted, and the task runs again at the
+    /// next tick.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        self.guarded("producer id", ctx, |act, ctx| act.drive_idempotence(ctx));
+        self.guarded("connection actors", ctx, |act, ctx| {
+            act.restart_dead_brokers(ctx)
+        });
+        self.guarded("partitioner actor", ctx, |act, ctx| {
+            act.restart_dead_partitioner(ctx)
+        });
+        self.guarded("scripted broker", ctx, |act, _| act.restart_dead_scripted());
+        self.guarded("transaction actor", ctx, |act, _| {
+            act.restart_dead_transaction_actor()
+        });
+        self.guarded("telemetry actor", ctx, |act, _| {
+            act.restart_dead_telemetry()
+        });
+        self.guarded("delivery timeouts", ctx, |act, _| {
+            #[cfg(feature = "fault-injection")]
+            if act.engine.take_injected_sweep_panic() {
+                panic!("injected panic in the supervisor's sweep");
+            }
+            act.expire_batches()
+        });
+        self.guarded("abandoned batches", ctx, |act, _| {
+            act.engine.bury_abandoned()
+        });
+        #[cfg(feature = "metrics")]
+        self.guarded("metrics", ctx, |act, _| act.engine.publish_gauges());
+        // Batches whose leader appeared or whose retry backoff ended.
+        self.engine.wake_all();
+        self.next_tick(ctx);
+    }
+
+    /// Schedules the next tick, or lets the tick sleep: after
+    /// `IDLE_TICKS_BEFORE_SLEEP` ticks in a row with no batch left to
+    /// report, the supervisor stops ticking until a batch opens
+    /// (`Engine::rouse_supervisor`) or one of its actors is gone
+    /// (`Alarm`). An idle producer then costs no wake-ups here. A batch
+    /// opened as the tick falls asleep is seen by one side or the other:
+    /// the supervisor marks itself asleep before it looks at the
+    /// incomplete batches for the last time, and a producer marks a batch
+    /// incomplete before it looks at the mark.
+    fn next_tick(&mut self, ctx: &mut Context<Self>) {
+        if self.ticker.is_some() {
+            return;
+        }
+        if self.may_sleep() {
+            self.idle_ticks += 1;
+            if self.idle_ticks >= IDLE_TICKS_BEFORE_SLEEP {
+                self.engine.set_supervisor_asleep(true);
+                if self.may_sleep() {
+                    tracing::trace!("nothing to report; the supervisor's tick sleeps");
+                    return;
+                }
+                self.engine.set_supervisor_asleep(false);
+            }
+        } else {
+            self.idle_ticks = 0;
+        }
+        let tick = self.engine.supervisor_tick();
+        self.ticker = Some(ctx.run_later(tick, |act, ctx| {
+            act.ticker = None;
+            act.tick(ctx);
+        }));
+    }
+
+    /// Whether the tick may sleep: no batch left to report, nothing
+    /// stopping, no testing double (whose broker the tick restarts).
+    fn may_sleep(&self) -> bool {
+        self.scripted.is_none() && !self.shutting_down && self.engine.acc().nothing_incomplete()
+    }
+}
+
 impl Actor for ProducerSupervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // The supervisor is the root: nothing restarts it. Its periodic
-        // work is supervised here instead: a panic in one task is caught,
-        // logged and counted, and the task runs again at the next tick.
-        ctx.run_interval(self.engine.supervisor_tick(), |act, ctx| {
-            act.guarded("producer id", ctx, |act, ctx| act.drive_idempotence(ctx));
-            act.guarded("connection actors", ctx, |act, ctx| {
-                act.restart_dead_brokers(ctx)
-            });
-            act.guarded("partitioner actor", ctx, |act, ctx| {
-                act.restart_dead_partitioner(ctx)
-            });
-            act.guarded("scripted broker", ctx, |act, _| act.restart_dead_scripted());
-            act.guarded("transaction actor", ctx, |act, _| {
-                act.restart_dead_transaction_actor()
-            });
-            act.guarded("telemetry actor", ctx, |act, _| {
-                act.restart_dead_telemetry()
-            });
-            act.guarded("delivery timeouts", ctx, |act, _| {
-                #[cfg(feature = "fault-injection")]
-                if act.engine.take_injected_sweep_panic() {
-                    panic!("injected panic in the supervisor's sweep");
-                }
-                act.expire_batches()
-            });
-            act.guarded("abandoned batches", ctx, |act, _| {
-                act.engine.bury_abandoned()
-            });
-            #[cfg(feature = "metrics")]
-            act.guarded("metrics", ctx, |act, _| act.engine.publish_gauges());
-            // Batches whose leader appeared or whose retry backoff ended.
-            act.engine.wake_all();
-        });
+        self.next_tick(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
@@ -877,6 +948,19 @@ impl Handler<TelemetrySubscribed> for ProducerSupervisor {
     type Result = bool;
     fn handle(&mut self, _: TelemetrySubscribed, _: &mut Context<Self>) -> bool {
         self.telemetry.as_ref().is_some_and(|(_, s)| s.subscribed())
+    }
+}
+
+/// A batch opened while the tick slept, or an actor is gone: tick now,
+/// and on.
+impl Handler<Rouse> for ProducerSupervisor {
+    type Result = ();
+    fn handle(&mut self, _: Rouse, ctx: &mut Context<Self>) {
+        self.engine.set_supervisor_asleep(false);
+        self.idle_ticks = 0;
+        if self.ticker.is_none() && !self.shutting_down {
+            self.tick(ctx);
+        }
     }
 }
 

@@ -106,6 +106,8 @@ pub(crate) struct TelemetryActor {
     engine: Arc<Engine>,
     addresses: Arc<Addresses>,
     state: Arc<TelemetryState>,
+    /// Rouses the supervisor when this actor is gone.
+    _alarm: crate::actors::msgs::Alarm,
 }
 
 impl TelemetryActor {
@@ -113,11 +115,13 @@ impl TelemetryActor {
         engine: Arc<Engine>,
         addresses: Arc<Addresses>,
         state: Arc<TelemetryState>,
+        alarm: crate::actors::msgs::Alarm,
     ) -> Self {
         TelemetryActor {
             engine,
             addresses,
             state,
+            _alarm: alarm,
         }
     }
 

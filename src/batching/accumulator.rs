@@ -897,6 +897,11 @@ impl Accumulator {
             .is_none_or(|first| *first >= id)
     }
 
+    /// No batch is left to report.
+    pub fn nothing_incomplete(&self) -> bool {
+        lock(&self.incomplete).is_empty()
+    }
+
     /// Marks a batch reported.
     pub fn batch_done(&self, id: u64) {
         lock(&self.incomplete).remove(&id);

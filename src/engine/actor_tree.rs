@@ -34,6 +34,11 @@ pub(crate) trait ActorTree: Send + Sync + 'static {
     /// Every connection actor should drain (flush, linger ignored).
     fn wake_all(&self);
 
+    /// A batch opened while the supervisor's tick sleeps (nothing was
+    /// left to report): wake it, to watch delivery timeouts, leaders and
+    /// its actors again (no-op without one).
+    fn rouse(&self) {}
+
     /// A batch opened on `queue`, which no drain list held
     /// (`QueueState::listed`): put it on the list of `broker`, its leader,
     /// which that connection actor takes at its next drain. No wake: the

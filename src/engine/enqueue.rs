@@ -855,6 +855,10 @@ impl Engine {
         if appended == Appended::ToOpenBatch {
             return;
         }
+        // After the append marked the batch incomplete (`next_tick`).
+        if self.supervisor_asleep.load(Ordering::Relaxed) {
+            self.rouse_supervisor();
+        }
         if appended == Appended::NewBatchToList {
             return self.list_queue(topic, tm, partition, accepted);
         }

@@ -129,6 +129,9 @@ pub(crate) struct Engine {
     /// needs no periodic work set it very long).
     #[cfg(feature = "fault-injection")]
     tick_ms: AtomicU64,
+    /// The supervisor's tick sleeps (nothing was left to report): a new
+    /// batch rouses it (`rouse_supervisor`).
+    supervisor_asleep: AtomicBool,
     /// TLS and SASL for every connection (`None`: plaintext).
     security: Option<Arc<crate::security::Security>>,
     /// Looks up broker host names on every connect attempt.
@@ -319,6 +322,28 @@ impl Engine {
             .store(tick.as_millis() as u64, Ordering::Relaxed);
     }
 
+    /// The supervisor marks its tick asleep (`true`, before its last look
+    /// at the incomplete batches) or awake.
+    pub(crate) fn set_supervisor_asleep(&self, asleep: bool) {
+        self.supervisor_asleep.store(asleep, Ordering::SeqCst);
+    }
+
+    /// Whether the supervisor's tick sleeps (lib tests).
+    #[cfg(test)]
+    pub(crate) fn supervisor_asleep(&self) -> bool {
+        self.supervisor_asleep.load(Ordering::SeqCst)
+    }
+
+    /// A batch opened while the supervisor's tick slept: wake it (once;
+    /// the producer that takes the mark sends the one `Rouse`).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn rouse_supervisor(&self) {
+        if self.supervisor_asleep.swap(false, Ordering::SeqCst) {
+            self.actors.rouse();
+        }
+    }
+
     /// The supervisor's tick (`SUPERVISOR_TICK`, unless a test changed it).
     pub(crate) fn supervisor_tick(&self) -> Duration {
         #[cfg(feature = "fault-injection")]
@@ -408,6 +433,7 @@ impl Engine {
             inject_sweep_panic: AtomicBool::new(false),
             #[cfg(feature = "fault-injection")]
             tick_ms: AtomicU64::new(SUPERVISOR_TICK.as_millis() as u64),
+            supervisor_asleep: AtomicBool::new(false),
             security,
             resolver,
             actor_path_waiting: AtomicUsize::new(0),

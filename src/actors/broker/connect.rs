@@ -132,6 +132,8 @@ impl BrokerConnection {
             reader,
             versions,
         };
+        // The idle limit's timer, unless a watch is set already.
+        self.watch(ctx);
         self.connect_attempt_ended();
         self.drain(ctx);
     }

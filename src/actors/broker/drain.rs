@@ -185,6 +185,7 @@ impl BrokerConnection {
         // no request could be made.
         let mut keep: Option<Vec<Arc<PartitionQueue>>> = None;
         let mut pass: Option<Vec<Arc<PartitionQueue>>> = None;
+        let mut sent = false;
         while self.in_flight_len() < engine.config().max_in_flight {
             let list = pass.as_deref().unwrap_or(&walk);
             if list.is_empty() {
@@ -213,6 +214,11 @@ impl BrokerConnection {
                 None => gates.versions.produce,
             };
             self.send_produce(batches, &gates.tx, version);
+            sent = true;
+        }
+        if sent {
+            // Request deadlines are watched while answers are owed.
+            self.watch(ctx);
         }
         if let (Some(t), Some(g), Some(id), true) = (
             &engine.txn(),

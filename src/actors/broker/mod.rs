@@ -35,7 +35,6 @@ pub(crate) mod state;
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::clock::Instant;
 
@@ -131,6 +130,19 @@ pub struct BrokerConnection {
     /// The connection was closed for being idle: `drain` makes a new one
     /// only when there is a batch to send.
     idle_closed: bool,
+    /// The watch timer (`idle.rs`, `watch`): every 100 ms while a
+    /// request waits for its answer (`short`), else once at the idle
+    /// limit, else none.
+    watch: Option<Watch>,
+    /// Rouses the supervisor when this actor is gone.
+    _alarm: crate::actors::msgs::Alarm,
+}
+
+/// The connection actor's pending watch (`BrokerConnection::watch`).
+struct Watch {
+    handle: SpawnHandle,
+    /// The 100 ms request-timeout tick, not the idle-limit one.
+    short: bool,
 }
 
 impl std::fmt::Debug for BrokerConnection {
@@ -165,6 +177,7 @@ impl BrokerConnection {
         engine: Arc<Engine>,
         shared: Arc<BrokerState>,
         upstream: Upstream,
+        alarm: crate::actors::msgs::Alarm,
     ) -> Self {
         BrokerConnection {
             node_id,
@@ -188,6 +201,8 @@ impl BrokerConnection {
             list: state::DrainList::default(),
             throttled_until: None,
             last_activity: Instant::now(),
+            watch: None,
+            _alarm: alarm,
             idle_closed: false,
         }
     }
@@ -260,10 +275,7 @@ impl Actor for BrokerConnection {
         // A predecessor's timer died with it.
         self.publish_timer();
         self.ensure_connecting(ctx);
-        ctx.run_interval(Duration::from_millis(100), |act, ctx| {
-            act.check_request_timeouts(ctx);
-            act.close_if_idle(ctx);
-        });
+        self.watch(ctx);
     }
 
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
@@ -283,6 +295,8 @@ impl Supervised for BrokerConnection {
         self.state = ConnState::Idle;
         self.generation += 1;
         self.wake_at = None;
+        // actix dropped its timers; `started` sets the watch again.
+        self.watch = None;
         // The next drain walks every queue it leads again.
         self.list = state::DrainList::default();
         self.publish_timer();

@@ -28,6 +28,7 @@ impl BrokerConnection {
         version: i16,
         req: &R,
         make: impl FnOnce(i16) -> Call,
+        ctx: &mut Context<Self>,
     ) -> Result<(), String> {
         let correlation_id = self.next_correlation_id();
         let mut buf = BytesMut::new();
@@ -45,6 +46,7 @@ impl BrokerConnection {
         );
         let _ = tx.send(vec![buf.freeze()]);
         self.active();
+        self.watch(ctx);
         Ok(())
     }
 }
@@ -100,7 +102,13 @@ impl Handler<FetchMetadata> for BrokerConnection {
             req.allow_auto_topic_creation = self.engine.config().allow_auto_create_topics;
         }
         let (wtx, wrx) = oneshot::channel();
-        if let Err(e) = self.call(&tx, versions.metadata, &req, |v| Call::Metadata(v, wtx)) {
+        if let Err(e) = self.call(
+            &tx,
+            versions.metadata,
+            &req,
+            |v| Call::Metadata(v, wtx),
+            ctx,
+        ) {
             return Box::pin(async move { Err(e) });
         }
         let timeout = self.engine.config().request_timeout;
@@ -149,7 +157,7 @@ where
             let _ = wtx.send(r);
             failed.map_or(Ok(()), Err)
         });
-        if let Err(e) = self.call(&tx, version, &req, |_| Call::Any(answer)) {
+        if let Err(e) = self.call(&tx, version, &req, |_| Call::Any(answer), ctx) {
             return Box::pin(async move { Err(e) });
         }
         let timeout = self.engine.config().request_timeout;
@@ -199,7 +207,7 @@ impl Handler<InitProducer> for BrokerConnection {
                 .with_producer_epoch(epoch);
         }
         let (wtx, wrx) = oneshot::channel();
-        if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx)) {
+        if let Err(e) = self.call(&tx, version, &req, |v| Call::InitProducerId(v, wtx), ctx) {
             return Box::pin(async move { Err(FetchError::Transient(e)) });
         }
         let timeout = self.engine.config().request_timeout;

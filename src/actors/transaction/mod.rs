@@ -40,6 +40,8 @@ pub(crate) struct TransactionActor {
     link: Link,
     /// An AddPartitionsToTxn loop is running.
     adding: bool,
+    /// Rouses the supervisor when this actor is gone.
+    _alarm: crate::actors::msgs::Alarm,
 }
 
 impl TransactionActor {
@@ -49,6 +51,7 @@ impl TransactionActor {
         engine: Arc<Engine>,
         addresses: Arc<Addresses>,
         scripted: Option<Arc<Script>>,
+        alarm: crate::actors::msgs::Alarm,
     ) -> Self {
         TransactionActor {
             link: Link {
@@ -57,6 +60,7 @@ impl TransactionActor {
                 scripted,
             },
             adding: false,
+            _alarm: alarm,
         }
     }
 
