@@ -199,6 +199,49 @@ async fn every_codec_is_decoded_by_java() {
     }
 }
 
+/// A new producer's first record on Apache Kafka waits for no retry
+/// backoff: its topic's metadata is asked for while the producer's first
+/// (bootstrap) metadata request is under way, and is asked for again as
+/// soon as that one is answered, as the Java client's
+/// `requestUpdateForNewTopics` does, not `retry.backoff.ms` later. With
+/// every backoff an hour long, a record that waited for one would hang.
+/// (Tansu answers the first request before the topic is asked for;
+/// `tests/faults.rs` checks the same there.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_record_on_kafka_waits_for_no_backoff() {
+    let kafka = KafkaCluster::shared(1);
+    let _logs = kafka.logs_on_panic();
+    let topic = unique("first-record");
+    kafka.create_topic(&topic, 1, 1, &[]).await;
+    // A fresh broker may answer the first InitProducerId with
+    // COORDINATOR_LOAD_IN_PROGRESS, which is retried after a backoff (as
+    // Java does): one producer at the defaults first.
+    let warm = Producer::builder()
+        .bootstrap(&kafka.bootstrap())
+        .build()
+        .unwrap();
+    warm.send(Record::to(topic.as_str()).value("warm"))
+        .await
+        .unwrap();
+    warm.close().await;
+    for _ in 0..3 {
+        let producer = Producer::builder()
+            .bootstrap(&kafka.bootstrap())
+            .set("retry.backoff.ms", "3600000")
+            .set("retry.backoff.max.ms", "3600000")
+            .build()
+            .unwrap();
+        let sent = tokio::time::timeout(
+            std::time::Duration::from_secs(30),
+            producer.send(Record::to(topic.as_str()).value("first")),
+        )
+        .await
+        .expect("the first record waited for a backoff");
+        assert!(sent.unwrap().offset.is_some());
+        producer.close().await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_append_time_reports_the_brokers_time() {
     const N: usize = 50;

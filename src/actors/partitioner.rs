@@ -53,6 +53,11 @@ pub(crate) struct PartitionerActor {
     _alarm: crate::actors::msgs::Alarm,
     fetching: bool,
     again: bool,
+    /// A topic first waited for while a request was under way, which that
+    /// request did not ask about: the next request goes as soon as it is
+    /// answered, not `retry.backoff.ms` later (as the Java client's
+    /// `requestUpdateForNewTopics` lets a new topic's update go at once).
+    new_topic: bool,
     failures: u32,
     /// Why each broker (by id; bootstrap entries negative) failed the
     /// metadata requests since the last answer: a topic wait that expires
@@ -111,6 +116,7 @@ impl PartitionerActor {
             expiry_armed: false,
             fetching: false,
             again: false,
+            new_topic: false,
             failures: 0,
             fetch_errors: HashMap::new(),
             topic_ids: HashMap::new(),
@@ -218,6 +224,7 @@ impl PartitionerActor {
         self.forget_idle();
         self.fetching = true;
         self.again = false;
+        self.new_topic = false;
         let topics: Vec<Topic> = self.topics.iter().cloned().collect();
         self.engine
             .stats()
@@ -227,6 +234,8 @@ impl PartitionerActor {
         ctx.spawn(req.into_actor(self).map(move |res, act, ctx| {
             act.fetching = false;
             let res = res.unwrap_or_else(|_| Err("broker actor unavailable".to_string()));
+            // Ask again as soon as this is answered, not after a backoff.
+            let mut at_once = act.new_topic;
             match res {
                 Ok(resp) => {
                     act.failures = 0;
@@ -250,15 +259,25 @@ impl PartitionerActor {
                     act.engine.wake_all();
                     act.answer_waiters();
                 }
+                // The connection retired under the request (a bootstrap
+                // connection once the brokers are known): ask again now,
+                // on a live one; no failure of the broker's.
+                Err(error) if error == crate::actors::broker::RETIRED => {
+                    tracing::debug!(from = broker, "metadata request's connection retired; asking again");
+                    at_once = true;
+                }
                 Err(error) => {
                     tracing::debug!(from = broker, %error, "metadata fetch failed");
                     act.failures = act.failures.saturating_add(1);
                     act.fetch_errors.insert(broker, error);
                     act.again = true;
+                    at_once = false;
                     act.maybe_rebootstrap();
                 }
             }
-            if act.again || act.has_unresolved() {
+            if at_once {
+                act.fetch(ctx);
+            } else if act.again || act.has_unresolved() {
                 let delay = act.engine.config().retry_backoff.max(Duration::from_millis(10));
                 ctx.run_later(delay, |act, ctx| act.fetch(ctx));
             }
@@ -578,7 +597,9 @@ impl Handler<EnsureTopic> for PartitionerActor {
             .or_default()
             .push((Instant::now() + max_block, tx));
         self.arm_expiry(ctx);
-        self.topics.insert(msg.topic);
+        if self.topics.insert(msg.topic) && self.fetching {
+            self.new_topic = true;
+        }
         self.fetch(ctx);
         // Dropped unanswered: this actor died (a stopping one answers).
         Box::pin(async move { rx.await.ok() })

@@ -155,8 +155,11 @@ impl std::fmt::Debug for BrokerConnection {
 }
 
 /// Why in-flight batches were put back when a connection actor retired
-/// (its broker moved or left the metadata): not a failed attempt.
-const RETIRED: &str = "connection retired";
+/// (its broker moved or left the metadata): not a failed attempt. Also
+/// the error of a call (Metadata, InitProducerId, `Ask`) it held or was
+/// to make: not the broker's failure either, so a metadata request that
+/// gets it is asked again at once elsewhere (`PartitionerActor::fetch`).
+pub(crate) const RETIRED: &str = "connection retired";
 /// Why in-flight batches were put back when a dead connection actor's
 /// successor started: not a failed attempt either.
 const ACTOR_DIED: &str = "connection actor died";
@@ -346,7 +349,7 @@ impl BrokerConnection {
         self.generation += 1;
         self.requeue_in_flight(Some(RETIRED));
         for (_, (_, c)) in self.calls.drain() {
-            c.fail("connection retired".into());
+            c.fail(RETIRED.into());
         }
         // Dropped unanswered: their requests fail "connection retired".
         self.connect_waiters.clear();

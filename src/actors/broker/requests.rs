@@ -67,7 +67,7 @@ where
     BrokerConnection: Handler<M>,
 {
     Box::pin(async move {
-        let retired = || error("connection retired".into());
+        let retired = || error(super::RETIRED.into());
         if ended.await.is_err() {
             return Err(retired());
         }
