@@ -3,7 +3,7 @@
 #
 #   bash scripts/fuzz.sh TARGET [SECONDS]   one target (default 60 s)
 #   bash scripts/fuzz.sh all [SECONDS]      every target in turn; CI runs
-#                                           this with 20 (scripts/test.sh)
+#                                           this with 15 (scripts/test.sh)
 #
 # Targets: frame_decoder, response_decoders, response_stream (fuzz/).
 # cargo-fuzz 0.13.2 comes from scripts/install-tools.sh (.tools/bin). The

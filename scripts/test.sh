@@ -178,8 +178,8 @@ stage "instruction counts (benches/instructions, under callgrind)"
 # the runs under callgrind (10 s).
 bash scripts/instructions.sh
 stage "fuzz"
-# Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 20)
+# Each target in fuzz/ from its seed corpus, COURIER_FUZZ_SECS (default 15)
 # seconds each, so a decoder change that brings a crash back fails here.
 # The first build of the targets takes about 2.5 minutes on 2 cores.
-bash scripts/fuzz.sh all "${COURIER_FUZZ_SECS:-20}"
+bash scripts/fuzz.sh all "${COURIER_FUZZ_SECS:-15}"
 stage "done"
