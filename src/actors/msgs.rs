@@ -168,14 +168,6 @@ impl Message for Retire {
     type Result = ();
 }
 
-/// Stop the partitioner actor (producer shutdown).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct StopPartitioner;
-
-impl Message for StopPartitioner {
-    type Result = ();
-}
-
 /// Wakes a supervisor whose tick sleeps (nothing left to report): a batch
 /// opened, or one of its actors is gone (`Alarm`).
 #[derive(Debug, Clone, Copy)]
@@ -200,9 +192,11 @@ impl Drop for Alarm {
     }
 }
 
-/// Stop the transaction or telemetry actor (the supervisor has stopped).
-/// Exchanges already handed to the runtime (an `EndTransaction` under
-/// way) run on and answer; timers and loops of the actor's own end.
+/// Stop the partitioner (producer shutdown: its topic waits are answered
+/// `Cancelled`), or the transaction or telemetry actor (the supervisor
+/// has stopped). Exchanges already handed to the runtime (an
+/// `EndTransaction` under way) run on and answer; timers and loops of
+/// the actor's own end.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct StopActor;
 

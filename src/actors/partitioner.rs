@@ -677,9 +677,9 @@ impl Handler<InjectPanic> for PartitionerActor {
     }
 }
 
-impl Handler<StopPartitioner> for PartitionerActor {
+impl Handler<StopActor> for PartitionerActor {
     type Result = ();
-    fn handle(&mut self, _: StopPartitioner, ctx: &mut Context<Self>) {
+    fn handle(&mut self, _: StopActor, ctx: &mut Context<Self>) {
         for (_, waiters) in self.waiters.drain() {
             for (_, w) in waiters {
                 let _ = w.send(Err((

@@ -561,13 +561,10 @@ impl ProducerSupervisor {
             p.do_send(RefreshMetadata);
         }
     }
-}
 
-impl ProducerSupervisor {
     /// The periodic work. The supervisor is the root: nothing restarts
-    /// it. Its periodic work is supervised here instead: a panic in one
-    /// task is caught, logged and counted, and the task runs again at the
-    /// next tick.
+    /// it, so each task runs under `guarded`: a panic in one is caught,
+    /// logged and counted, and the task runs again at the next tick.
     fn tick(&mut self, ctx: &mut Context<Self>) {
         self.guarded("producer id", ctx, |act, ctx| act.drive_idempotence(ctx));
         self.guarded("connection actors", ctx, |act, ctx| {
@@ -859,7 +856,7 @@ impl Handler<Shutdown> for ProducerSupervisor {
             }
         }
         if let Some(p) = &self.partitioner {
-            p.do_send(StopPartitioner);
+            p.do_send(StopActor);
         }
         // The scripted broker reports what it holds as connection actors
         // report what is in flight.
