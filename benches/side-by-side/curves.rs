@@ -8,6 +8,7 @@
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --only size    # one curve
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --runs 5 --records 100000
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --x 10000  # a probe: printed, not written
+//! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --x 10000 --clients courier  # a probe of one client
 //! cargo bench -p courier-side-by-side --bench curves -- --smoke                # seconds; what CI runs (no timing claims)
 //! cargo bench -p courier-side-by-side --bench curves -- --bench --only partitions --broker kafka3 --per-partition 100
 //! ```
@@ -343,6 +344,9 @@ fn main() {
     // `--courier-set max.request.size=2048,linger.ms=10`: Courier away from
     // its defaults; a probe too.
     let courier_set = value("--courier-set").unwrap_or_default();
+    // `--clients courier`: only those clients run; a probe too.
+    let only_clients: Option<Vec<String>> =
+        value("--clients").map(|v| v.split(',').map(str::to_string).collect());
     let started = Instant::now();
 
     let mut results: Vec<Measured> = Vec::new();
@@ -358,7 +362,16 @@ fn main() {
                 "== {curve} {} ({} records of {} B, {} partition(s))",
                 point.x, point.records, point.size, point.partitions
             );
-            results.push(measure(&point, runs, &courier_set, broker));
+            let clients: Vec<&'static str> = clients(curve)
+                .iter()
+                .copied()
+                .filter(|c| {
+                    only_clients
+                        .as_ref()
+                        .is_none_or(|o| o.iter().any(|x| x == c))
+                })
+                .collect();
+            results.push(measure(&point, &clients, runs, &courier_set, broker));
         }
     }
     let took = started.elapsed().as_secs_f64();
@@ -387,7 +400,7 @@ fn main() {
     }
     // A run of some points only is a probe: printed, not written over a
     // curve's results.
-    let files = only_x.is_none() && courier_set.is_empty();
+    let files = only_x.is_none() && courier_set.is_empty() && only_clients.is_none();
     write_results(
         &results,
         runs,
@@ -411,7 +424,13 @@ fn main() {
 /// partition until a deleted topic's are removed (a minute later), and a
 /// topic of 10,000 partitions per client run ran the broker out of file
 /// descriptors (20,000 here) at the fourth.
-fn measure(p: &Point, runs: usize, courier_set: &str, broker: Broker) -> Measured {
+fn measure(
+    p: &Point,
+    clients: &[&'static str],
+    runs: usize,
+    courier_set: &str,
+    broker: Broker,
+) -> Measured {
     let load_before = load_average();
     let mut samples: BTreeMap<&'static str, Vec<Sample>> = BTreeMap::new();
     let topic = format!("curve-{}-{}", p.curve, p.x);
@@ -443,7 +462,7 @@ fn measure(p: &Point, runs: usize, courier_set: &str, broker: Broker) -> Measure
         }
     };
     for run in 0..runs {
-        for &client in clients(p.curve) {
+        for &client in clients {
             let fresh;
             let target = match &kafka {
                 Some(target) => target,

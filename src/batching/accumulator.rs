@@ -21,7 +21,9 @@ use std::time::Duration;
 use dashmap::DashMap;
 use tokio::sync::{Notify, Semaphore};
 
-use crate::batching::batch::{encoded_upper_bound, Graveyard, OpenBatch, SealFailure, SealedBatch};
+use crate::batching::batch::{
+    encoded_upper_bound, first_room, Graveyard, OpenBatch, SealFailure, SealedBatch,
+};
 use crate::batching::queue::{KeptSequence, PartitionQueue, QueueState, TopicQueues};
 use crate::batching::reservation::{RecordPool, Reservation, Reserved};
 use crate::clock::{Instant, Mono};
@@ -558,14 +560,21 @@ impl Accumulator {
             .collect()
     }
 
-    /// Bytes a new batch for this record must reserve.
+    /// Bytes a new batch for this record must reserve: what its buffer
+    /// starts with (room for a few records like it, at most
+    /// `INITIAL_RESERVATION` or `batch.size`), and never less than the
+    /// record alone needs.
     pub fn reservation_for(&self, record: &Record) -> usize {
         single_record_batch_size(
             record.key.as_deref(),
             record.value.as_deref(),
             &record.headers,
         )
-        .max(self.batch_size.min(INITIAL_RESERVATION))
+        .max(
+            self.batch_size
+                .min(INITIAL_RESERVATION)
+                .min(first_room(record)),
+        )
     }
 
     /// Appends `record` to `queue`.

@@ -34,6 +34,13 @@ pub(crate) fn encoded_upper_bound(record: &Record) -> usize {
     record.approx_size() + 36 + 10 * record.headers.len()
 }
 
+/// Bytes a new batch's buffer starts with: room for a few records like
+/// its first. With thousands of partitions most batches hold a handful.
+#[inline]
+pub(crate) fn first_room(record: &Record) -> usize {
+    RECORD_BATCH_OVERHEAD + 4 * encoded_upper_bound(record)
+}
+
 /// Sealed batches dropped without being settled (a panic while a
 /// connection actor held them): the last line of defence. `SealedBatch`'s
 /// drop pays their reports (`Cancelled`, each record read back from the
@@ -183,8 +190,7 @@ impl OpenBatch {
             // (`try_add`).
             builder: BatchBuilder::with_capacity(
                 batch_size,
-                (RECORD_BATCH_OVERHEAD + 4 * encoded_upper_bound(record))
-                    .min(memory.memory_bytes()),
+                first_room(record).min(memory.memory_bytes()),
                 compression,
             ),
             owed: Owed::default(),
@@ -327,6 +333,10 @@ impl OpenBatch {
         };
         match finished {
             Ok(encoded) => Ok(SealedBatch {
+                // What the batch holds from here on is its encoded bytes:
+                // the rest of its reservation goes back to the pool now,
+                // not once it is settled.
+                _memory: Some(memory.trimmed_to(encoded.bytes().len())),
                 id: self.id,
                 topic,
                 partition,
@@ -336,7 +346,6 @@ impl OpenBatch {
                 deadline: self.created + delivery_timeout,
                 attempts: 0,
                 retry_at: None,
-                _memory: Some(memory),
                 ledger: Ledger::new(graveyard.clone(), topic, partition, self.id),
             }),
             Err((e, uncompressed)) => Err(SealFailure {
@@ -539,10 +548,10 @@ mod tests {
     }
 
     /// A batch's buffer starts with room for a few records like its
-    /// first (thousands of partitions mostly hold a handful each), grows
-    /// to 4 KiB, then to batch.size in one step.
+    /// first (thousands of partitions mostly hold a handful each), doubles
+    /// up to 4 KiB, then grows to batch.size in one step.
     #[test]
-    fn a_batch_buffer_starts_small_and_grows_in_two_steps() {
+    fn a_batch_buffer_starts_small_doubles_to_4_kib_then_takes_batch_size() {
         let batch_size = 256 * 1024;
         let pool = Arc::new(Semaphore::new(1 << 20));
         let memory = pool.clone().try_acquire_many_owned(4 * 1024).unwrap();
@@ -560,8 +569,8 @@ mod tests {
         }
         assert_eq!(
             seen[1..],
-            [4 * 1024, batch_size],
-            "then 4 KiB, then batch.size"
+            [2 * first, 4 * first, 4 * 1024, batch_size],
+            "doubling to 4 KiB, then batch.size"
         );
     }
 
@@ -645,11 +654,15 @@ mod tests {
             base_sequence: i32::MAX - 1,
             transactional: false,
         });
+        // Sealed, the batch holds its encoded bytes of what it reserved.
+        let held = sealed.encoded.bytes().len();
+        assert!(held < 1000);
+        assert_eq!(pool.available_permits(), (1 << 20) - held, "trimmed");
         let parts = sealed.split(7 << 16, 1 << 20).unwrap();
         assert_eq!(parts.len(), 5);
         assert_eq!(
             pool.available_permits(),
-            (1 << 20) - 1000,
+            (1 << 20) - held,
             "memory still held"
         );
         for (j, p) in parts.iter().enumerate() {

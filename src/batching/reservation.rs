@@ -125,6 +125,16 @@ impl Reservation {
         }
     }
 
+    /// Gives back the `buffer.memory` held beyond `bytes` (at seal: the
+    /// batch's encoded size).
+    pub(crate) fn trimmed_to(mut self, bytes: usize) -> Reservation {
+        let held = self._memory.num_permits();
+        if held > bytes {
+            drop(self._memory.split(held - bytes));
+        }
+        self
+    }
+
     /// Bytes of `buffer.memory` the batch holds.
     #[inline(always)]
     pub(crate) fn memory_bytes(&self) -> usize {

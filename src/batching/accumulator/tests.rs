@@ -246,3 +246,52 @@ fn only_a_batch_opened_on_an_unlisted_queue_asks_for_a_listing() {
         "a listed queue's new batch is not listed again"
     );
 }
+
+/// A keyed producer on a topic of thousands of partitions opens a batch
+/// on each: at the defaults (`batch.size` 256 KiB, `buffer.memory`
+/// 32 MiB) a new batch takes what its buffer starts with (room for a few
+/// records like its first), not a fixed 4 KiB, so 20,000 batches of one
+/// 100-byte record fit (at 4 KiB each, about 8,000 did), and once
+/// sealed each holds only its encoded bytes.
+#[test]
+fn twenty_thousand_partitions_open_a_batch_each_within_the_default_buffer_memory() {
+    let config = crate::config::ProducerConfig::default();
+    let a = Accumulator::new(
+        config.batch_size,
+        config.max_request_size,
+        10_000,
+        config.buffer_memory,
+        config.queue_buffering_max_messages,
+        Codec::default(),
+        Duration::from_secs(1),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let t = Topic::from("wide");
+    let record = Record::to("wide").key("k").value(vec![7u8; 100]);
+    a.queue(&t, 19_999); // the topic's queues grown once, not one by one
+    let queues: Vec<_> = (0..20_000).map(|p| a.queue(&t, p)).collect();
+    for (opened, q) in queues.iter().enumerate() {
+        assert!(
+            append_to(&a, q, &record, Stick::No).is_ok(),
+            "buffer.memory ran out at {opened} open batches"
+        );
+    }
+    let open_held = config.buffer_memory - a.pool.available_permits();
+    assert!(
+        open_held < 20_000 * 1024,
+        "open batches hold {open_held} bytes"
+    );
+    let mut sealed = Vec::new();
+    for q in &queues {
+        let open = lock(&q.state).open.take().unwrap();
+        sealed.push(a.seal(open, q).ok().unwrap());
+    }
+    let encoded: usize = sealed.iter().map(|b| b.encoded.bytes().len()).sum();
+    assert_eq!(
+        config.buffer_memory - a.pool.available_permits(),
+        encoded,
+        "sealed batches hold their encoded bytes"
+    );
+    drop(sealed);
+    assert_eq!(a.pool.available_permits(), config.buffer_memory);
+}

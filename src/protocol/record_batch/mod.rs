@@ -232,20 +232,23 @@ impl BatchBuilder {
             Scratch::append_window(&s, from, n, &mut self.buf);
         } else {
             // Out of room, or nearly: a buffer smaller than SMALL_BATCH
-            // grows to it, a larger one to the batch's limit (at most
-            // MAX_INITIAL_CAPACITY) in one step, not by doubling, so that
-            // a batch that started small for a quiet partition is copied
-            // about twice when it turns out busy, instead of at every
-            // doubling. (A record that fits but leaves less than the
-            // copy's window spare is copied exactly, and the buffer grows
-            // only as it would for a record that does not fit: to its
-            // next step, if it is below it.)
+            // doubles up to it (its memory grows as the batch's share of
+            // buffer.memory does, so thousands of quiet partitions hold
+            // about what they wrote), a larger one grows to the batch's
+            // limit (at most MAX_INITIAL_CAPACITY) in one step, not by
+            // doubling, so that a batch that turns out busy is copied a
+            // few times while small and once past SMALL_BATCH, instead of
+            // at every doubling. (A record that fits but leaves less than
+            // the copy's window spare is copied exactly, and the buffer
+            // grows only as it would for a record that does not fit: to
+            // its next step, if it is below it.)
             let target = if self.buf.capacity() < SMALL_BATCH {
-                SMALL_BATCH.min(self.limit)
+                (self.buf.capacity() * 2).min(SMALL_BATCH).min(self.limit)
             } else {
                 self.limit.min(MAX_INITIAL_CAPACITY)
             };
-            self.buf.reserve(total.max(target.saturating_sub(before)));
+            self.buf
+                .reserve_exact(total.max(target.saturating_sub(before)));
             self.buf.extend_from_slice(&s[from..n]);
         }
         let buf = &mut self.buf;
