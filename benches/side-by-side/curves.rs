@@ -63,7 +63,19 @@ use std::time::{Duration, Instant};
 use common::{med_min_max, Target};
 
 /// The curves, in the order they run.
-const CURVES: [&str; 4] = ["partitions", "subscriptions", "web-service", "size"];
+const CURVES: [&str; 5] = [
+    "partitions",
+    "subscriptions",
+    "web-service",
+    "web-service-on-actix",
+    "size",
+];
+
+/// Whether `curve` is one of the web-service curves: tasks awaiting one
+/// send at a time for a fixed time, with latencies.
+fn is_web(curve: &str) -> bool {
+    curve.starts_with("web-service")
+}
 
 /// The clients of `curve`, alternating in this order (each round starting
 /// one further along).
@@ -204,7 +216,7 @@ fn points(
                 ..base.clone()
             })
             .collect(),
-        "subscriptions" | "web-service" => counts
+        "subscriptions" | "web-service" | "web-service-on-actix" => counts
             .iter()
             .map(|&x| Point { x, ..base.clone() })
             .collect(),
@@ -290,7 +302,7 @@ impl Stats {
             lost: samples
                 .iter()
                 .map(|s| {
-                    if p.curve == "web-service" {
+                    if is_web(p.curve) {
                         s.failed
                     } else {
                         p.records.saturating_sub(s.delivered)
@@ -385,7 +397,7 @@ fn main() {
             assert!(m.failure.is_none(), "{} {}: {:?}", p.curve, p.x, m.failure);
             for (client, s) in &m.by_client {
                 assert_eq!(s.lost, 0, "{client} lost records at {} {}", p.curve, p.x);
-                if p.curve == "web-service" {
+                if is_web(p.curve) {
                     assert!(s.p50_us > 0.0, "{client}: no latencies measured");
                 }
             }
@@ -491,7 +503,7 @@ fn measure(
                         s.broker_cpu * 1e6 / s.delivered.max(1) as f64,
                         s.rss_kib as f64 / 1024.0,
                         s.delivered,
-                        if p.curve == "web-service" {
+                        if is_web(p.curve) {
                             format!("  p50 {:.0} µs  p99 {:.0} µs  failed {}", s.p50_us, s.p99_us, s.failed)
                         } else {
                             format!("/{}", p.records)
@@ -603,18 +615,24 @@ fn child(args: &[String]) {
     });
     // Both clients' tasks run on one tokio worker thread; each client's
     // own threads (Courier's actix system, librdkafka's) come on top.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap()
+    };
     let out = match (job.client.as_str(), job.curve.as_str()) {
-        ("courier", "partitions" | "size") => rt.block_on(courier_stream(&job)),
-        ("courier", "subscriptions") => rt.block_on(courier_subscriptions(&job)),
-        ("courier", "web-service") => rt.block_on(courier_web(&job)),
+        ("courier", "partitions" | "size") => rt().block_on(courier_stream(&job)),
+        ("courier", "subscriptions") => rt().block_on(courier_subscriptions(&job)),
+        ("courier", "web-service") => rt().block_on(courier_web(&job)),
         ("rdkafka" | "rdkafka-idempotent", "partitions" | "size") => rdkafka_base(&job),
-        ("rdkafka", "subscriptions") => rt.block_on(rdkafka_routed(&job)),
-        ("rdkafka", "web-service") => rt.block_on(rdkafka_web(&job)),
+        ("rdkafka", "subscriptions") => rt().block_on(rdkafka_routed(&job)),
+        ("rdkafka", "web-service") => rt().block_on(rdkafka_web(&job)),
+        // The application's own actix system on this thread, as an actix
+        // (actix-web) worker runs its handlers.
+        ("courier", "web-service-on-actix") => actix::System::new().block_on(courier_web(&job)),
+        ("rdkafka", "web-service-on-actix") => actix::System::new().block_on(rdkafka_web(&job)),
         (c, k) => panic!("unknown client {c} or curve {k}"),
     };
     let [p50, p99] = common::percentiles(out.latencies, [0.5, 0.99]);
@@ -640,6 +658,11 @@ fn key_of(i: usize) -> String {
 
 /// A Courier producer at its defaults, with the bench's linger and acks.
 fn courier_producer(job: &Job) -> courier_kafka::Producer {
+    courier_builder(job).build().unwrap()
+}
+
+/// Courier's settings: its defaults, with the bench's linger and acks.
+fn courier_builder(job: &Job) -> courier_kafka::ProducerBuilder {
     let mut b = courier_kafka::Producer::builder()
         .bootstrap(&job.addr)
         .set("linger.ms", LINGER_MS)
@@ -647,7 +670,7 @@ fn courier_producer(job: &Job) -> courier_kafka::Producer {
     for (k, v) in &job.courier_set {
         b = b.set(k, v);
     }
-    b.build().unwrap()
+    b
 }
 
 /// The record value, shared without a copy (as rdkafka's clients pass a
@@ -758,7 +781,11 @@ fn share(records: usize, tasks: usize, t: usize) -> usize {
 /// `job.x` tasks, each awaiting one `send()` at a time until
 /// `job.seconds` have passed; each send's latency.
 async fn courier_web(job: &Job) -> Outcome {
-    let producer = courier_producer(job);
+    let producer = if job.curve == "web-service-on-actix" {
+        courier_builder(job).start().unwrap()
+    } else {
+        courier_producer(job)
+    };
     let topic = courier_kafka::Topic::from(job.topic.as_str());
     let value = courier_value(job);
     courier_warm(&producer, topic).await;
@@ -1026,7 +1053,7 @@ fn x_name(curve: &str) -> &'static str {
     match curve {
         "partitions" => "partitions",
         "subscriptions" => "subscriptions (tasks)",
-        "web-service" => "tasks T",
+        "web-service" | "web-service-on-actix" => "tasks T",
         _ => "record size (B)",
     }
 }
@@ -1068,7 +1095,7 @@ fn chart(curve: &str, results: &[Measured]) -> String {
         ),
     ];
     match curve {
-        "web-service" => {
+        "web-service" | "web-service-on-actix" => {
             let mut l = lines(curve, results, &|_, s| s.p99_us);
             for (c, pts) in lines(curve, results, &|_, s| s.p50_us) {
                 l.push((
@@ -1236,10 +1263,13 @@ fn write_results(
          - **web-service**: T tasks, each awaiting one send at a time for {seconds} s (100 B, 6 partitions, no keys): \
          Courier's `Producer::send().await` vs rdkafka's `FutureProducer::send().await`; p50/p99 of the awaited send. \
          ([chart](curves-web-service{sfx}.svg))\n\
+         - **web-service-on-actix**: the same tasks on the application's own actix system (one thread, as one actix-web worker runs its handlers) \
+         instead of a tokio worker: Courier started in that system (`ProducerBuilder::start`, its actors on the same thread) \
+         vs rdkafka's `FutureProducer` on the same thread. ([chart](curves-web-service-on-actix{sfx}.svg))\n\
          - **size**: record size 10 B → 1 MB, 6 partitions, no keys, {records} records or {} MB per run, whichever is fewer. \
          Clients as in `partitions`. At 1 MB only, rdkafka gets `message.max.bytes=1048576`: its default (1,000,000, overhead included) \
          refuses a 1,000,000-byte value; Courier's `max.request.size` default is 1,048,576. ([chart](curves-size{sfx}.svg))\n\n\
-         In every curve both clients' tasks run on one tokio worker thread; each library's own threads come on top. \
+         In every curve but web-service-on-actix both clients' tasks run on one tokio worker thread; each library's own threads come on top. \
          The last column of each table is the machine's 1-minute load average before and after the point's runs: \
          the bench and its broker account for up to about 2 on this machine; more means something else was running too.",
         common::today(),
@@ -1310,7 +1340,7 @@ fn write_results(
 
 /// One table of `curve`'s points: Courier against `other`.
 fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
-    let web = curve == "web-service";
+    let web = is_web(curve);
     let mut head = format!(
         "| {} | records/run | courier rec/s | {other} rec/s | ÷ |",
         x_name(curve)
