@@ -376,7 +376,8 @@ fn main() {
                 "== {curve} {} ({} records of {} B, {} partition(s))",
                 point.x, point.records, point.size, point.partitions
             );
-            let clients: Vec<&'static str> = clients(curve)
+            let all = clients(curve);
+            let clients: Vec<&'static str> = all
                 .iter()
                 .copied()
                 .filter(|c| {
@@ -385,6 +386,7 @@ fn main() {
                         .is_none_or(|o| o.iter().any(|x| x == c))
                 })
                 .collect();
+            assert!(!clients.is_empty(), "--clients names none of {all:?}");
             results.push(measure(&point, &clients, runs, &courier_set, broker));
         }
     }

@@ -48,6 +48,9 @@ const LINGER_MS: &str = "5";
 const ACKS: &str = "all";
 /// A service that has not said its port by then has failed to start.
 const START_LIMIT: Duration = Duration::from_secs(60);
+/// A service still running then exits on its own (the bench stops each
+/// after its run; this outlives a bench that was killed).
+const SERVICE_LIMIT: Duration = Duration::from_secs(600);
 
 /// What one wrk run against one service measured.
 #[derive(Clone, Debug, Default)]
@@ -121,7 +124,7 @@ fn main() {
         }
         assert!(chart(&results).contains("<svg"), "no chart");
         println!(
-            "web smoke: {} points, both services answered every request",
+            "web smoke: {} point(s), every service answered every request",
             results.len()
         );
         return;
@@ -188,7 +191,8 @@ fn measure(
     service.stop();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
-        return Err(format!("wrk failed: {text}"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("wrk failed: {text}{err}"));
     }
     let mut s = parse_wrk(&text).ok_or_else(|| format!("wrk's output not understood:\n{text}"))?;
     s.cpu_us = cpu * 1e6 / s.requests.max(1) as f64;
@@ -297,6 +301,11 @@ fn duration_us(v: &str) -> Option<f64> {
 /// killed, after printing its port.
 fn child(args: &[String]) {
     let (client, bootstrap, topic) = (args[0].clone(), args[1].clone(), args[2].clone());
+    std::thread::spawn(|| {
+        std::thread::sleep(SERVICE_LIMIT);
+        eprintln!("service still running after {} s", SERVICE_LIMIT.as_secs());
+        std::process::exit(3);
+    });
     actix_web::rt::System::new()
         .block_on(async move {
             match client.as_str() {

@@ -574,6 +574,28 @@ mod tests {
         );
     }
 
+    /// Past MAX_INITIAL_CAPACITY (1 MiB, with a larger batch.size) the
+    /// buffer still grows by doubling, not by each record's size: a few
+    /// reallocations, not one a record.
+    #[test]
+    fn a_buffer_past_a_mebibyte_doubles() {
+        let batch_size = 8 << 20;
+        let pool = Arc::new(Semaphore::new(16 << 20));
+        let memory = pool.clone().try_acquire_many_owned(8 << 20).unwrap();
+        let rec = || Record::to("t").value(vec![7u8; 100]);
+        let mut open = unreported(batch_size, memory, rec());
+        let mut grown = 0;
+        let mut last = open.builder.capacity();
+        while open.size() < 6 << 20 {
+            assert!(open.try_add(&rec(), 1000, i32::MAX));
+            if open.builder.capacity() != last {
+                last = open.builder.capacity();
+                grown += 1;
+            }
+        }
+        assert!(grown <= 8, "the buffer grew {grown} times");
+    }
+
     /// A batch takes buffer.memory as it fills, doubling from what it
     /// started with, never past batch.size, and is full (not over the
     /// pool) once the pool has no more: what it holds always covers what

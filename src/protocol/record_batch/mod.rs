@@ -242,13 +242,18 @@ impl BatchBuilder {
             // the copy's window spare is copied exactly, and the buffer
             // grows only as it would for a record that does not fit: to
             // its next step, if it is below it.)
-            let target = if self.buf.capacity() < SMALL_BATCH {
-                (self.buf.capacity() * 2).min(SMALL_BATCH).min(self.limit)
+            if self.buf.capacity() < SMALL_BATCH {
+                // Exactly the step: `reserve` could double past it.
+                let target = (self.buf.capacity() * 2).min(SMALL_BATCH).min(self.limit);
+                self.buf
+                    .reserve_exact(total.max(target.saturating_sub(before)));
             } else {
-                self.limit.min(MAX_INITIAL_CAPACITY)
-            };
-            self.buf
-                .reserve_exact(total.max(target.saturating_sub(before)));
+                // Past MAX_INITIAL_CAPACITY (a batch.size over 1 MiB) the
+                // target is behind and `reserve` doubles, so the buffer is
+                // not grown for each record.
+                let target = self.limit.min(MAX_INITIAL_CAPACITY);
+                self.buf.reserve(total.max(target.saturating_sub(before)));
+            }
             self.buf.extend_from_slice(&s[from..n]);
         }
         let buf = &mut self.buf;
@@ -343,6 +348,13 @@ impl BatchBuilder {
                 Ok(()) => {}
                 Err(e) => failed = Some(e),
             }
+        }
+        // A sealed batch counts its encoded length of buffer.memory, so it
+        // should hold about that: a buffer grown in one step to batch.size,
+        // or a compression output sized for the uncompressed records, gives
+        // back what it did not use (glibc shrinks in place).
+        if buf.capacity() - buf.len() > buf.len() / 4 {
+            buf.shrink_to_fit();
         }
         let batch_length = (buf.len() - LENGTH_COUNTED_FROM) as i32;
         let header = &mut buf[..RECORD_BATCH_OVERHEAD];
