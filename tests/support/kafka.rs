@@ -1712,9 +1712,18 @@ fn new_cluster_dir() -> PathBuf {
 /// `count` distinct loopback ports that were free a moment ago (all bound
 /// at once, so none repeats).
 fn free_ports(count: usize) -> Vec<u16> {
-    let listeners: Vec<std::net::TcpListener> = (0..count)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port"))
-        .collect();
+    // Below the kernel's ephemeral range (32768-60999 by default), not from
+    // it: a port released here is bound by a broker later, at its start or
+    // at a restart on new ports, and a port of the ephemeral range can be
+    // taken in between by any connection's source port or another bind to
+    // port 0 (seen: a broker restarted on new ports beside the side-by-side
+    // benches exited "Address already in use").
+    let mut listeners: Vec<std::net::TcpListener> = Vec::new();
+    while listeners.len() < count {
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", fastrand::u16(20_000..32_000))) {
+            listeners.push(l);
+        }
+    }
     listeners
         .iter()
         .map(|l| l.local_addr().expect("local addr").port())
