@@ -1363,6 +1363,86 @@ async fn coordinator_errors_on_the_way_are_retried_and_the_transaction_commits()
     producer.close().await;
 }
 
+/// A batch refused OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier one still
+/// in flight, whose `delivery.timeout.ms` passes while it waits, fails
+/// `Timeout` with the cause in its message: the broker lost nothing, the
+/// batch only waited (as the Java client's expired batch). The earlier
+/// batch, answered after that, is delivered, and nothing is bumped. (A
+/// three-broker Kafka run with two brokers down reported thousands of
+/// records `Broker(OutOfOrderSequenceNumber)`, which tells a reader a batch
+/// was lost.)
+///
+/// On a paused clock, so that both requests are held when the later
+/// batch's delivery timeout passes.
+#[test]
+fn a_batch_that_times_out_behind_an_unacknowledged_one_reports_a_timeout() {
+    let system = paused_system();
+    system.block_on(timed_out_behind());
+}
+
+async fn timed_out_behind() {
+    let broker = MockBroker::new().topic("t", 1);
+    // request.timeout.ms 1 s, delivery.timeout.ms 1.5 s, backoff 50 ms.
+    // "earlier": held from 0 (times out at 1 s), sent again at 1.05 s and
+    // held. "later": refused out of order at 0 (nothing past "first" is
+    // written), held from 0.05 s (times out at 1.05 s), sent again at 1.1 s
+    // and held. At 1.6 s both are held and "later"'s deadline has passed.
+    script_value(&broker, "earlier", [Verdict::Hold, Verdict::Hold]);
+    script_value(
+        &broker,
+        "later",
+        [Verdict::Deliver, Verdict::Hold, Verdict::Hold],
+    );
+    let producer = broker
+        .start(
+            idempotent()
+                .set("request.timeout.ms", "1000")
+                .set("delivery.timeout.ms", "1500")
+                .set("retry.backoff.ms", "50")
+                .set("retry.backoff.max.ms", "50"),
+        )
+        .unwrap();
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    let earlier = producer
+        .submit(Record::to("t").value("earlier"))
+        .await
+        .unwrap();
+    while broker.held() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let later = producer
+        .submit(Record::to("t").value("later"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(broker.held(), 2, "both in flight at 1.6 s");
+    // "later" answered first: out of order (behind "earlier"), past its
+    // deadline; then "earlier" is written.
+    assert_eq!(broker.release_all_newest_first(Verdict::Deliver), 2);
+    let e = later.await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
+    assert!(
+        e.message.contains("behind") && e.message.contains("OutOfOrderSequenceNumber"),
+        "the message names the wait and the broker's answer: {}",
+        e.message
+    );
+    assert!(e.may_have_been_written());
+    let d = earlier.await.unwrap();
+    assert_eq!(d.offset, Some(1));
+    producer.close().await;
+    let seen = stamped_history(&broker);
+    assert!(
+        seen.iter().all(|(_, _, epoch, _)| *epoch == 0),
+        "no epoch bump: {seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .filter(|(v, ..)| v == "later")
+            .all(|(_, a, ..)| !matches!(a, Answer::Written { .. })),
+        "\"later\" was never written: {seen:?}"
+    );
+}
+
 /// Answers that overtake each other (`release_all_newest_first`): with
 /// idempotence, the later batch of a partition reaches the log first and
 /// is refused OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is still

@@ -131,7 +131,7 @@ impl Engine {
     #[cold]
     fn answer_abortable(
         &self,
-        mut b: SealedBatch,
+        b: SealedBatch,
         broker: i32,
         c: ErrorClass,
     ) -> ControlFlow<(), SealedBatch> {
@@ -149,11 +149,10 @@ impl Engine {
         let Some(txn) = &self.txn else {
             return ControlFlow::Continue(b);
         };
-        if c.sequence_reset || abortable_on_produce(c.error) {
-            let q = self.acc.queue(&b.topic, b.partition);
-            let oldest = lock(&q.state).unacked.first() == Some(&b.id);
-            if c.error != ResponseError::OutOfOrderSequenceNumber || oldest {
-                let (kind, why) = match c.error {
+        if (c.sequence_reset || abortable_on_produce(c.error))
+            && (c.error != ResponseError::OutOfOrderSequenceNumber || self.oldest_unacked(&b))
+        {
+            let (kind, why) = match c.error {
                     ResponseError::InvalidProducerEpoch => (
                         ErrorKind::Fenced,
                         "the producer's epoch is stale (a newer producer with the same transactional.id, or the coordinator aborted a transaction open longer than transaction.timeout.ms)",
@@ -167,15 +166,13 @@ impl Engine {
                         "the broker lost this producer's sequence state",
                     ),
                 };
-                let message = format!(
-                    "{:?} from broker {broker}: {why}; the transaction must be aborted",
-                    c.error
-                );
-                txn.sequence_lost(kind, message.clone());
-                lock(&q.state).land(&mut b);
-                self.settle(b, Outcome::Failed { kind, message });
-                return ControlFlow::Break(());
-            }
+            let message = format!(
+                "{:?} from broker {broker}: {why}; the transaction must be aborted",
+                c.error
+            );
+            txn.sequence_lost(kind, message.clone());
+            self.land_and_settle(b, Outcome::Failed { kind, message });
+            return ControlFlow::Break(());
         }
         ControlFlow::Continue(b)
     }
@@ -213,6 +210,30 @@ impl Engine {
                         base_offset: Some(answer.base_offset),
                         log_append_time: (answer.log_append_time_ms >= 0)
                             .then_some(answer.log_append_time_ms),
+                    },
+                );
+            }
+            // Refused out of order behind an earlier batch of its partition
+            // still unacknowledged: this batch only waits for that one (the
+            // broker holds nothing past the earlier batch's sequence yet). If
+            // its delivery timeout passes meanwhile, it timed out, as the Java
+            // client's expired batch does; OUT_OF_ORDER_SEQUENCE_NUMBER would
+            // tell its reader a batch was lost, and none was.
+            Some(c)
+                if c.error == ResponseError::OutOfOrderSequenceNumber
+                    && now >= b.deadline
+                    && self.idem.is_some()
+                    && !self.oldest_unacked(&b) =>
+            {
+                let attempts = b.attempts;
+                let timeout_ms = self.config.delivery_timeout.as_millis();
+                self.land_and_settle(
+                    b,
+                    Outcome::Failed {
+                        kind: ErrorKind::Timeout,
+                        message: format!(
+                            "not acknowledged within delivery.timeout.ms ({timeout_ms} ms) after {attempts} attempt(s): it waited behind an earlier batch of its partition not yet acknowledged (OutOfOrderSequenceNumber from broker {broker})"
+                        ),
                     },
                 );
             }
@@ -316,6 +337,16 @@ impl Engine {
         }
     }
 
+    /// Whether `b` is the oldest batch of its partition that the broker
+    /// has not acknowledged: an OUT_OF_ORDER_SEQUENCE_NUMBER for it means
+    /// the broker lost sequence state; for a later one, only that an
+    /// earlier batch is not written yet.
+    fn oldest_unacked(&self, b: &SealedBatch) -> bool {
+        let q = self.acc.queue(&b.topic, b.partition);
+        let oldest = lock(&q.state).unacked.first() == Some(&b.id);
+        oldest
+    }
+
     /// Takes an in-flight batch off its queue's count (`land`), then
     /// reports and releases it (`settle`).
     pub(crate) fn land_and_settle(&self, mut batch: SealedBatch, outcome: Outcome) {
@@ -401,9 +432,7 @@ impl Engine {
         if self.txn.is_some() {
             return;
         }
-        let q = self.acc.queue(&b.topic, b.partition);
-        let oldest_unacked = lock(&q.state).unacked.first() == Some(&b.id);
-        if error != ResponseError::OutOfOrderSequenceNumber || oldest_unacked {
+        if error != ResponseError::OutOfOrderSequenceNumber || self.oldest_unacked(b) {
             let s = b.encoded.stamp();
             idem.needs_bump((s.producer_id, s.producer_epoch));
         }
