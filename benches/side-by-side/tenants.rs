@@ -338,10 +338,6 @@ fn child(args: &[String]) {
 // ---------------------------------------------------------------------------
 // The page.
 
-fn median(v: Vec<f64>) -> f64 {
-    common::med_min_max(v).0
-}
-
 fn page(
     results: &[(usize, BTreeMap<&str, Vec<Sample>>)],
     failures: &[String],
@@ -385,7 +381,7 @@ fn page(
                 md.push_str(&format!("| {n} | {client} | failed | | | | | | | |\n"));
                 continue;
             };
-            let m = |f: &dyn Fn(&Sample) -> f64| median(s.iter().map(f).collect());
+            let m = |f: &dyn Fn(&Sample) -> f64| common::median(s.iter().map(f).collect());
             let rss = m(&|s| s.rss_kib as f64 / 1024.0);
             md.push_str(&format!(
                 "| {n} | {client} | {:.0} | {rss:.1} | {:.2} | {:.2} | {:.1} | {:.1} | {:.1} | {:.0} |\n",
@@ -408,82 +404,25 @@ fn page(
     md
 }
 
-/// A client's line: its name, colour and points.
-type Line = (&'static str, plotters::style::RGBColor, Vec<(f64, f64)>);
-
 /// Threads, RSS and idle CPU against producers, log–log, a line per
 /// client.
 fn chart(results: &[(usize, BTreeMap<&str, Vec<Sample>>)]) -> String {
-    use plotters::prelude::*;
-    type Measure = (&'static str, fn(&Sample) -> f64);
-    let panels: [Measure; 4] = [
-        ("threads", |s| s.threads as f64),
-        ("RSS MiB", |s| s.rss_kib as f64 / 1024.0),
-        ("idle CPU ms per s", |s| s.idle_cpu_ms_per_s()),
-        ("first report p99 ms", |s| s.first_p99_us / 1e3),
-    ];
+    use plotters::style::RGBColor;
     let colors = [
         ("courier", RGBColor(0x2b, 0x6c, 0xb0)),
         ("courier-shared", RGBColor(0x2f, 0x8f, 0x4e)),
         ("rdkafka", RGBColor(0xc0, 0x56, 0x21)),
     ];
-    let x1 = results.iter().map(|(n, _)| *n).max().unwrap_or(10).max(10) as f64;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (1000, 700)).into_drawing_area();
-        root.fill(&WHITE).unwrap();
-        let root = root
-            .titled(
-                "Many producers in one process: Courier (blue), Courier on one ActorThread (green), rust-rdkafka (orange); medians, log–log",
-                ("sans-serif", 16),
-            )
-            .unwrap();
-        for (area, (title, y)) in root.split_evenly((2, 2)).iter().zip(panels) {
-            let lines: Vec<Line> = colors
-                .iter()
-                .map(|&(client, color)| {
-                    let pts = results
-                        .iter()
-                        .filter_map(|(n, by)| {
-                            let s = by.get(client).filter(|s| !s.is_empty())?;
-                            Some((*n as f64, median(s.iter().map(y).collect())))
-                        })
-                        .collect();
-                    (client, color, pts)
-                })
-                .collect();
-            let ys: Vec<f64> = lines
-                .iter()
-                .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
-                .filter(|y| *y > 0.0)
-                .collect();
-            let y0 = ys.iter().copied().fold(f64::MAX, f64::min).min(1.0) / 1.5;
-            let y1 = ys.iter().copied().fold(1.0, f64::max) * 1.5;
-            let mut c = ChartBuilder::on(area)
-                .caption(title, ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(36)
-                .y_label_area_size(56)
-                .build_cartesian_2d((0.7..x1 * 1.5).log_scale(), (y0..y1).log_scale())
-                .unwrap();
-            c.configure_mesh().x_desc("producers").draw().unwrap();
-            for (name, color, pts) in lines {
-                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(y0))).collect();
-                c.draw_series(LineSeries::new(pts, color.stroke_width(2)).point_size(3))
-                    .unwrap()
-                    .label(name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-            }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .unwrap();
-        }
-        root.present().unwrap();
-    }
-    out
+    let panel =
+        |caption, y: fn(&Sample) -> f64| (caption, common::median_lines(results, &colors, y));
+    common::chart_2x2(
+        "Many producers in one process: Courier (blue), Courier on one ActorThread (green), rust-rdkafka (orange); medians, log–log",
+        "producers",
+        vec![
+            panel("threads", |s| s.threads as f64),
+            panel("RSS MiB", |s| s.rss_kib as f64 / 1024.0),
+            panel("idle CPU ms per s", |s| s.idle_cpu_ms_per_s()),
+            panel("first report p99 ms", |s| s.first_p99_us / 1e3),
+        ],
+    )
 }

@@ -415,10 +415,6 @@ async fn rdkafka_handler(app: actix_web::web::Data<RdkafkaApp>) -> actix_web::Ht
     }
 }
 
-fn median(v: Vec<f64>) -> f64 {
-    common::med_min_max(v).0
-}
-
 /// The results page: what ran, then one table of medians.
 fn page(
     results: &[(usize, BTreeMap<&str, Vec<Sample>>)],
@@ -471,7 +467,7 @@ fn table(md: &mut String, results: &[(usize, BTreeMap<&str, Vec<Sample>>)], cour
     for (c, by) in results {
         let m = |client: &str, f: fn(&Sample) -> f64| {
             by.get(client)
-                .map_or(f64::NAN, |s| median(s.iter().map(f).collect()))
+                .map_or(f64::NAN, |s| common::median(s.iter().map(f).collect()))
         };
         let errors = |client: &str| {
             by.get(client)
@@ -498,77 +494,22 @@ fn table(md: &mut String, results: &[(usize, BTreeMap<&str, Vec<Sample>>)], cour
 /// Four panels against connections (log–log): requests/s, p50, p99, CPU
 /// per request; a line per client, medians.
 fn chart(results: &[(usize, BTreeMap<&str, Vec<Sample>>)]) -> String {
-    use plotters::prelude::*;
-    type Measure = (&'static str, fn(&Sample) -> f64);
-    type Line<'a> = (&'a str, RGBColor, Vec<(f64, f64)>);
-    let panels: [Measure; 4] = [
-        ("requests per second", |s| s.rate),
-        ("latency p50 ms", |s| s.p50_us / 1e3),
-        ("latency p99 ms", |s| s.p99_us / 1e3),
-        ("service CPU µs per request", |s| s.cpu_us),
-    ];
+    use plotters::style::RGBColor;
     let colors = [
         ("courier", RGBColor(0x2b, 0x6c, 0xb0)),
         ("courier-own-thread", RGBColor(0x2f, 0x8f, 0x4e)),
         ("rdkafka", RGBColor(0xc0, 0x56, 0x21)),
     ];
-    let x1 = results.iter().map(|(n, _)| *n).max().unwrap_or(10).max(10) as f64;
-    let mut out = String::new();
-    {
-        let root = SVGBackend::with_string(&mut out, (1000, 700)).into_drawing_area();
-        root.fill(&WHITE).unwrap();
-        let root = root
-            .titled(
-                "actix-web service, one record a request: Courier in the worker's system (blue), on its own thread (green), FutureProducer (orange); medians, log–log",
-                ("sans-serif", 16),
-            )
-            .unwrap();
-        for (area, (title, y)) in root.split_evenly((2, 2)).iter().zip(panels) {
-            let lines: Vec<Line> = colors
-                .iter()
-                .map(|&(client, color)| {
-                    let pts = results
-                        .iter()
-                        .filter_map(|(n, by)| {
-                            let s = by.get(client).filter(|s| !s.is_empty())?;
-                            Some((*n as f64, median(s.iter().map(y).collect())))
-                        })
-                        .collect();
-                    (client, color, pts)
-                })
-                .collect();
-            let ys: Vec<f64> = lines
-                .iter()
-                .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
-                .filter(|y| *y > 0.0)
-                .collect();
-            let y0 = ys.iter().copied().fold(f64::MAX, f64::min).min(1.0) / 1.5;
-            let y1 = ys.iter().copied().fold(1.0, f64::max) * 1.5;
-            let mut c = ChartBuilder::on(area)
-                .caption(title, ("sans-serif", 14))
-                .margin(8)
-                .x_label_area_size(36)
-                .y_label_area_size(56)
-                .build_cartesian_2d((0.7..x1 * 1.5).log_scale(), (y0..y1).log_scale())
-                .unwrap();
-            c.configure_mesh().x_desc("connections").draw().unwrap();
-            for (name, color, pts) in lines {
-                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(y0))).collect();
-                c.draw_series(LineSeries::new(pts, color.stroke_width(2)).point_size(3))
-                    .unwrap()
-                    .label(name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-            }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .unwrap();
-        }
-        root.present().unwrap();
-    }
-    out
+    let panel =
+        |caption, y: fn(&Sample) -> f64| (caption, common::median_lines(results, &colors, y));
+    common::chart_2x2(
+        "actix-web service, one record a request: Courier in the worker's system (blue), on its own thread (green), FutureProducer (orange); medians, log–log",
+        "connections",
+        vec![
+            panel("requests per second", |s| s.rate),
+            panel("latency p50 ms", |s| s.p50_us / 1e3),
+            panel("latency p99 ms", |s| s.p99_us / 1e3),
+            panel("service CPU µs per request", |s| s.cpu_us),
+        ],
+    )
 }

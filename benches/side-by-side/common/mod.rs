@@ -517,3 +517,84 @@ impl Args {
             .unwrap_or(if self.smoke() { smoke } else { bench })
     }
 }
+
+/// The median of `v` (NaN when empty is not allowed: `v` has a value).
+pub fn median(v: Vec<f64>) -> f64 {
+    med_min_max(v).0
+}
+
+/// A client's line on a chart: its name, colour and (x, y) points.
+pub type Line = (&'static str, plotters::style::RGBColor, Vec<(f64, f64)>);
+
+/// Each client's medians against the points (`x`, samples by client):
+/// one line of `(x, median of y)` a client, in `colors`' order.
+pub fn median_lines<S>(
+    results: &[(usize, std::collections::BTreeMap<&str, Vec<S>>)],
+    colors: &[(&'static str, plotters::style::RGBColor)],
+    y: impl Fn(&S) -> f64,
+) -> Vec<Line> {
+    colors
+        .iter()
+        .map(|&(client, color)| {
+            let pts = results
+                .iter()
+                .filter_map(|(n, by)| {
+                    let s = by.get(client).filter(|s| !s.is_empty())?;
+                    Some((*n as f64, median(s.iter().map(&y).collect())))
+                })
+                .collect();
+            (client, color, pts)
+        })
+        .collect()
+}
+
+/// Four log–log panels, 2 × 2, as an SVG: each a caption and its lines
+/// (a client's name, colour and points) against `x_desc`. Values at or
+/// below zero sit on the panel's floor.
+pub fn chart_2x2(title: &str, x_desc: &str, panels: Vec<(&str, Vec<Line>)>) -> String {
+    use plotters::prelude::*;
+    let x1 = panels
+        .iter()
+        .flat_map(|(_, lines)| lines.iter().flat_map(|(_, _, p)| p.iter().map(|&(x, _)| x)))
+        .fold(10.0, f64::max);
+    let mut out = String::new();
+    {
+        let root = SVGBackend::with_string(&mut out, (1000, 700)).into_drawing_area();
+        root.fill(&WHITE).unwrap();
+        let root = root.titled(title, ("sans-serif", 16)).unwrap();
+        for (area, (caption, lines)) in root.split_evenly((2, 2)).iter().zip(panels) {
+            let ys: Vec<f64> = lines
+                .iter()
+                .flat_map(|(_, _, p)| p.iter().map(|&(_, y)| y))
+                .filter(|y| *y > 0.0)
+                .collect();
+            let y0 = ys.iter().copied().fold(f64::MAX, f64::min).min(1.0) / 1.5;
+            let y1 = ys.iter().copied().fold(1.0, f64::max) * 1.5;
+            let mut c = ChartBuilder::on(area)
+                .caption(caption, ("sans-serif", 14))
+                .margin(8)
+                .x_label_area_size(36)
+                .y_label_area_size(56)
+                .build_cartesian_2d((0.7..x1 * 1.5).log_scale(), (y0..y1).log_scale())
+                .unwrap();
+            c.configure_mesh().x_desc(x_desc).draw().unwrap();
+            for (name, color, pts) in lines {
+                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(y0))).collect();
+                c.draw_series(LineSeries::new(pts, color.stroke_width(2)).point_size(3))
+                    .unwrap()
+                    .label(name)
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+            }
+            c.configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()
+                .unwrap();
+        }
+        root.present().unwrap();
+    }
+    out
+}
