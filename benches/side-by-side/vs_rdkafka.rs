@@ -2,7 +2,8 @@
 //! brokers this bench starts itself: Tansu, and for the `kafka` workloads
 //! one Apache Kafka broker (the tests' harness), over PLAINTEXT and over
 //! TLS (its SSL listener; librdkafka built with OpenSSL, Courier with
-//! rustls).
+//! rustls); for the `kafka3` workloads three brokers (replication factor 1
+//! and 3).
 //!
 //! ```text
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka                     # everything: the workload matrix, then latency
@@ -16,6 +17,8 @@
 //!                                                    # latency at one rate for all, to docs/benchmarks/equal-rate.md
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --defaults --only baseline --clients courier-stream,wire-ceiling
 //!                                                    # some of a workload's clients
+//! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --defaults --only "kafka plaintext|kafka3" --no-latency --out kafka3-defaults
+//!                                                    # one broker and three, to docs/benchmarks/kafka3-defaults.md
 //! cargo bench -p courier-side-by-side --bench vs_rdkafka -- --smoke          # seconds; what CI runs (no timing claims)
 //! ```
 //!
@@ -144,6 +147,8 @@ struct Workload {
     on: On,
     /// Records per transaction; 0: not transactional.
     txn: usize,
+    /// Replicas of each partition (on `On::Kafka3`; else 1).
+    replication: i16,
     /// Each client at its own defaults (`--defaults`; the children see
     /// `BENCH_DEFAULTS=1`): only linger, acks and compression set alike.
     defaults: bool,
@@ -235,6 +240,7 @@ fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
         keys: Keys::None,
         on: On::Tansu,
         txn: 0,
+        replication: 1,
         defaults,
     };
     let with = |name: &str, f: &dyn Fn(&mut Workload)| {
@@ -253,8 +259,13 @@ fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
                 On::Tansu => "",
                 On::Kafka => ", Apache Kafka",
                 On::KafkaTls => ", Apache Kafka over TLS",
+                On::Kafka3 => ", 3 Apache Kafka brokers",
             }
         );
+        if w.on == On::Kafka3 {
+            w.name
+                .push_str(&format!(", replication factor {}", w.replication));
+        }
         if w.txn > 0 {
             w.name
                 .push_str(&format!(", {} records per transaction", w.txn));
@@ -295,6 +306,18 @@ fn workloads(records: usize, smoke: bool, defaults: bool) -> Vec<Workload> {
                 // A commit sends what lingers anyway; 5 ms (the Java
                 // default) keeps linger out of the way of small ones.
                 w.linger_ms = 5;
+            }),
+        );
+    }
+    // Three brokers, each leading two of the six partitions: a client's
+    // requests spread over three connections; with replication factor 3
+    // (and acks=all) each batch is also fetched by two followers.
+    for rf in [3, 1] {
+        all.insert(
+            4,
+            with(&format!("kafka3 rf{rf}"), &|w| {
+                w.on = On::Kafka3;
+                w.replication = rf;
             }),
         );
     }
@@ -372,13 +395,13 @@ fn main() {
             let run = round.wrapping_sub(warm_up);
             for client in clients(w) {
                 let topic = format!("bench-{wi}-{client}-{round}");
-                target.create_topic(&topic, w.partitions);
+                target.create_replicated_topic(&topic, w.partitions, w.replication);
                 if w.txn > 0 {
                     target.set_transaction_version(transaction_version_for(client));
                 }
-                let broker_cpu_before = target.cpu();
+                let broker_cpu_before = target.brokers_cpu();
                 let mut s = run_child(&target, &topic, client, w, 0.0);
-                s.broker_cpu = target.cpu() - broker_cpu_before;
+                s.broker_cpu = target.brokers_cpu() - broker_cpu_before;
                 if run == 0 {
                     s.verified = Some(count_in_log(
                         &target.admin,
@@ -598,7 +621,7 @@ fn write_results(
     md.push_str(&format!(
         "# Courier vs rust-rdkafka\n\nRun on {date}: `{cmd}` ({runs} alternating runs per client; medians, with min–max; \
          on Apache Kafka after one untimed round of every client, which warms the broker's JIT).\n\
-         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap, its data on tmpfs; TLS on its SSL listener, the certificate checked against a CA made for the run); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
+         Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap, its data on tmpfs; TLS on its SSL listener, the certificate checked against a CA made for the run), for the `kafka3` ones a cluster of three such brokers (plaintext; broker CPU is the three's sum); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
          Courier is built at its default features, as an application gets it (the bench is a package of its own, `benches/side-by-side`).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
          In workloads marked \"each client at its defaults\" (`--defaults`) every client runs at its own defaults with only linger.ms, acks and compression.type set alike \
@@ -614,8 +637,8 @@ fn write_results(
          in the `kafka txn` workloads, `courier-txn` (a subscription, every report read) and `rdkafka-txn` (a `BaseProducer`, counting callback) \
          each commit a transaction every N records (the commit flushes and waits for the coordinator); the broker runs `transaction.version` 2 (Kafka 4.x's default, KIP-890), which Courier speaks and librdkafka does not (it speaks version 1 to it), \
          except for `courier-txn-v1`'s runs, for which it is set to 1 (`kafka-features downgrade`, and `upgrade` after): Courier on the first transaction protocol, on the same broker. \
-         `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the most one connection moves \
-         (its median bounds the medians of these clients, each of which sends a broker its requests on one connection): every Produce request is encoded before its clock starts \
+         `wire-ceiling` (in `--defaults` runs, plaintext, no keys) is not a client but the most one connection a broker moves \
+         (its median bounds the medians of these clients, each of which sends a broker its requests on one connection; on three brokers, one connection to each partition leader, each on its own thread, the records dealt out by partitions): every Produce request is encoded before its clock starts \
          (each partition's batch an equal share of 1 MiB, no producer id, so the broker checks no sequence), then written \
          with up to 5 unanswered; its CPU is mostly that encoding, its RSS the encoded records.\n",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
@@ -874,6 +897,14 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
         .env("BENCH_TXN", w.txn.to_string())
         .env("BENCH_DEFAULTS", if w.defaults { "1" } else { "0" })
         .env("BENCH_PARTITIONS", w.partitions.to_string())
+        .env(
+            "BENCH_CEILING_LEADERS",
+            if client == "wire-ceiling" {
+                target.leaders(topic)
+            } else {
+                String::new()
+            },
+        )
         .args(["--child", client, &target.connect, topic])
         .args([
             w.records.to_string(),
@@ -1566,160 +1597,242 @@ fn ceiling_batch_records(size: usize, partitions: i32) -> usize {
     probe.record_count() as usize
 }
 
-/// Not a client: the most one connection to the broker moves, the bound of
-/// any client that sends a broker's requests on one connection, as Courier,
-/// librdkafka and the Java client do. Every Produce request is encoded
-/// before the clock starts (keyless records of `job.size` bytes, each
-/// partition's batch an equal share of 1 MiB, no producer id: the broker
-/// checks no sequence), then written back to back with up to 5 unanswered
-/// (`max.in.flight.requests.per.connection`'s default), each answer
-/// checked for errors. Plaintext, one broker (the bench's own): the
-/// bootstrap address is the leader of every partition.
+/// Not a client: the most one connection a broker moves, the bound of
+/// any client that sends each broker its requests on one connection, as
+/// Courier, librdkafka and the Java client do. Every Produce request is
+/// encoded before the clock starts (keyless records of `job.size` bytes,
+/// each partition's batch an equal share of 1 MiB, no producer id: the
+/// broker checks no sequence), then written back to back with up to 5
+/// unanswered (`max.in.flight.requests.per.connection`'s default), each
+/// answer checked for errors. Plaintext. On a cluster
+/// (`BENCH_CEILING_LEADERS`, `host:port=p,p;…`: each leader's partitions)
+/// one connection a leader, each on a thread of its own, the records
+/// dealt out by partitions; else the bootstrap address leads every
+/// partition. The run lasts until the last connection is done.
 fn wire_ceiling(job: &Job) -> Outcome {
-    use courier_kafka::protocol::message::{decode_response, encode_request};
-    use courier_kafka::protocol::messages::{ApiVersionsRequest, ProduceRequest};
-    use courier_kafka::protocol::produce::{
-        encode, PartitionData, ProduceFrame, ProduceHeader, TopicData,
-    };
-    use courier_kafka::protocol::record_batch::{BatchBuilder, ProducerStamp};
-    use std::io::{Read, Write as _};
-
-    fn read_frame(conn: &mut std::net::TcpStream) -> bytes::Bytes {
-        let mut len = [0u8; 4];
-        conn.read_exact(&mut len).unwrap();
-        let len = u32::from_be_bytes(len) as usize;
-        assert!(len <= 64 << 20, "a {len}-byte answer frame");
-        let mut body = vec![0u8; len];
-        conn.read_exact(&mut body).unwrap();
-        body.into()
-    }
     assert!(job.settings.is_empty(), "wire-ceiling is plaintext only");
     assert!(
         job.keys == Keys::None,
         "wire-ceiling writes keyless records"
     );
-    let mut conn = std::net::TcpStream::connect(&job.addr).unwrap();
-    conn.set_nodelay(true).unwrap();
-    let mut buf = bytes::BytesMut::new();
-    encode_request(&mut buf, 0, None, 0, &ApiVersionsRequest::default()).unwrap();
-    conn.write_all(&buf).unwrap();
-    let (_, versions) = decode_response::<ApiVersionsRequest>(read_frame(&mut conn), 0).unwrap();
-    let version = courier_kafka::protocol::versions::negotiate(&versions)
-        .unwrap()
-        .produce;
-    let partitions: i32 = std::env::var("BENCH_PARTITIONS")
-        .ok()
-        .and_then(|p| p.parse().ok())
-        .expect("BENCH_PARTITIONS");
+    assert_eq!(
+        job.compression, "none",
+        "wire-ceiling writes uncompressed batches"
+    );
     let acks: i16 = match job.acks.as_str() {
         "all" | "-1" => -1,
         a => a.parse().unwrap(),
     };
     // With acks=0 the broker answers nothing: there would be nothing to count.
     assert!(acks != 0, "wire-ceiling needs acks 1 or all");
-    assert_eq!(
-        job.compression, "none",
-        "wire-ceiling writes uncompressed batches"
-    );
-    let payload = vec![b'x'; job.size];
-    let per_batch = ceiling_batch_records(job.size, partitions);
-    // CreateTime now, as a client's records carry: a timestamp of 0 would
-    // be past Kafka's time-based retention, which may delete the segment
-    // before the log is read back.
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
-    let batch = |records: usize| {
-        let mut b = BatchBuilder::new(usize::MAX, courier_kafka::Compression::None);
-        for _ in 0..records {
-            b.try_append(now_ms, None, Some(&payload), &[]).unwrap();
-        }
-        b.finish(ProducerStamp {
-            producer_id: -1,
-            producer_epoch: -1,
-            base_sequence: -1,
-            transactional: false,
-        })
-        .unwrap()
-        .bytes()
-        .clone()
+    let partitions: i32 = std::env::var("BENCH_PARTITIONS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .expect("BENCH_PARTITIONS");
+    let leaders: Vec<(String, Vec<i32>)> = match std::env::var("BENCH_CEILING_LEADERS") {
+        Ok(map) if !map.is_empty() => map
+            .split(';')
+            .map(|l| {
+                let (addr, ps) = l.split_once('=').expect("host:port=p,p");
+                (
+                    addr.to_string(),
+                    ps.split(',').map(|p| p.parse().unwrap()).collect(),
+                )
+            })
+            .collect(),
+        _ => vec![(job.addr.clone(), (0..partitions).collect())],
     };
-    // Each request: a batch per partition, records dealt out in order;
-    // its frame in one buffer (one write, as Courier's one `writev`), its
-    // record count, its partition count.
-    let mut requests: Vec<(Vec<u8>, usize, usize)> = Vec::new();
+    assert_eq!(
+        leaders.iter().map(|(_, ps)| ps.len()).sum::<usize>(),
+        partitions as usize,
+        "every partition has one leader"
+    );
+    // Each leader's share of the records, by its partitions.
     let mut left = job.n;
-    while left > 0 {
-        let mut batches = Vec::new();
-        for p in 0..partitions {
-            let take = per_batch.min(left);
-            if take == 0 {
-                break;
-            }
-            batches.push((p, batch(take), take));
-            left -= take;
-        }
-        let topics = [TopicData {
-            name: &job.topic,
-            partitions: batches
-                .iter()
-                .map(|(p, records, _)| PartitionData {
-                    partition: *p,
-                    records,
-                })
-                .collect(),
-        }];
-        let header = ProduceHeader {
-            version,
-            correlation_id: requests.len() as i32 + 1,
-            client_id: Some("wire-ceiling"),
-            acks,
-            timeout_ms: 30_000,
-            transactional_id: None,
+    let mut connections = Vec::new();
+    for (i, (addr, ps)) in leaders.iter().enumerate() {
+        let share = if i + 1 == leaders.len() {
+            left
+        } else {
+            job.n * ps.len() / partitions as usize
         };
-        let frame: ProduceFrame = encode(&header, &topics).unwrap();
-        requests.push((
-            frame.parts.concat(),
-            batches.iter().map(|b| b.2).sum(),
-            batches.len(),
-        ));
+        left -= share;
+        connections.push(CeilingConnection::prepare(job, addr, ps, share, acks));
     }
-    let start = Instant::now();
-    let (mut sent, mut answered, mut delivered) = (0, 0, 0);
-    while answered < requests.len() {
-        while sent < requests.len() && sent - answered < 5 {
-            conn.write_all(&requests[sent].0).unwrap();
-            sent += 1;
-        }
-        let (correlation, resp) =
-            decode_response::<ProduceRequest>(read_frame(&mut conn), version).unwrap();
-        assert_eq!(correlation, answered as i32 + 1, "answers come in order");
-        let answered_partitions: usize = resp
-            .responses
-            .iter()
-            .map(|t| t.partition_responses.len())
-            .sum();
-        assert_eq!(
-            answered_partitions, requests[answered].2,
-            "an answer for every partition sent"
-        );
-        for t in &resp.responses {
-            for p in &t.partition_responses {
-                assert_eq!(
-                    p.error_code, 0,
-                    "partition {}: error {}",
-                    p.index, p.error_code
-                );
-            }
-        }
-        delivered += requests[answered].1;
-        answered += 1;
-    }
+    let start = std::sync::Barrier::new(connections.len() + 1);
+    let (wall, delivered) = std::thread::scope(|scope| {
+        let runs: Vec<_> = connections
+            .into_iter()
+            .map(|c| {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    c.run()
+                })
+            })
+            .collect();
+        start.wait();
+        let t0 = Instant::now();
+        let delivered: usize = runs.into_iter().map(|r| r.join().unwrap()).sum();
+        (t0.elapsed().as_secs_f64(), delivered)
+    });
     Outcome {
-        wall: start.elapsed().as_secs_f64(),
+        wall,
         delivered,
         latencies: Vec::new(),
+    }
+}
+
+/// One `wire-ceiling` connection: its requests, encoded.
+struct CeilingConnection {
+    conn: std::net::TcpStream,
+    version: i16,
+    /// Each request's frame in one buffer (one write, as Courier's one
+    /// `writev`), its record count, its partition count.
+    requests: Vec<(Vec<u8>, usize, usize)>,
+}
+
+impl CeilingConnection {
+    fn read_frame(&mut self) -> bytes::Bytes {
+        use std::io::Read;
+        let mut len = [0u8; 4];
+        self.conn.read_exact(&mut len).unwrap();
+        let len = u32::from_be_bytes(len) as usize;
+        assert!(len <= 64 << 20, "a {len}-byte answer frame");
+        let mut body = vec![0u8; len];
+        self.conn.read_exact(&mut body).unwrap();
+        body.into()
+    }
+
+    /// Connects to `addr`, agrees versions, and encodes `records` of the
+    /// job's records dealt out over `partitions` (each batch an equal
+    /// share of a 1 MiB request).
+    fn prepare(job: &Job, addr: &str, partitions: &[i32], records: usize, acks: i16) -> Self {
+        use courier_kafka::protocol::message::{decode_response, encode_request};
+        use courier_kafka::protocol::messages::ApiVersionsRequest;
+        use courier_kafka::protocol::produce::{
+            encode, PartitionData, ProduceFrame, ProduceHeader, TopicData,
+        };
+        use courier_kafka::protocol::record_batch::{BatchBuilder, ProducerStamp};
+        use std::io::Write as _;
+
+        let conn = std::net::TcpStream::connect(addr).unwrap();
+        conn.set_nodelay(true).unwrap();
+        let mut me = CeilingConnection {
+            conn,
+            version: 0,
+            requests: Vec::new(),
+        };
+        let mut buf = bytes::BytesMut::new();
+        encode_request(&mut buf, 0, None, 0, &ApiVersionsRequest::default()).unwrap();
+        me.conn.write_all(&buf).unwrap();
+        let frame = me.read_frame();
+        let (_, versions) = decode_response::<ApiVersionsRequest>(frame, 0).unwrap();
+        me.version = courier_kafka::protocol::versions::negotiate(&versions)
+            .unwrap()
+            .produce;
+        let payload = vec![b'x'; job.size];
+        let per_batch = ceiling_batch_records(job.size, partitions.len() as i32);
+        // CreateTime now, as a client's records carry: a timestamp of 0
+        // would be past Kafka's time-based retention, which may delete the
+        // segment before the log is read back.
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let batch = |records: usize| {
+            let mut b = BatchBuilder::new(usize::MAX, courier_kafka::Compression::None);
+            for _ in 0..records {
+                b.try_append(now_ms, None, Some(&payload), &[]).unwrap();
+            }
+            b.finish(ProducerStamp {
+                producer_id: -1,
+                producer_epoch: -1,
+                base_sequence: -1,
+                transactional: false,
+            })
+            .unwrap()
+            .bytes()
+            .clone()
+        };
+        // Each request: a batch per partition, records dealt out in order.
+        let mut left = records;
+        while left > 0 {
+            let mut batches = Vec::new();
+            for &p in partitions {
+                let take = per_batch.min(left);
+                if take == 0 {
+                    break;
+                }
+                batches.push((p, batch(take), take));
+                left -= take;
+            }
+            let topics = [TopicData {
+                name: &job.topic,
+                partitions: batches
+                    .iter()
+                    .map(|(p, records, _)| PartitionData {
+                        partition: *p,
+                        records,
+                    })
+                    .collect(),
+            }];
+            let header = ProduceHeader {
+                version: me.version,
+                correlation_id: me.requests.len() as i32 + 1,
+                client_id: Some("wire-ceiling"),
+                acks,
+                timeout_ms: 30_000,
+                transactional_id: None,
+            };
+            let frame: ProduceFrame = encode(&header, &topics).unwrap();
+            me.requests.push((
+                frame.parts.concat(),
+                batches.iter().map(|b| b.2).sum(),
+                batches.len(),
+            ));
+        }
+        me
+    }
+
+    /// Writes every request, at most 5 unanswered; returns the records
+    /// the broker took.
+    fn run(mut self) -> usize {
+        use courier_kafka::protocol::message::decode_response;
+        use courier_kafka::protocol::messages::ProduceRequest;
+        use std::io::Write as _;
+        let (mut sent, mut answered, mut delivered) = (0, 0, 0);
+        while answered < self.requests.len() {
+            while sent < self.requests.len() && sent - answered < 5 {
+                self.conn.write_all(&self.requests[sent].0).unwrap();
+                sent += 1;
+            }
+            let frame = self.read_frame();
+            let (correlation, resp) =
+                decode_response::<ProduceRequest>(frame, self.version).unwrap();
+            assert_eq!(correlation, answered as i32 + 1, "answers come in order");
+            let answered_partitions: usize = resp
+                .responses
+                .iter()
+                .map(|t| t.partition_responses.len())
+                .sum();
+            assert_eq!(
+                answered_partitions, self.requests[answered].2,
+                "an answer for every partition sent"
+            );
+            for t in &resp.responses {
+                for p in &t.partition_responses {
+                    assert_eq!(
+                        p.error_code, 0,
+                        "partition {}: error {}",
+                        p.index, p.error_code
+                    );
+                }
+            }
+            delivered += self.requests[answered].1;
+            answered += 1;
+        }
+        delivered
     }
 }
 
@@ -1949,6 +2062,7 @@ fn slow_broker(args: &common::Args) {
         keys: Keys::None,
         on: On::Kafka,
         txn: 0,
+        replication: 1,
         // Each client at its own defaults (Courier's batch.size is
         // 256 KiB, a stay's length; librdkafka's sticky time 10 ms).
         defaults: true,

@@ -30,6 +30,8 @@ pub enum On {
     /// The same broker's SSL listener (server-authenticated TLS; the
     /// certificate is for `localhost`, checked by both clients).
     KafkaTls,
+    /// A shared cluster of three Apache Kafka brokers (PLAINTEXT).
+    Kafka3,
 }
 
 /// A workload's broker: where clients connect and with what settings, and
@@ -65,6 +67,9 @@ impl Target {
                 kafka: None,
                 _tansu: Some(tansu),
             };
+        }
+        if on == On::Kafka3 {
+            return Target::cluster(support::kafka::KafkaCluster::shared(3));
         }
         let kafka = support::kafka::KafkaCluster::shared_secured();
         let (connect, settings) = match on {
@@ -143,6 +148,24 @@ impl Target {
                 ))
                 .expect("create topic"),
         }
+    }
+
+    /// Each leader of `topic`'s partitions and the partitions it leads,
+    /// as `host:port=p,p;…` (`wire-ceiling`'s `BENCH_CEILING_LEADERS`);
+    /// empty on Tansu, whose one broker leads them all.
+    pub fn leaders(&self, topic: &str) -> String {
+        let Some(kafka) = self.kafka else {
+            return String::new();
+        };
+        let mut by: std::collections::BTreeMap<i32, Vec<String>> = Default::default();
+        for (p, leader) in kafka.leaders(topic).into_iter().enumerate() {
+            assert!(leader >= 0, "{topic}: partition {p} has no leader");
+            by.entry(leader).or_default().push(p.to_string());
+        }
+        by.into_iter()
+            .map(|(id, ps)| format!("{}={}", kafka.address(id), ps.join(",")))
+            .collect::<Vec<_>>()
+            .join(";")
     }
 
     /// Kafka keeps its logs on disk: a run's topic is deleted once read.
