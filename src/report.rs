@@ -48,7 +48,12 @@ pub enum ErrorKind {
     /// `delivery.timeout.ms` passed before the record was acknowledged.
     Timeout,
     /// The broker answered with this error: one not retriable, or a
-    /// retriable one after `retries` or `delivery.timeout.ms` ran out.
+    /// retriable one after `retries` or `delivery.timeout.ms` ran out
+    /// (except OUT_OF_ORDER_SEQUENCE_NUMBER behind an earlier batch not yet
+    /// acknowledged: the batch only waited, and fails [`Timeout`] once
+    /// `delivery.timeout.ms` passes).
+    ///
+    /// [`Timeout`]: ErrorKind::Timeout
     Broker(BrokerError),
     /// The producer was closed or dropped before the record was sent.
     Cancelled,
@@ -142,7 +147,9 @@ impl DeliveryError {
     /// transaction, which no read_committed reader sees), or any error
     /// after more than one attempt (an earlier attempt's fate is unknown).
     /// False when the record was never sent or its one attempt was refused
-    /// outright.
+    /// outright (one exception, on the safe side: a timeout says true, even
+    /// for a batch whose one attempt was refused out of order while it
+    /// waited behind an earlier one).
     pub fn may_have_been_written(&self) -> bool {
         if self.attempts == 0 {
             return false;
