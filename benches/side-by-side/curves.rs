@@ -1181,23 +1181,10 @@ fn chart(curve: &str, results: &[Measured]) -> String {
                     rdkafka
                 };
                 let thin = name.ends_with("p50");
-                let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, y.max(y0))).collect();
-                c.draw_series(
-                    LineSeries::new(pts, color.stroke_width(if thin { 1 } else { 2 }))
-                        .point_size(if thin { 2 } else { 3 }),
-                )
-                .unwrap()
-                .label(*name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                });
+                let (width, point) = if thin { (1, 2) } else { (2, 3) };
+                common::draw_line(&mut c, name, color, width, point, pts, y0);
             }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .unwrap();
+            common::draw_legend(&mut c);
         }
         root.present().unwrap();
     }

@@ -1714,7 +1714,6 @@ impl CeilingConnection {
             encode, PartitionData, ProduceFrame, ProduceHeader, TopicData,
         };
         use courier_kafka::protocol::record_batch::{BatchBuilder, ProducerStamp};
-        use std::io::Write as _;
 
         let conn = std::net::TcpStream::connect(addr).unwrap();
         conn.set_nodelay(true).unwrap();
@@ -1800,7 +1799,6 @@ impl CeilingConnection {
     fn run(mut self) -> usize {
         use courier_kafka::protocol::message::decode_response;
         use courier_kafka::protocol::messages::ProduceRequest;
-        use std::io::Write as _;
         let (mut sent, mut answered, mut delivered) = (0, 0, 0);
         while answered < self.requests.len() {
             while sent < self.requests.len() && sent - answered < 5 {

@@ -153,19 +153,19 @@ impl Engine {
             && (c.error != ResponseError::OutOfOrderSequenceNumber || self.oldest_unacked(&b))
         {
             let (kind, why) = match c.error {
-                    ResponseError::InvalidProducerEpoch => (
-                        ErrorKind::Fenced,
-                        "the producer's epoch is stale (a newer producer with the same transactional.id, or the coordinator aborted a transaction open longer than transaction.timeout.ms)",
-                    ),
-                    ResponseError::InvalidTxnState | ResponseError::UnsupportedForMessageFormat => (
-                        ErrorKind::Broker(BrokerError::from_response(c.error)),
-                        "the broker refused the batch in this transaction",
-                    ),
-                    _ => (
-                        ErrorKind::Broker(BrokerError::from_response(c.error)),
-                        "the broker lost this producer's sequence state",
-                    ),
-                };
+                ResponseError::InvalidProducerEpoch => (
+                    ErrorKind::Fenced,
+                    "the producer's epoch is stale (a newer producer with the same transactional.id, or the coordinator aborted a transaction open longer than transaction.timeout.ms)",
+                ),
+                ResponseError::InvalidTxnState | ResponseError::UnsupportedForMessageFormat => (
+                    ErrorKind::Broker(BrokerError::from_response(c.error)),
+                    "the broker refused the batch in this transaction",
+                ),
+                _ => (
+                    ErrorKind::Broker(BrokerError::from_response(c.error)),
+                    "the broker lost this producer's sequence state",
+                ),
+            };
             let message = format!(
                 "{:?} from broker {broker}: {why}; the transaction must be aborted",
                 c.error

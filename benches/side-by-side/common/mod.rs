@@ -601,23 +601,53 @@ pub fn chart_2x2(title: &str, x_desc: &str, panels: Vec<(&str, Vec<Line>)>) -> S
                 .build_cartesian_2d((0.7..x1 * 1.5).log_scale(), (y0..y1).log_scale())
                 .unwrap();
             c.configure_mesh().x_desc(x_desc).draw().unwrap();
-            for (name, color, pts) in lines {
-                let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x, y.max(y0))).collect();
-                c.draw_series(LineSeries::new(pts, color.stroke_width(2)).point_size(3))
-                    .unwrap()
-                    .label(name)
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
+            for (name, color, pts) in &lines {
+                draw_line(&mut c, name, *color, 2, 3, pts, y0);
             }
-            c.configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()
-                .unwrap();
+            draw_legend(&mut c);
         }
         root.present().unwrap();
     }
     out
+}
+
+/// A log–log chart panel of `chart_2x2` and the curves bench.
+pub type LogLog<'a, 'b> = plotters::chart::ChartContext<
+    'a,
+    plotters::backend::SVGBackend<'b>,
+    plotters::coord::cartesian::Cartesian2d<
+        plotters::coord::combinators::LogCoord<f64>,
+        plotters::coord::combinators::LogCoord<f64>,
+    >,
+>;
+
+/// Draws one client's line on `c`, `width` pixels wide with points of
+/// `point_size`, labelled `name` for the legend; values below `y0` sit on
+/// the panel's floor.
+pub fn draw_line<'b>(
+    c: &mut LogLog<'b, 'b>,
+    name: &str,
+    color: plotters::style::RGBColor,
+    width: u32,
+    point_size: u32,
+    pts: &[(f64, f64)],
+    y0: f64,
+) {
+    use plotters::prelude::*;
+    let pts: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (x, y.max(y0))).collect();
+    c.draw_series(LineSeries::new(pts, color.stroke_width(width)).point_size(point_size))
+        .unwrap()
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+}
+
+/// Draws `c`'s legend in its upper left corner.
+pub fn draw_legend<'b>(c: &mut LogLog<'b, 'b>) {
+    use plotters::prelude::*;
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .unwrap();
 }
