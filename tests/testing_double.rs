@@ -1443,6 +1443,75 @@ async fn timed_out_behind() {
     );
 }
 
+/// The same wait in a transaction: the batch behind the unacknowledged
+/// one reports a timeout, the earlier one is written, and the commit
+/// fails abortable naming the failed record; the abort leaves none of the
+/// transaction's records committed, and the next transaction commits.
+#[test]
+fn a_transactional_batch_that_times_out_behind_an_unacknowledged_one_makes_the_commit_abortable() {
+    let system = paused_system();
+    system.block_on(transactional_timed_out_behind());
+}
+
+async fn transactional_timed_out_behind() {
+    let broker = MockBroker::new().topic("t", 1);
+    // The timeline of `timed_out_behind`.
+    script_value(&broker, "earlier", [Verdict::Hold, Verdict::Hold]);
+    script_value(
+        &broker,
+        "later",
+        [Verdict::Deliver, Verdict::Hold, Verdict::Hold],
+    );
+    let producer = broker
+        .start(
+            transactional("tx-behind")
+                .set("request.timeout.ms", "1000")
+                .set("delivery.timeout.ms", "1500")
+                .set("retry.backoff.ms", "50")
+                .set("retry.backoff.max.ms", "50"),
+        )
+        .unwrap();
+    producer.init_transactions().await.unwrap();
+    producer.begin_transaction().unwrap();
+    producer.send(Record::to("t").value("first")).await.unwrap();
+    let earlier = producer
+        .submit(Record::to("t").value("earlier"))
+        .await
+        .unwrap();
+    while broker.held() == 0 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let later = producer
+        .submit(Record::to("t").value("later"))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1600)).await;
+    assert_eq!(broker.held(), 2, "both in flight at 1.6 s");
+    assert_eq!(broker.release_all_newest_first(Verdict::Deliver), 2);
+    let e = later.await.unwrap_err();
+    assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
+    assert!(e.message.contains("behind"), "{}", e.message);
+    earlier.await.expect("written before the commit");
+    match producer.commit_transaction().await {
+        // The commit names the failed record; its report says why.
+        Err(courier_kafka::TransactionError::Abortable { kind, message }) => {
+            assert_eq!(kind, ErrorKind::Aborted, "{message}");
+            assert!(message.contains("1 record(s)"), "{message}");
+        }
+        other => panic!("the commit must fail abortable: {other:?}"),
+    }
+    producer.abort_transaction().await.unwrap();
+    for v in ["first", "earlier"] {
+        assert_eq!(txn_states(&broker, v), [Some(TxnState::Aborted)], "{v}");
+    }
+    assert!(txn_states(&broker, "later").is_empty(), "never written");
+    producer.begin_transaction().unwrap();
+    producer.send(Record::to("t").value("next")).await.unwrap();
+    producer.commit_transaction().await.unwrap();
+    assert_eq!(txn_states(&broker, "next"), [Some(TxnState::Committed)]);
+    producer.close().await;
+}
+
 /// Answers that overtake each other (`release_all_newest_first`): with
 /// idempotence, the later batch of a partition reaches the log first and
 /// is refused OUT_OF_ORDER_SEQUENCE_NUMBER while the earlier one is still

@@ -18,7 +18,8 @@
 //! replication factor 3). `--per-partition N` gives the partitions curve
 //! at least N records a partition (more records than `--records` at its
 //! large points). Each run also reads the brokers' CPU time, so a table
-//! shows where the broker was the limit.
+//! shows where the broker was the limit, and on Apache Kafka (up to 100
+//! partitions) how full the batches the brokers stored were.
 //!
 //! The curves:
 //! - `partitions`: one topic of P partitions (1 → 10,000), keyed records
@@ -265,6 +266,9 @@ struct Sample {
     /// The brokers' CPU seconds over the run (creating its topic not
     /// included).
     broker_cpu: f64,
+    /// Mean records a batch the brokers stored from the run (Kafka, up
+    /// to 100 partitions: `Target::batch_fill`).
+    records_per_batch: Option<f64>,
 }
 
 /// A client's medians at one point.
@@ -282,6 +286,8 @@ struct Stats {
     p99_us: f64,
     /// The brokers' CPU µs per delivered record.
     broker_cpu_us: f64,
+    /// Mean records a stored batch, median over the runs that measured it.
+    records_per_batch: Option<f64>,
     /// The most records any run lost (expected − delivered, or failed sends).
     lost: usize,
     /// Runs completed (fewer than asked when a later run failed).
@@ -299,6 +305,10 @@ impl Stats {
             p50_us: pick(&|s| s.p50_us),
             p99_us: pick(&|s| s.p99_us),
             broker_cpu_us: pick(&|s| s.broker_cpu * 1e6 / s.delivered.max(1) as f64),
+            records_per_batch: {
+                let fills: Vec<f64> = samples.iter().filter_map(|s| s.records_per_batch).collect();
+                (!fills.is_empty()).then(|| med_min_max(fills).0)
+            },
             lost: samples
                 .iter()
                 .map(|s| {
@@ -493,17 +503,30 @@ fn measure(
                     &fresh
                 }
             };
+            // How full the run's batches were: read from the segment
+            // files after the run (one JVM), where that stays cheap.
+            let since = (kafka.is_some() && p.partitions <= 100)
+                .then(|| target.end_offsets(&topic, p.partitions));
             let broker_cpu = target.brokers_cpu();
             let outcome = run_client(target, &topic, client, p, courier_set);
             let broker_cpu = target.brokers_cpu() - broker_cpu;
-            match outcome.map(|s| Sample { broker_cpu, ..s }) {
+            let records_per_batch = since
+                .and_then(|since| target.batch_fill(&topic, &since))
+                .map(|f| f.records_per_batch());
+            match outcome.map(|s| Sample {
+                broker_cpu,
+                records_per_batch,
+                ..s
+            }) {
                 Ok(s) => {
                     eprintln!(
-                        "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  broker cpu {:>7.3} µs/msg  rss {:>6.1} MiB  delivered {}{}",
+                        "  run {run} {client:<8} {:>9.0} msg/s  cpu {:>7.3} µs/msg  broker cpu {:>7.3} µs/msg  rss {:>6.1} MiB  {}delivered {}{}",
                         s.delivered as f64 / s.wall,
                         s.cpu * 1e6 / s.delivered.max(1) as f64,
                         s.broker_cpu * 1e6 / s.delivered.max(1) as f64,
                         s.rss_kib as f64 / 1024.0,
+                        s.records_per_batch
+                            .map_or(String::new(), |r| format!("{r:.0} rec/batch  ")),
                         s.delivered,
                         if is_web(p.curve) {
                             format!("  p50 {:.0} µs  p99 {:.0} µs  failed {}", s.p50_us, s.p99_us, s.failed)
@@ -553,6 +576,7 @@ fn run_client(
         p99_us,
         cpu: done.cpu,
         broker_cpu: 0.0,
+        records_per_batch: None,
     })
 }
 
@@ -1239,6 +1263,8 @@ fn write_results(
          Both clients at their defaults except the swept parameter, with `linger.ms=5` and `acks=all` set alike. \
          CPU is the client process's user+sys time (its start and connection included) per delivered record; \
          RSS its peak (`VmHWM`). Broker CPU is the brokers' user+sys time over the same client run, per delivered record. \
+         On Apache Kafka, at up to 100 partitions, `records a batch` is the mean number of records in the batches the brokers stored from each run \
+         (Kafka's `DumpLogSegments` on one replica's segment files; median over the runs): how full each client's batches were. \
          Records/s is delivered records over the time from the first record to the last report. \
          Every delivered count comes from success reports; `lost` is the most any run missed.\n\n\
          Curves (charts: log–log, a panel per measure):\n\n\
@@ -1354,6 +1380,16 @@ fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
         " broker CPU µs/rec (courier's run) | broker CPU µs/rec ({other}'s run) |"
     )
     .unwrap();
+    let fill = of
+        .iter()
+        .any(|m| m.by_client.values().any(|s| s.records_per_batch.is_some()));
+    if fill {
+        write!(
+            head,
+            " records a batch (courier) | records a batch ({other}) |"
+        )
+        .unwrap();
+    }
     write!(head, " lost (courier/{other}) | load avg before/after |").unwrap();
     let cols = head.matches('|').count() - 1;
     writeln!(md, "{head}\n{}", "|---".repeat(cols) + "|").unwrap();
@@ -1410,6 +1446,13 @@ fn table(md: &mut String, curve: &str, of: &[&Measured], other: &str) {
             f(r, &|s| s.broker_cpu_us, 2)
         )
         .unwrap();
+        if fill {
+            let per_batch = |s: Option<&Stats>| {
+                s.and_then(|s| s.records_per_batch)
+                    .map_or("–".into(), |r| format!("{r:.0}"))
+            };
+            write!(row, " {} | {} |", per_batch(c), per_batch(r)).unwrap();
+        }
         let lost = |s: Option<&Stats>| {
             s.map_or("–".into(), |s| {
                 if s.lost == 0 {

@@ -215,6 +215,41 @@ impl Target {
         }
     }
 
+    /// Each partition's log end offset (Kafka only; empty on Tansu): what
+    /// [`Target::batch_fill`] counts from.
+    pub fn end_offsets(&self, topic: &str, partitions: i32) -> Vec<i64> {
+        self.kafka
+            .map_or_else(Vec::new, |kafka| kafka.end_offsets(topic, partitions))
+    }
+
+    /// How full the batches were that `topic`'s leaders stored from
+    /// `since` (each partition's [`Target::end_offsets`] before a run) on,
+    /// as Kafka's `DumpLogSegments` reads them from one replica of each
+    /// partition (followers store the leader's batches as they are): the
+    /// brokers' own account of what a client sent, the same for every
+    /// client. `None` on Tansu.
+    pub fn batch_fill(&self, topic: &str, since: &[i64]) -> Option<BatchFill> {
+        let kafka = self.kafka?;
+        let mut fill = BatchFill::default();
+        let mut seen = std::collections::BTreeSet::new();
+        for ((partition, _broker), batches) in kafka.dump_log(topic) {
+            if !seen.insert(partition) {
+                continue;
+            }
+            let from = since.get(partition as usize).copied().unwrap_or(0);
+            for b in batches.iter().filter(|b| b.base_offset >= from) {
+                fill.batches += 1;
+                fill.records += b.count as u64;
+                fill.bytes += b
+                    .fields
+                    .get("size")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            }
+        }
+        Some(fill)
+    }
+
     /// The broker's CPU seconds so far.
     pub fn cpu(&self) -> f64 {
         cpu_of(self.pid)
@@ -232,6 +267,41 @@ impl Target {
                 .sum(),
             None => self.cpu(),
         }
+    }
+}
+
+/// Record batches a broker stored for one run ([`Target::batch_fill`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BatchFill {
+    /// Batches stored.
+    pub batches: u64,
+    /// Records in them.
+    pub records: u64,
+    /// Their stored bytes (headers included).
+    pub bytes: u64,
+}
+
+impl BatchFill {
+    /// Mean records a batch.
+    pub fn records_per_batch(&self) -> f64 {
+        self.records as f64 / self.batches.max(1) as f64
+    }
+
+    /// Mean KiB a batch.
+    pub fn kib_per_batch(&self) -> f64 {
+        self.bytes as f64 / 1024.0 / self.batches.max(1) as f64
+    }
+}
+
+impl std::fmt::Display for BatchFill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} batches, {:.0} records / {:.1} KiB each",
+            self.batches,
+            self.records_per_batch(),
+            self.kib_per_batch()
+        )
     }
 }
 
