@@ -410,6 +410,10 @@ fn main() {
                         w.records,
                         warms_up(client),
                     ));
+                    // One JVM start (DumpLogSegments) a client: not in smokes.
+                    if !smoke {
+                        s.batch_fill = target.batch_fill(&topic, &[]);
+                    }
                 }
                 target.done_with(&topic);
                 if round < warm_up {
@@ -427,6 +431,9 @@ fn main() {
                     s.delivered,
                     s.verified.map_or(String::new(), |v| format!("  (log: {v})"))
                 );
+                if let Some(fill) = s.batch_fill {
+                    eprintln!("        stored: {fill}");
+                }
                 samples.entry(client).or_default().push(s);
             }
         }
@@ -566,6 +573,8 @@ struct Sample {
     max_rss_kib: i64,
     delivered: usize,
     verified: Option<usize>,
+    /// How full the batches the broker stored were (Kafka, first run).
+    batch_fill: Option<common::BatchFill>,
     broker_cpu: f64,
     /// p50, p99, p99.9 in µs (open-loop runs only).
     latency_us: [f64; 3],
@@ -586,6 +595,8 @@ struct Stats {
     cpu_us: (f64, f64, f64),
     rss_mib: (f64, f64, f64),
     broker_cpu: f64,
+    /// The first run's batch fill, as stored (Kafka workloads).
+    batch_fill: Option<common::BatchFill>,
     lost: usize,
 }
 
@@ -596,6 +607,7 @@ impl Stats {
             cpu_us: med_min_max(s.iter().map(|x| x.cpu_us_per_msg(n)).collect()),
             rss_mib: med_min_max(s.iter().map(|x| x.max_rss_kib as f64 / 1024.0).collect()),
             broker_cpu: med_min_max(s.iter().map(|x| x.broker_cpu).collect()).0,
+            batch_fill: s.iter().find_map(|x| x.batch_fill),
             lost: s
                 .iter()
                 .map(|x| {
@@ -624,6 +636,8 @@ fn write_results(
          Machine: {} cores, {}; brokers on the same machine: Tansu 0.6.0 (memory storage, a fresh one per workload), and for the `kafka` workloads one Apache Kafka 4.1.1 broker (KRaft, 512 MiB heap, its data on tmpfs; TLS on its SSL listener, the certificate checked against a CA made for the run), for the `kafka3` ones a cluster of three such brokers (plaintext; broker CPU is the three's sum); rdkafka 0.38 (librdkafka 2.12.1, OpenSSL 3 for TLS; Courier uses rustls with ring). \
          Courier is built at its default features, as an application gets it (the bench is a package of its own, `benches/side-by-side`).\n\
          Every report is consumed; CPU is the client process's user+sys time per message; RSS is its peak. \
+         On Apache Kafka, `records / KiB a batch` is how full the batches the brokers stored from each client's first run were, \
+         read from one replica's segment files by Kafka's `DumpLogSegments` (mean records and KiB a batch). \
          In workloads marked \"each client at its defaults\" (`--defaults`) every client runs at its own defaults with only linger.ms, acks and compression.type set alike \
          (and rdkafka's `partitioner=murmur2_random`); there `courier-cli` is `courier perf` (the optimised binary, every report read) and `java-perf` the Java client's \
          `ProducerPerformance` from kafka-tools 4.1.1 (`-Xmx512m`; its CPU includes the JVM's start and JIT). Elsewhere \
@@ -648,11 +662,11 @@ fn write_results(
     for (w, c, s) in table {
         if *w != current {
             current = w.clone();
-            md.push_str(&format!("\n## {w}\n\n| client | msgs/s | MB/s | client CPU µs/msg | peak RSS MiB | broker CPU s/run | lost |\n|---|---|---|---|---|---|---|\n"));
+            md.push_str(&format!("\n## {w}\n\n| client | msgs/s | MB/s | client CPU µs/msg | peak RSS MiB | broker CPU s/run | records / KiB a batch | lost |\n|---|---|---|---|---|---|---|---|\n"));
         }
         let size = workload_size(w);
         md.push_str(&format!(
-            "| {c} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.3} ({:.3}–{:.3}) | {:.0} ({:.0}–{:.0}) | {:.2} | {} |\n",
+            "| {c} | {:.0} ({:.0}–{:.0}) | {:.1} | {:.3} ({:.3}–{:.3}) | {:.0} ({:.0}–{:.0}) | {:.2} | {} | {} |\n",
             s.rate.0,
             s.rate.1,
             s.rate.2,
@@ -664,6 +678,11 @@ fn write_results(
             s.rss_mib.1,
             s.rss_mib.2,
             s.broker_cpu,
+            s.batch_fill.map_or("–".to_string(), |f| format!(
+                "{:.0} / {:.1}",
+                f.records_per_batch(),
+                f.kib_per_batch()
+            )),
             s.lost
         ));
     }
@@ -923,6 +942,7 @@ fn run_child(target: &Target, topic: &str, client: &str, w: &Workload, rate: f64
         max_rss_kib: max_rss_kib as i64,
         delivered: delivered as usize,
         verified: None,
+        batch_fill: None,
         broker_cpu: 0.0,
         latency_us: [p50, p99, p999],
     }
@@ -1195,7 +1215,8 @@ fn perf_tool(job: &Job, cmd: Command) -> Outcome {
 }
 
 /// Settings for Courier's clients only, for experiments
-/// (`BENCH_COURIER_EXTRA="batch.size=262144 linger.ms=5"`).
+/// (`BENCH_COURIER_EXTRA="batch.size=262144 linger.ms=5"`; in a
+/// `--defaults` run too).
 fn courier_extra() -> Vec<(String, String)> {
     std::env::var("BENCH_COURIER_EXTRA")
         .unwrap_or_default()
@@ -2061,8 +2082,9 @@ fn slow_broker(args: &common::Args) {
         on: On::Kafka,
         txn: 0,
         replication: 1,
-        // Each client at its own defaults (Courier's batch.size is
-        // 256 KiB, a stay's length; librdkafka's sticky time 10 ms).
+        // Each client at its own defaults (Courier's batch.size,
+        // 1,000,000 bytes, is a stay's length; librdkafka's sticky time
+        // 10 ms).
         defaults: true,
     };
     eprintln!(
@@ -2125,7 +2147,7 @@ fn slow_broker(args: &common::Args) {
          (open loop: a record's latency runs from when it was due to its report), `linger.ms=5`, `acks=all`, and reads every report. \
          `courier-stream` is Courier at its defaults (KIP-794's partitioner, `partitioner.adaptive.partitioning.enable=true`), \
          `courier-stream-uniform` the same with it `false`, `rdkafka-base` a `BaseProducer` (librdkafka 2.12.1: sticky for `sticky.partitioning.linger.ms`, \
-         10 ms, no adaptive choice); each client at its own defaults otherwise (Courier's `batch.size` is 256 KiB, so a stay takes 256 KiB; \
+         10 ms, no adaptive choice); each client at its own defaults otherwise (Courier's `batch.size` is 1,000,000 bytes, so a stay takes that many; \
          the subscription's default bound of unread reports). \
          \"Slow broker\" is the share of the records written to the slow broker's partitions (their end offsets).\n\n\
          | client | msgs/s kept | p50 ms | p99 ms | slow broker's share | lost |\n|---|---|---|---|---|---|\n",

@@ -248,7 +248,7 @@ fn only_a_batch_opened_on_an_unlisted_queue_asks_for_a_listing() {
 }
 
 /// A keyed producer on a topic of thousands of partitions opens a batch
-/// on each: at the defaults (`batch.size` 256 KiB, `buffer.memory`
+/// on each: at the defaults (`batch.size` 1,000,000, `buffer.memory`
 /// 32 MiB) a new batch takes what its buffer starts with (room for a few
 /// records like its first), not a fixed 4 KiB, so 20,000 batches of one
 /// 100-byte record fit (at 4 KiB each, about 8,000 did), and once
