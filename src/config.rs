@@ -117,11 +117,12 @@ pub struct ProducerConfig {
     /// has written, not for `batch.size`: it starts with room for a few
     /// records like its first (at most 4 KiB), takes more as it fills, and
     /// once sealed holds its encoded bytes only, so the larger default
-    /// costs a lightly used partition nothing. Batches fill past a few
-    /// KiB only when records come faster than `linger.ms` sends them or
-    /// wait for a request slot, that is when the broker is the limit;
-    /// there fewer, larger batches cost it less CPU a record
-    /// ([`crate::guide::configuration`]).
+    /// costs a lightly used partition nothing. The limit matters where a
+    /// partition gets more than a few hundred KiB within `linger.ms`, or
+    /// while its batches wait for a request slot because the broker is
+    /// the limit; there fewer, larger batches cost the broker less CPU a
+    /// record. Keyless records stay on a partition for up to this many
+    /// bytes (KIP-794) ([`crate::guide::configuration`]).
     pub batch_size: usize,
     /// `batch.num.messages` (librdkafka's name): records per batch at most
     /// (default 10000, as librdkafka). Each record awaiting its report

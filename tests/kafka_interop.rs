@@ -384,8 +384,8 @@ async fn only_the_big_record_fails(batch_size: &str, attempts: u32) {
     assert_eq!(delivered.len(), 8, "its 8 neighbours are delivered");
 }
 
-/// The same with the default `batch.size` (16384), where the big record
-/// shares a batch with its neighbours: the broker refuses the whole batch
+/// The same with the Java client's default `batch.size` (16384), where the
+/// big record shares a batch with its neighbours: the broker refuses the whole batch
 /// (its size is over `max.message.bytes`). Courier splits it into one
 /// batch per record, so only the big record fails (at its second attempt)
 /// and its 8 neighbours are delivered. (librdkafka fails all 9; the Java

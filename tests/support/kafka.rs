@@ -1475,16 +1475,25 @@ impl KafkaCluster {
             .create()
             .expect("create rdkafka client");
         // A leader that just moved answers OFFSET_NOT_AVAILABLE until its
-        // high watermark catches up: asked again, for up to 60 s.
+        // high watermark catches up, and a topic just created may not have
+        // reached the metadata this client reads: asked again, for up to
+        // 60 s.
+        use rdkafka::types::RDKafkaErrorCode as Code;
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         (0..partitions)
             .map(|p| loop {
                 match client.fetch_watermarks(topic, p, Duration::from_secs(30)) {
                     Ok((_, high)) => break high,
                     Err(e)
-                        if e.rdkafka_error_code()
-                            == Some(rdkafka::types::RDKafkaErrorCode::OffsetNotAvailable)
-                            && std::time::Instant::now() < deadline =>
+                        if matches!(
+                            e.rdkafka_error_code(),
+                            Some(
+                                Code::OffsetNotAvailable
+                                    | Code::NotLeaderForPartition
+                                    | Code::LeaderNotAvailable
+                                    | Code::UnknownTopicOrPartition
+                            )
+                        ) && std::time::Instant::now() < deadline =>
                     {
                         std::thread::sleep(Duration::from_millis(200));
                     }

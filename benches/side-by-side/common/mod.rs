@@ -224,20 +224,24 @@ impl Target {
 
     /// How full the batches were that `topic`'s leaders stored from
     /// `since` (each partition's [`Target::end_offsets`] before a run) on,
-    /// as Kafka's `DumpLogSegments` reads them from one replica of each
-    /// partition (followers store the leader's batches as they are): the
+    /// as Kafka's `DumpLogSegments` reads them from the segment files: the
     /// brokers' own account of what a client sent, the same for every
-    /// client. `None` on Tansu.
+    /// client. Each partition counts once, from the replica that holds
+    /// most of it (followers store the leader's batches as they are);
+    /// transaction markers (control batches) are not counted. `None` on
+    /// Tansu.
     pub fn batch_fill(&self, topic: &str, since: &[i64]) -> Option<BatchFill> {
         let kafka = self.kafka?;
-        let mut fill = BatchFill::default();
-        let mut seen = std::collections::BTreeSet::new();
+        let mut best: std::collections::BTreeMap<i32, (i64, BatchFill)> = Default::default();
         for ((partition, _broker), batches) in kafka.dump_log(topic) {
-            if !seen.insert(partition) {
-                continue;
-            }
             let from = since.get(partition as usize).copied().unwrap_or(0);
-            for b in batches.iter().filter(|b| b.base_offset >= from) {
+            let mut fill = BatchFill::default();
+            let mut end = -1;
+            for b in &batches {
+                end = end.max(b.last_offset);
+                if b.base_offset < from || b.fields.get("isControl").is_some_and(|c| c == "true") {
+                    continue;
+                }
                 fill.batches += 1;
                 fill.records += b.count as u64;
                 fill.bytes += b
@@ -246,8 +250,19 @@ impl Target {
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or(0);
             }
+            let kept = best.entry(partition).or_insert((end, fill));
+            if end > kept.0 {
+                *kept = (end, fill);
+            }
         }
-        Some(fill)
+        Some(
+            best.into_values()
+                .fold(BatchFill::default(), |sum, (_, f)| BatchFill {
+                    batches: sum.batches + f.batches,
+                    records: sum.records + f.records,
+                    bytes: sum.bytes + f.bytes,
+                }),
+        )
     }
 
     /// The broker's CPU seconds so far.
