@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use courier_kafka::testing::{Answer, MockBroker, TxnState, Verdict};
 use courier_kafka::BrokerError;
-use courier_kafka::{DeliveryReport, ErrorKind, Produce, Producer, Record, ReportMode};
+use courier_kafka::{
+    DeliveryFuture, DeliveryReport, ErrorKind, Produce, Producer, ProducerBuilder, Record,
+    ReportMode,
+};
 use futures::{FutureExt, StreamExt};
 
 #[path = "../examples/actor_subscriber.rs"]
@@ -78,7 +81,7 @@ fn take(rx: &std::sync::mpsc::Receiver<DeliveryReport>, count: usize) -> Vec<Del
 
 /// An idempotent producer's settings for the double: batches go at once,
 /// retries after 1 ms.
-fn idempotent() -> courier_kafka::ProducerBuilder {
+fn idempotent() -> ProducerBuilder {
     Producer::builder()
         .set("linger.ms", "0")
         .set("enable.idempotence", "true")
@@ -1199,7 +1202,7 @@ async fn a_second_bump_strands_no_batch_stamped_under_the_first_epoch() {
     assert_eq!(r3.offset, Some(1));
 }
 
-fn transactional(id: &str) -> courier_kafka::ProducerBuilder {
+fn transactional(id: &str) -> ProducerBuilder {
     Producer::builder()
         .set("linger.ms", "0")
         .set("transactional.id", id)
@@ -1380,28 +1383,34 @@ fn a_batch_that_times_out_behind_an_unacknowledged_one_reports_a_timeout() {
     system.block_on(timed_out_behind());
 }
 
-async fn timed_out_behind() {
-    let broker = MockBroker::new().topic("t", 1);
-    // request.timeout.ms 1 s, delivery.timeout.ms 1.5 s, backoff 50 ms.
-    // "earlier": held from 0 (times out at 1 s), sent again at 1.05 s and
-    // held. "later": refused out of order at 0 (nothing past "first" is
-    // written), held from 0.05 s (times out at 1.05 s), sent again at 1.1 s
-    // and held. At 1.6 s both are held and "later"'s deadline has passed.
-    script_value(&broker, "earlier", [Verdict::Hold, Verdict::Hold]);
+/// The timeline of the timed-out-behind tests. request.timeout.ms 1 s,
+/// delivery.timeout.ms 1.5 s, backoff 50 ms. "earlier": held from 0 (times
+/// out at 1 s), sent again at 1.05 s and held. "later": refused out of
+/// order at 0 (nothing past "first" is written), held from 0.05 s (times
+/// out at 1.05 s), sent again at 1.1 s and held. At 1.6 s both are held
+/// and "later"'s deadline has passed.
+fn behind_timeline(broker: &MockBroker, builder: ProducerBuilder) -> Producer {
+    script_value(broker, "earlier", [Verdict::Hold, Verdict::Hold]);
     script_value(
-        &broker,
+        broker,
         "later",
         [Verdict::Deliver, Verdict::Hold, Verdict::Hold],
     );
-    let producer = broker
+    broker
         .start(
-            idempotent()
+            builder
                 .set("request.timeout.ms", "1000")
                 .set("delivery.timeout.ms", "1500")
                 .set("retry.backoff.ms", "50")
                 .set("retry.backoff.max.ms", "50"),
         )
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `behind_timeline`: sends "first", submits "earlier" and "later",
+/// and at 1.6 s answers "later" first (out of order, behind "earlier",
+/// past its deadline), then "earlier" (written). Returns their futures.
+async fn held_behind(broker: &MockBroker, producer: &Producer) -> (DeliveryFuture, DeliveryFuture) {
     producer.send(Record::to("t").value("first")).await.unwrap();
     let earlier = producer
         .submit(Record::to("t").value("earlier"))
@@ -1416,9 +1425,14 @@ async fn timed_out_behind() {
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1600)).await;
     assert_eq!(broker.held(), 2, "both in flight at 1.6 s");
-    // "later" answered first: out of order (behind "earlier"), past its
-    // deadline; then "earlier" is written.
     assert_eq!(broker.release_all_newest_first(Verdict::Deliver), 2);
+    (earlier, later)
+}
+
+async fn timed_out_behind() {
+    let broker = MockBroker::new().topic("t", 1);
+    let producer = behind_timeline(&broker, idempotent());
+    let (earlier, later) = held_behind(&broker, &producer).await;
     let e = later.await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
     assert!(
@@ -1455,39 +1469,10 @@ fn a_transactional_batch_that_times_out_behind_an_unacknowledged_one_makes_the_c
 
 async fn transactional_timed_out_behind() {
     let broker = MockBroker::new().topic("t", 1);
-    // The timeline of `timed_out_behind`.
-    script_value(&broker, "earlier", [Verdict::Hold, Verdict::Hold]);
-    script_value(
-        &broker,
-        "later",
-        [Verdict::Deliver, Verdict::Hold, Verdict::Hold],
-    );
-    let producer = broker
-        .start(
-            transactional("tx-behind")
-                .set("request.timeout.ms", "1000")
-                .set("delivery.timeout.ms", "1500")
-                .set("retry.backoff.ms", "50")
-                .set("retry.backoff.max.ms", "50"),
-        )
-        .unwrap();
+    let producer = behind_timeline(&broker, transactional("tx-behind"));
     producer.init_transactions().await.unwrap();
     producer.begin_transaction().unwrap();
-    producer.send(Record::to("t").value("first")).await.unwrap();
-    let earlier = producer
-        .submit(Record::to("t").value("earlier"))
-        .await
-        .unwrap();
-    while broker.held() == 0 {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    let later = producer
-        .submit(Record::to("t").value("later"))
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(1600)).await;
-    assert_eq!(broker.held(), 2, "both in flight at 1.6 s");
-    assert_eq!(broker.release_all_newest_first(Verdict::Deliver), 2);
+    let (earlier, later) = held_behind(&broker, &producer).await;
     let e = later.await.unwrap_err();
     assert_eq!(e.kind, ErrorKind::Timeout, "{}", e.message);
     assert!(e.message.contains("behind"), "{}", e.message);
